@@ -1,0 +1,235 @@
+//! The rules an engine can break, one variant each, named as in Dynamo's kit so
+//! a failure reads the same whichever language the engine is written in.
+
+use std::time::Duration;
+
+/// The first contract violation the kit found. Messages say what was observed.
+#[non_exhaustive]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConformanceFailure {
+    /// `start(0)` returned an error.
+    #[error("start: start(0) failed: {0}")]
+    StartFailed(String),
+
+    /// `start(0)` succeeded but named no model, so nothing could be registered.
+    #[error("start: start(0) returned an EngineConfig whose `model` is empty")]
+    EmptyModelInConfig,
+
+    /// `generate` failed before handing back a stream.
+    #[error("{check}: generate() failed before returning a stream: {message}")]
+    GenerateFailed {
+        /// The check that issued the request (`generate` or `cancellation`).
+        check: &'static str,
+        /// The engine's error.
+        message: String,
+    },
+
+    /// The stream ended without yielding anything, not even a terminal.
+    #[error("{check}: the generate stream ended without yielding a single chunk")]
+    NoChunksYielded {
+        /// The check that issued the request (`generate` or `cancellation`).
+        check: &'static str,
+    },
+
+    /// Something followed the terminal chunk (a chunk with `finish_reason`, or an error).
+    #[error(
+        "generate: the stream yielded a chunk after the terminal chunk (chunk {position} of {total})"
+    )]
+    ChunkAfterTerminal {
+        /// 1-based position of the first chunk after the terminal.
+        position: usize,
+        /// Chunks in the stream.
+        total: usize,
+    },
+
+    /// The stream ended without a chunk carrying `finish_reason`.
+    #[error(
+        "generate: the stream ended after {chunks} chunk(s) without a terminal chunk (none set finish_reason)"
+    )]
+    NoTerminalChunk {
+        /// Chunks in the stream.
+        chunks: usize,
+    },
+
+    /// The stream yielded an `Err` item.
+    #[error("{check}: the generate stream yielded an error: {message}")]
+    StreamYieldedError {
+        /// The check that issued the request (`generate` or `cancellation`).
+        check: &'static str,
+        /// The engine's error.
+        message: String,
+    },
+
+    /// The terminal's `completion_usage.completion_tokens` disagrees with the tokens streamed.
+    #[error(
+        "generate: completion_usage.completion_tokens is {reported} but the chunks carried {chunked} token id(s)"
+    )]
+    CompletionTokensMismatch {
+        /// Token ids summed over all chunks.
+        chunked: usize,
+        /// What the terminal reported.
+        reported: u32,
+    },
+
+    /// One of the interleaved requests failed to set up or yielded nothing.
+    #[error("concurrent_generate: {0}")]
+    ConcurrentGenerateFailed(String),
+
+    /// The stream was still running `after` the request was stopped.
+    #[error(
+        "cancellation: the stream had not ended {after:?} after stop_generating() was called before its first poll"
+    )]
+    CancellationNotObserved {
+        /// The deadline that passed.
+        after: Duration,
+    },
+
+    /// The stream ended promptly but not with a `cancelled` terminal.
+    #[error("cancellation: expected the stream to end with a `cancelled` terminal after stop_generating(), but {observed}")]
+    CancellationIgnored {
+        /// What the stream ended with instead.
+        observed: String,
+    },
+
+    /// The first `cleanup()` failed.
+    #[error("cleanup: cleanup() after a successful start failed: {0}")]
+    CleanupFailed(String),
+
+    /// A second `cleanup()` in a row failed; cleanup must be idempotent.
+    #[error("cleanup: a second cleanup() in a row failed (cleanup must be idempotent): {0}")]
+    SecondCleanupFailed(String),
+
+    /// `cleanup()` on a never-started engine failed; cleanup must be null-safe.
+    #[error("cleanup_without_start: cleanup() on a never-started engine failed: {0}")]
+    CleanupWithoutStartFailed(String),
+
+    /// `kv_event_sources()` returned an error.
+    #[error("kv_event_sources: kv_event_sources() failed: {0}")]
+    KvEventSourcesFailed(String),
+
+    /// Two calls to `kv_event_sources()` reported different rank sequences.
+    #[error(
+        "kv_event_sources: two calls returned different dp_rank sequences: first {first:?}, second {second:?}"
+    )]
+    KvEventSourcesNotIdempotent {
+        /// Ranks from the first call, in order.
+        first: Vec<u32>,
+        /// Ranks from the second call, in order.
+        second: Vec<u32>,
+    },
+}
+
+/// Every value [`ConformanceFailure::kind`] can return, for bindings that
+/// re-export the kinds as constants.
+pub const ALL_KINDS: &[&str] = &[
+    "StartFailed",
+    "EmptyModelInConfig",
+    "GenerateFailed",
+    "NoChunksYielded",
+    "ChunkAfterTerminal",
+    "NoTerminalChunk",
+    "StreamYieldedError",
+    "CompletionTokensMismatch",
+    "ConcurrentGenerateFailed",
+    "CancellationNotObserved",
+    "CancellationIgnored",
+    "CleanupFailed",
+    "SecondCleanupFailed",
+    "CleanupWithoutStartFailed",
+    "KvEventSourcesFailed",
+    "KvEventSourcesNotIdempotent",
+];
+
+impl ConformanceFailure {
+    /// The variant name, stable across releases, for matching without parsing messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ConformanceFailure::StartFailed(_) => "StartFailed",
+            ConformanceFailure::EmptyModelInConfig => "EmptyModelInConfig",
+            ConformanceFailure::GenerateFailed { .. } => "GenerateFailed",
+            ConformanceFailure::NoChunksYielded { .. } => "NoChunksYielded",
+            ConformanceFailure::ChunkAfterTerminal { .. } => "ChunkAfterTerminal",
+            ConformanceFailure::NoTerminalChunk { .. } => "NoTerminalChunk",
+            ConformanceFailure::StreamYieldedError { .. } => "StreamYieldedError",
+            ConformanceFailure::CompletionTokensMismatch { .. } => "CompletionTokensMismatch",
+            ConformanceFailure::ConcurrentGenerateFailed(_) => "ConcurrentGenerateFailed",
+            ConformanceFailure::CancellationNotObserved { .. } => "CancellationNotObserved",
+            ConformanceFailure::CancellationIgnored { .. } => "CancellationIgnored",
+            ConformanceFailure::CleanupFailed(_) => "CleanupFailed",
+            ConformanceFailure::SecondCleanupFailed(_) => "SecondCleanupFailed",
+            ConformanceFailure::CleanupWithoutStartFailed(_) => "CleanupWithoutStartFailed",
+            ConformanceFailure::KvEventSourcesFailed(_) => "KvEventSourcesFailed",
+            ConformanceFailure::KvEventSourcesNotIdempotent { .. } => "KvEventSourcesNotIdempotent",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn one_of_each() -> Vec<ConformanceFailure> {
+        use ConformanceFailure::*;
+        vec![
+            StartFailed("x".into()),
+            EmptyModelInConfig,
+            GenerateFailed {
+                check: "generate",
+                message: "x".into(),
+            },
+            NoChunksYielded { check: "generate" },
+            ChunkAfterTerminal {
+                position: 5,
+                total: 9,
+            },
+            NoTerminalChunk { chunks: 3 },
+            StreamYieldedError {
+                check: "cancellation",
+                message: "x".into(),
+            },
+            CompletionTokensMismatch {
+                chunked: 8,
+                reported: 9,
+            },
+            ConcurrentGenerateFailed("x".into()),
+            CancellationNotObserved {
+                after: Duration::from_secs(2),
+            },
+            CancellationIgnored {
+                observed: "x".into(),
+            },
+            CleanupFailed("x".into()),
+            SecondCleanupFailed("x".into()),
+            CleanupWithoutStartFailed("x".into()),
+            KvEventSourcesFailed("x".into()),
+            KvEventSourcesNotIdempotent {
+                first: vec![0],
+                second: vec![1],
+            },
+        ]
+    }
+
+    #[test]
+    fn all_kinds_lists_each_variant_once_in_declaration_order() {
+        let kinds: Vec<&str> = one_of_each().iter().map(ConformanceFailure::kind).collect();
+        assert_eq!(kinds, ALL_KINDS);
+    }
+
+    #[test]
+    fn messages_name_the_check_and_what_was_seen() {
+        let failures = one_of_each();
+        assert_eq!(
+            failures[4].to_string(),
+            "generate: the stream yielded a chunk after the terminal chunk (chunk 5 of 9)"
+        );
+        assert_eq!(
+            failures[9].to_string(),
+            "cancellation: the stream had not ended 2s after stop_generating() was called before its first poll"
+        );
+        assert!(failures[6].to_string().starts_with("cancellation: "));
+        assert_eq!(
+            failures[15].to_string(),
+            "kv_event_sources: two calls returned different dp_rank sequences: first [0], second [1]"
+        );
+    }
+}

@@ -1,0 +1,89 @@
+//! `runConformance` for JavaScript engines: the Rust kit, driving a JS engine through [`JsEngine`].
+
+use std::time::Duration;
+
+use dynamo_conformance::{run_conformance_report, CheckStatus, ConformanceOptions};
+use napi_derive::napi;
+
+use napi::bindgen_prelude::Promise;
+use napi::threadsafe_function::ThreadsafeFunction;
+use napi::Status;
+
+use crate::js_engine::{Bridge, JsEngine};
+
+/// Overrides for the kit's inputs; omitted fields keep the kit's defaults.
+#[napi(object)]
+pub struct ConformanceRunOptions {
+    /// How long a stopped stream may take to end (default 2000 ms).
+    pub cancel_deadline_ms: Option<u32>,
+    /// Number of interleaved generate calls in the concurrency check (default 8).
+    pub concurrency: Option<u32>,
+}
+
+/// The outcome of one check of the kit.
+#[napi(object)]
+pub struct ConformanceCheck {
+    /// Check name: start, kv_event_sources, generate, concurrent_generate, cancellation,
+    /// cleanup, cleanup_without_start.
+    pub name: String,
+    /// passed | failed | skipped (skipped once an earlier check failed).
+    pub status: String,
+    /// The failure kind (e.g. `NoTerminalChunk`) when the check failed.
+    pub kind: Option<String>,
+    /// What the kit observed, when the check failed.
+    pub message: Option<String>,
+    pub elapsed_ms: f64,
+}
+
+/// Every check of one conformance run, in the order they ran.
+#[napi(object)]
+pub struct ConformanceReport {
+    pub passed: bool,
+    pub checks: Vec<ConformanceCheck>,
+}
+
+/// Runs the conformance kit against engines produced on the JS side. `dispatch` receives one
+/// JSON operation per call and resolves with the JSON reply (see `@dynamo/backend`'s bridge).
+#[napi]
+pub async fn run_conformance(
+    // Spelled out (not the `Dispatch` alias) so the generated d.ts gets the function type.
+    dispatch: ThreadsafeFunction<String, Promise<String>, String, Status, false, true>,
+    options: Option<ConformanceRunOptions>,
+) -> napi::Result<ConformanceReport> {
+    let mut opts = ConformanceOptions::default();
+    if let Some(o) = options {
+        if let Some(ms) = o.cancel_deadline_ms {
+            opts.cancel_deadline = Duration::from_millis(ms.into());
+        }
+        if let Some(n) = o.concurrency {
+            opts.concurrency = n as usize;
+        }
+    }
+    let bridge = Bridge::new(dispatch);
+    let report = run_conformance_report(|| JsEngine::new(bridge.clone()), &opts).await;
+    Ok(ConformanceReport {
+        passed: report.passed(),
+        checks: report
+            .checks
+            .into_iter()
+            .map(|c| ConformanceCheck {
+                name: c.name.to_string(),
+                status: match c.status {
+                    CheckStatus::Passed => "passed",
+                    CheckStatus::Failed => "failed",
+                    CheckStatus::Skipped => "skipped",
+                }
+                .to_string(),
+                kind: c.failure.as_ref().map(|f| f.kind().to_string()),
+                message: c.failure.as_ref().map(|f| f.to_string()),
+                elapsed_ms: c.elapsed.as_secs_f64() * 1000.0,
+            })
+            .collect(),
+    })
+}
+
+/** Names of the kit's checks, in the order they run. */
+#[napi]
+pub fn conformance_checks() -> Vec<String> {
+    dynamo_conformance::CHECKS.iter().map(|c| c.to_string()).collect()
+}

@@ -1,0 +1,105 @@
+import { conformanceChecks, runConformance as runNativeKit } from '@dynamo/core';
+import type { EngineFactory } from '../engine.js';
+import { EngineBridge } from './engine-bridge.js';
+
+/** The failure kinds the kit reports, by name. */
+export type ConformanceFailureKind =
+  | 'StartFailed'
+  | 'EmptyModelInConfig'
+  | 'KvEventSourcesFailed'
+  | 'KvEventSourcesNotIdempotent'
+  | 'GenerateFailed'
+  | 'NoChunksYielded'
+  | 'ChunkAfterTerminal'
+  | 'NoTerminalChunk'
+  | 'StreamYieldedError'
+  | 'CompletionTokensMismatch'
+  | 'ConcurrentGenerateFailed'
+  | 'CancellationNotObserved'
+  | 'CancellationIgnored'
+  | 'CleanupFailed'
+  | 'SecondCleanupFailed'
+  | 'CleanupWithoutStartFailed';
+
+/** Tunables for a conformance run; defaults are the kit's (2 s cancel deadline, 8 streams). */
+export interface ConformanceOptions {
+  /** How long a stopped stream may take to end before `CancellationNotObserved`. */
+  cancelDeadlineMs?: number;
+  /** Number of interleaved streams in the concurrency check. */
+  concurrency?: number;
+}
+
+/** The outcome of one check. */
+export interface ConformanceCheckResult {
+  name: string;
+  status: 'passed' | 'failed' | 'skipped';
+  kind?: ConformanceFailureKind;
+  message?: string;
+  elapsedMs: number;
+}
+
+/** Every check of a run, in order; checks after the first failure are skipped. */
+export interface ConformanceReport {
+  passed: boolean;
+  checks: ConformanceCheckResult[];
+}
+
+/** Thrown by {@link runConformance} when a check fails; `kind` names the failure. */
+export class ConformanceError extends Error {
+  constructor(
+    /** The failure kind, e.g. `NoTerminalChunk`. */
+    readonly kind: ConformanceFailureKind,
+    /** The check that failed, e.g. `generate`. */
+    readonly check: string,
+    message: string,
+    /** The whole report, for tooling. */
+    readonly report: ConformanceReport,
+  ) {
+    super(`${kind} (check ${check}): ${message}`);
+    this.name = 'ConformanceError';
+  }
+}
+
+/** Names of the kit's checks, in the order they run. */
+export const CONFORMANCE_CHECKS: readonly string[] = Object.freeze(conformanceChecks());
+
+/**
+ * Runs the conformance kit and returns the per-check report instead of throwing. The checks run in
+ * Rust (`@dynamo/core`), the same kit native engines use; `factory` is called once for the engine
+ * under test and once more for a never-started engine.
+ */
+export async function conformanceReport(factory: EngineFactory, options: ConformanceOptions = {}): Promise<ConformanceReport> {
+  const bridge = new EngineBridge(factory);
+  try {
+    const report = await runNativeKit(bridge.dispatch, options);
+    return {
+      passed: report.passed,
+      checks: report.checks.map((c) => ({
+        name: c.name,
+        status: c.status as ConformanceCheckResult['status'],
+        ...(c.kind == null ? {} : { kind: c.kind as ConformanceFailureKind }),
+        ...(c.message == null ? {} : { message: c.message }),
+        elapsedMs: c.elapsedMs,
+      })),
+    };
+  } finally {
+    bridge.dispose();
+  }
+}
+
+/**
+ * Checks that engines made by `factory` honour the {@link LLMEngine} contract: start, KV event
+ * sources, one stream, 8 concurrent streams, cancellation within 2 s, cleanup twice, and cleanup
+ * of a never-started engine. Resolves with the report when every check passes; rejects with a
+ * {@link ConformanceError} naming the first failure otherwise.
+ *
+ * ```ts
+ * it('conforms', () => runConformance(() => new MyEngine()));
+ * ```
+ */
+export async function runConformance(factory: EngineFactory, options: ConformanceOptions = {}): Promise<ConformanceReport> {
+  const report = await conformanceReport(factory, options);
+  const failed = report.checks.find((c) => c.status === 'failed');
+  if (failed) throw new ConformanceError(failed.kind ?? 'StartFailed', failed.name, failed.message ?? '', report);
+  return report;
+}

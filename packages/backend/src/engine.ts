@@ -1,0 +1,83 @@
+import type { Context } from './context.js';
+import { InvalidArgument } from './errors.js';
+import type { GenerateChunk } from './protocol/chunk.js';
+import type { EngineConfig } from './protocol/engine-config.js';
+import type { KvEventSource } from './protocol/kv-events.js';
+import type { GenerateRequest } from './protocol/request.js';
+import type { WorkerConfig } from './protocol/worker-config.js';
+
+/**
+ * The contract between an inference engine and Dynamo. Subclass it, implement `start`,
+ * `generate` and `cleanup` (and `fromArgs`), and hand the class to `run()`; the framework owns
+ * signals, registration, serving, cancellation and graceful shutdown.
+ *
+ * Lifecycle guarantees the framework gives you:
+ * - `start` is called once, after the runtime is connected; once it returns, `generate` must
+ *   accept concurrent calls.
+ * - `cleanup` is called exactly once after `start` was attempted (even if it threw), never if
+ *   `start` never ran, and never concurrently with `start`. It must tolerate partial state and a
+ *   second call must succeed without tearing down twice.
+ *
+ * And what you owe it, pinned by `runConformance`:
+ * - every `generate` stream ends with exactly one terminal chunk (with `finish_reason`) and
+ *   nothing after it; non-terminal chunks have no `finish_reason`;
+ * - check `context.isStopped()` between chunks and, when stopped, end with an empty chunk whose
+ *   `finish_reason` is `"cancelled"`;
+ * - per-request resources are released in the generator's `finally`, not in `abort`;
+ * - do not install SIGTERM/SIGINT handlers.
+ */
+export abstract class LLMEngine {
+  /**
+   * Builds an engine and its worker configuration from command-line arguments (`argv` defaults to
+   * `process.argv.slice(2)`). The engine is constructed but not started. Subclasses override this:
+   *
+   * ```ts
+   * static override async fromArgs(argv = process.argv.slice(2)): Promise<[MyEngine, WorkerConfig]> { ... }
+   * ```
+   */
+  static async fromArgs(_argv?: string[]): Promise<[LLMEngine, WorkerConfig]> {
+    throw new InvalidArgument(`${this.name}.fromArgs() is not implemented: override the static fromArgs(argv)`);
+  }
+
+  /**
+   * Loads the model and returns what to register. `workerId` is this process's discovery instance
+   * id (opaque; useful for logs and per-worker resources).
+   */
+  abstract start(workerId: bigint): Promise<EngineConfig>;
+
+  /** Streams the output for one request; see the class docs for the rules the stream follows. */
+  abstract generate(request: GenerateRequest, context: Context): AsyncIterable<GenerateChunk>;
+
+  /**
+   * Called only when the caller stopped or killed a request (never when a stream simply ends), to
+   * release engine-side work such as a scheduler slot. Default: nothing.
+   */
+  async abort(_context: Context): Promise<void> {}
+
+  /**
+   * Polled during shutdown on prefill workers: true once no KV transfer is outstanding, false
+   * while some is, null if the engine cannot tell (the default).
+   */
+  async isQuiescent(): Promise<boolean | null> {
+    return null;
+  }
+
+  /** Releases everything `start` acquired; see the class docs for when it runs. */
+  abstract cleanup(): Promise<void>;
+
+  /**
+   * A request body the health canary sends to this engine, or null (the default) to rely on
+   * traffic-based health only.
+   */
+  async healthCheckPayload(): Promise<Record<string, unknown> | null> {
+    return null;
+  }
+
+  /** Where the router gets this engine's KV cache events from; one source per DP rank. Default: none. */
+  async kvEventSources(): Promise<KvEventSource[]> {
+    return [];
+  }
+}
+
+/** Something that makes a fresh, unstarted engine: a function returning one (or a promise of one). */
+export type EngineFactory = () => LLMEngine | Promise<LLMEngine>;

@@ -1,0 +1,114 @@
+/**
+ * The Dynamo error family. Each class is one `BackendError` kind of stock Dynamo, so an error an
+ * engine throws keeps its meaning when it crosses the wire.
+ */
+
+/** Names of the error kinds, as Dynamo spells them. */
+export type DynamoErrorKind =
+  | 'Unknown'
+  | 'InvalidArgument'
+  | 'CannotConnect'
+  | 'Disconnected'
+  | 'ConnectionTimeout'
+  | 'Cancelled'
+  | 'EngineShutdown'
+  | 'StreamIncomplete';
+
+/** Base class of every Dynamo error; `kind` says which one without an `instanceof` chain. */
+export class DynamoException extends Error {
+  /** The Dynamo error kind; `Unknown` for a bare `DynamoException`. */
+  readonly kind: DynamoErrorKind = 'Unknown';
+
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = new.target.name;
+  }
+}
+
+function kindClass(kind: DynamoErrorKind) {
+  return class extends DynamoException {
+    override readonly kind = kind;
+  };
+}
+
+/** An error nobody classified. */
+export class Unknown extends kindClass('Unknown') {}
+/** Bad input: a malformed request, a prompt that is too long, an unknown flag. */
+export class InvalidArgument extends kindClass('InvalidArgument') {}
+/** A dependency (discovery, the request plane, a model source) could not be reached. */
+export class CannotConnect extends kindClass('CannotConnect') {}
+/** An established connection was lost. */
+export class Disconnected extends kindClass('Disconnected') {}
+/** An operation ran past its deadline. */
+export class ConnectionTimeout extends kindClass('ConnectionTimeout') {}
+/** The client cancelled the request. */
+export class Cancelled extends kindClass('Cancelled') {}
+/** The engine failed to start, crashed, or is shutting down. */
+export class EngineShutdown extends kindClass('EngineShutdown') {}
+/** A response stream ended before its final marker; callers may migrate the request. */
+export class StreamIncomplete extends kindClass('StreamIncomplete') {}
+
+const byKind: Record<DynamoErrorKind, new (message: string, options?: { cause?: unknown }) => DynamoException> = {
+  Unknown,
+  InvalidArgument,
+  CannotConnect,
+  Disconnected,
+  ConnectionTimeout,
+  Cancelled,
+  EngineShutdown,
+  StreamIncomplete,
+};
+
+/** Builds the error class for a kind name received from the wire; unknown names become `Unknown`. */
+export function dynamoExceptionOf(kind: string, message: string, options?: { cause?: unknown }): DynamoException {
+  const cls = (byKind as Record<string, (typeof byKind)[DynamoErrorKind] | undefined>)[kind] ?? Unknown;
+  return new cls(message, options);
+}
+
+const disconnectCodes = new Set(['ECONNRESET', 'EPIPE', 'ECONNABORTED', 'ERR_STREAM_PREMATURE_CLOSE']);
+
+function httpStatus(err: object): number | undefined {
+  for (const key of ['status', 'statusCode', 'code'] as const) {
+    const value = (err as Record<string, unknown>)[key];
+    if (typeof value === 'number' && Number.isInteger(value) && value >= 100 && value < 600) return value;
+  }
+  return undefined;
+}
+
+/**
+ * Classifies any thrown value as a {@link DynamoException}, the way Dynamo classifies Python
+ * exceptions: Dynamo errors pass through; HTTP-like errors (numeric `status`/`statusCode`/`code`)
+ * become `InvalidArgument` for 4xx and `Unknown` otherwise; `TypeError`/`RangeError`/`SyntaxError`
+ * and zod errors become `InvalidArgument`; `AbortError` becomes `Cancelled`; `TimeoutError` and
+ * `ETIMEDOUT` become `ConnectionTimeout`; `ECONNREFUSED` becomes `CannotConnect`; connection resets
+ * become `Disconnected`; anything else is `Unknown`. The original is kept as `cause`.
+ */
+export function toDynamoException(err: unknown): DynamoException {
+  if (err instanceof DynamoException) return err;
+  if (!(err instanceof Error)) {
+    return new Unknown(typeof err === 'string' ? err : `non-Error value thrown: ${describe(err)}`, { cause: err });
+  }
+  const opts = { cause: err };
+  const status = httpStatus(err);
+  if (status !== undefined) {
+    const body = JSON.stringify({ message: err.message || `HTTP ${status}`, code: status });
+    return status >= 400 && status < 500 ? new InvalidArgument(body, opts) : new Unknown(body, opts);
+  }
+  const code = (err as { code?: unknown }).code;
+  if (err.name === 'AbortError') return new Cancelled(err.message || 'operation aborted', opts);
+  if (err.name === 'TimeoutError' || code === 'ETIMEDOUT') return new ConnectionTimeout(err.message, opts);
+  if (code === 'ECONNREFUSED') return new CannotConnect(err.message, opts);
+  if (typeof code === 'string' && disconnectCodes.has(code)) return new Disconnected(err.message, opts);
+  if (err instanceof TypeError || err instanceof RangeError || err instanceof SyntaxError || err.name === 'ZodError') {
+    return new InvalidArgument(err.message, opts);
+  }
+  return new Unknown(err.message, opts);
+}
+
+function describe(value: unknown): string {
+  try {
+    return JSON.stringify(value, (_k, v: unknown) => (typeof v === 'bigint' ? `${v}n` : v)) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}

@@ -1,0 +1,78 @@
+/**
+ * `@dynamo/backend`: put an inference engine behind NVIDIA Dynamo from TypeScript.
+ *
+ * Subclass {@link LLMEngine}, keep it honest with {@link runConformance}, and serve it with
+ * `run()`.
+ *
+ * @packageDocumentation
+ */
+
+export { LLMEngine, type EngineFactory } from './engine.js';
+export { Context, type ContextOptions } from './context.js';
+export {
+  DynamoException,
+  Unknown,
+  InvalidArgument,
+  CannotConnect,
+  Disconnected,
+  ConnectionTimeout,
+  Cancelled,
+  EngineShutdown,
+  StreamIncomplete,
+  dynamoExceptionOf,
+  toDynamoException,
+  type DynamoErrorKind,
+} from './errors.js';
+export {
+  GenerateRequestSchema,
+  StopConditionsSchema,
+  type GenerateRequest,
+  type StopConditions,
+} from './protocol/request.js';
+export {
+  GenerateChunkSchema,
+  FinishReasonSchema,
+  CompletionUsageSchema,
+  usage,
+  type GenerateChunk,
+  type FinishReason,
+  type CompletionUsage,
+} from './protocol/chunk.js';
+export {
+  EngineConfigSchema,
+  LlmRegistrationSchema,
+  engineConfigToWire,
+  type EngineConfig,
+  type LlmRegistration,
+} from './protocol/engine-config.js';
+export {
+  WorkerConfigSchema,
+  ShutdownConfigSchema,
+  workerConfig,
+  type WorkerConfig,
+  type WorkerConfigInput,
+  type ShutdownConfig,
+} from './protocol/worker-config.js';
+export {
+  DisaggregationMode,
+  DisaggregationModeSchema,
+  parseDisaggregationMode,
+} from './protocol/disaggregation.js';
+export {
+  KvEventSourcesSchema,
+  kvEventSourcesToWire,
+  type KvEventSource,
+  type ZmqSource,
+  type PushSource,
+} from './protocol/kv-events.js';
+export { parseFlags, formatHelp, workerFlags, type Flag, type Flags, type FlagValues, type ParsedFlags } from './flags.js';
+export {
+  runConformance,
+  conformanceReport,
+  ConformanceError,
+  CONFORMANCE_CHECKS,
+  type ConformanceOptions,
+  type ConformanceReport,
+  type ConformanceCheckResult,
+  type ConformanceFailureKind,
+} from './conformance/run-conformance.js';

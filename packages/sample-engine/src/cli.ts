@@ -1,0 +1,98 @@
+#!/usr/bin/env node
+import { conformanceReport, Context, DynamoException, type Flags, parseFlags, toDynamoException } from '@dynamo/backend';
+import { z } from 'zod';
+import { SampleEngine } from './engine.js';
+import { type SampleEngineFlagValues, sampleEngineFlags, sampleEngineHelp } from './flags.js';
+import { formatConformanceReport } from './report.js';
+
+const commands = {
+  conformance: 'Run the conformance kit against the sample engine and print a report (exit 1 if it fails)',
+  generate: 'Run one request through the engine locally and print its chunks as JSON lines',
+} as const;
+
+type Command = keyof typeof commands;
+
+function usage(): string {
+  const list = Object.entries(commands)
+    .map(([name, text]) => `  ${name.padEnd(12)}${text}`)
+    .join('\n');
+  return sampleEngineHelp(
+    'dynamo-sample-engine <command> [options]',
+    `Sample Dynamo backend: emits rotating token ids (1, 2, 3, ...), no model needed.\n\nCommands:\n${list}\n\nThe generate command also takes --token-ids LIST (default 1,2,3).`,
+  );
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  if (command === undefined || command === '--help' || command === '-h') {
+    process.stdout.write(usage());
+    return command === undefined ? 2 : 0;
+  }
+  if (!(command in commands)) {
+    process.stderr.write(`dynamo-sample-engine: unknown command '${command}' (expected one of: ${Object.keys(commands).join(', ')}; see --help)\n`);
+    return 2;
+  }
+  return (command as Command) === 'conformance' ? conformance(rest) : generate(rest);
+}
+
+const generateFlags = {
+  ...sampleEngineFlags,
+  tokenIds: {
+    schema: z
+      .string()
+      .default('1,2,3')
+      .transform((list) => list.split(',').map((t) => Number(t.trim())))
+      .pipe(z.array(z.uint32(), { error: 'expected comma-separated token ids' }).min(1)),
+    description: 'Prompt token ids for the generate command',
+    placeholder: 'LIST',
+  },
+} satisfies Flags;
+
+function engineOptions(values: SampleEngineFlagValues) {
+  const { modelName, maxTokens, delayMs, disaggregationMode } = values;
+  return { modelName, maxTokens, delayMs, disaggregationMode };
+}
+
+async function conformance(argv: string[]): Promise<number> {
+  const parsed = parseFlags(sampleEngineFlags, argv, process.env);
+  if (parsed.help) {
+    process.stdout.write(usage());
+    return 0;
+  }
+  const options = engineOptions(parsed.values);
+  const report = await conformanceReport(() => new SampleEngine(options));
+  const title = `Conformance of the sample engine (model ${options.modelName}, ${options.delayMs} ms/token, max ${options.maxTokens} tokens):`;
+  process.stdout.write(formatConformanceReport(title, report));
+  return report.passed ? 0 : 1;
+}
+
+async function generate(argv: string[]): Promise<number> {
+  const parsed = parseFlags(generateFlags, argv, process.env);
+  if (parsed.help) {
+    process.stdout.write(usage());
+    return 0;
+  }
+  const engine = new SampleEngine(engineOptions(parsed.values));
+  await engine.start(0n);
+  try {
+    const context = new Context();
+    process.once('SIGINT', () => context.stopGenerating());
+    for await (const chunk of engine.generate({ token_ids: parsed.values.tokenIds }, context)) {
+      process.stdout.write(`${JSON.stringify(chunk)}\n`);
+    }
+  } finally {
+    await engine.cleanup();
+  }
+  return 0;
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    const error = err instanceof DynamoException ? err : toDynamoException(err);
+    process.stderr.write(`dynamo-sample-engine: ${error.name}: ${error.message}\n`);
+    process.exitCode = error.kind === 'InvalidArgument' ? 2 : 1;
+  },
+);

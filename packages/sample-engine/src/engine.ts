@@ -1,0 +1,133 @@
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  type Context,
+  type DisaggregationMode,
+  type EngineConfig,
+  type GenerateChunk,
+  type GenerateRequest,
+  InvalidArgument,
+  LLMEngine,
+  parseFlags,
+  usage,
+  type WorkerConfig,
+  workerConfig,
+} from '@dynamo/backend';
+import { sampleEngineFlags, sampleEngineHelp } from './flags.js';
+
+/** Options of {@link SampleEngine}; every field has the sample's default. */
+export interface SampleEngineOptions {
+  /** Model name reported by `start()` (default `sample-model`). */
+  modelName?: string;
+  /** Tokens per request when the request has no `max_tokens` (default 16). */
+  maxTokens?: number;
+  /** Delay before each token in ms (default 10). */
+  delayMs?: number;
+  /** `agg` (default), `prefill` or `decode`. */
+  disaggregationMode?: DisaggregationMode;
+}
+
+/** Token ids cycle below this, like a small vocabulary. */
+const VOCAB_SIZE = 32000;
+
+/**
+ * An engine with no model: token `i` of every response is `(i + 1) % 32000`, one per chunk,
+ * `delayMs` apart. It follows the whole engine contract (cancellation, usage, idempotent cleanup)
+ * so it can stand in for a real engine when testing a serving pipeline.
+ */
+export class SampleEngine extends LLMEngine {
+  readonly modelName: string;
+  readonly maxTokens: number;
+  readonly delayMs: number;
+  readonly disaggregationMode: DisaggregationMode;
+
+  constructor(options: SampleEngineOptions = {}) {
+    super();
+    this.modelName = options.modelName ?? 'sample-model';
+    this.maxTokens = options.maxTokens ?? 16;
+    this.delayMs = options.delayMs ?? 10;
+    this.disaggregationMode = options.disaggregationMode ?? 'agg';
+    if (this.disaggregationMode === 'encode') {
+      throw new InvalidArgument('the sample engine does not implement --disaggregation-mode encode (use agg, prefill or decode)');
+    }
+  }
+
+  /** Builds the engine and its worker config from `dynamo-sample-engine`'s flags and `DYN_*` env. */
+  static override async fromArgs(
+    argv: string[] = process.argv.slice(2),
+    env: Record<string, string | undefined> = process.env,
+  ): Promise<[SampleEngine, WorkerConfig]> {
+    const parsed = parseFlags(sampleEngineFlags, argv, env);
+    if (parsed.help) {
+      // Same contract as argparse in Dynamo's from_args: help ends the program.
+      process.stdout.write(sampleEngineHelp());
+      process.exit(0);
+    }
+    const v = parsed.values;
+    const engine = new SampleEngine({
+      modelName: v.modelName,
+      maxTokens: v.maxTokens,
+      delayMs: v.delayMs,
+      disaggregationMode: v.disaggregationMode,
+    });
+    const config = workerConfig({
+      namespace: v.namespace,
+      component: v.component,
+      endpoint: v.endpoint,
+      endpointTypes: v.endpointTypes,
+      discoveryBackend: v.discoveryBackend,
+      requestPlane: v.requestPlane,
+      disaggregationMode: v.disaggregationMode,
+      enableKvRouting: !v.disableKvRouting,
+      modelName: v.modelPath,
+      servedModelName: v.modelName,
+    });
+    return [engine, config];
+  }
+
+  override async start(_workerId: bigint): Promise<EngineConfig> {
+    return {
+      model: this.modelName,
+      servedModelName: this.modelName,
+      llm: { contextLength: 2048, kvCacheBlockSize: 16, totalKvBlocks: 1000, maxNumSeqs: 64, maxNumBatchedTokens: 2048 },
+    };
+  }
+
+  override async *generate(request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
+    const prompt = request.token_ids.length;
+    let maxNew = request.stop_conditions?.max_tokens || this.maxTokens;
+    if (this.disaggregationMode === 'prefill') maxNew = 1;
+    if (this.disaggregationMode === 'decode' && request._HEALTH_CHECK !== true && request.prefill_result == null) {
+      throw new InvalidArgument('decode worker requires request.prefill_result (disaggregation mode decode)');
+    }
+    for (let i = 0; i < maxNew; i++) {
+      if (context.isStopped()) {
+        yield { token_ids: [], index: 0, finish_reason: 'cancelled', completion_usage: usage(prompt, i) };
+        return;
+      }
+      if (this.delayMs > 0) await sleep(this.delayMs);
+      const token = (i + 1) % VOCAB_SIZE;
+      if (i < maxNew - 1) {
+        yield { token_ids: [token], index: 0 };
+        continue;
+      }
+      yield {
+        token_ids: [token],
+        index: 0,
+        finish_reason: 'length',
+        completion_usage: usage(prompt, maxNew),
+        ...(this.disaggregationMode === 'prefill'
+          ? { disaggregated_params: { sample_handle: randomUUID().replaceAll('-', ''), completed_tokens: [token] } }
+          : {}),
+      };
+    }
+  }
+
+  /** A one-token greedy request starting from BOS (id 1). */
+  override async healthCheckPayload(): Promise<Record<string, unknown>> {
+    return { token_ids: [1], stop_conditions: { max_tokens: 1, ignore_eos: true }, sampling_options: { temperature: 0 } };
+  }
+
+  /** Nothing to release: the engine holds no resources. */
+  override async cleanup(): Promise<void> {}
+}

@@ -1,0 +1,9 @@
+/**
+ * `@dynamo/sample-engine`: a model-free engine that emits rotating token ids, for smoke-testing
+ * Dynamo serving pipelines, plus the `dynamo-sample-engine` CLI.
+ *
+ * @packageDocumentation
+ */
+export { SampleEngine, type SampleEngineOptions } from './engine.js';
+export { sampleEngineFlags, sampleEngineHelp, type SampleEngineFlagValues } from './flags.js';
+export { formatConformanceReport } from './report.js';
