@@ -12,10 +12,9 @@ use serde::Serialize;
 use tokio::time::Instant;
 
 use crate::context::Context;
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineError};
 use crate::failure::ConformanceFailure;
-use crate::types::{EngineOutput, GenerateRequest};
-use crate::EngineError;
+use crate::types::{EngineOutput, GenerateRequest, KvEventSource};
 
 /// How long a stopped request may keep streaming before the kit gives up on it.
 pub const DEFAULT_CANCEL_DEADLINE: Duration = Duration::from_secs(2);
@@ -298,7 +297,7 @@ async fn check_kv_event_sources<E: Engine>(engine: &E) -> Result<(), Conformance
     let failed = |e: EngineError| ConformanceFailure::KvEventSourcesFailed(e.to_string());
     let first = engine.kv_event_sources().await.map_err(failed)?;
     let second = engine.kv_event_sources().await.map_err(failed)?;
-    let ranks = |sources: Vec<crate::types::KvEventSource>| -> Vec<u32> {
+    let ranks = |sources: Vec<KvEventSource>| -> Vec<u32> {
         sources.into_iter().map(|source| source.dp_rank).collect()
     };
     let (first, second) = (ranks(first), ranks(second));

@@ -13,6 +13,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod context;
 pub mod engine;
 pub mod failure;

@@ -242,9 +242,8 @@ impl<F: Fn(&str) -> Option<String>> Resolver<F> {
         } else {
             return Some(v);
         };
-        self.warnings.push(format!(
-            "{field}={v} {problem}; ignoring it"
-        ));
+        self.warnings
+            .push(format!("{field}={v} {problem}; ignoring it"));
         None
     }
 
@@ -305,9 +304,8 @@ impl<F: Fn(&str) -> Option<String>> Resolver<F> {
             if v > 0.0 {
                 return secs_to_ms(v);
             }
-            self.warnings.push(format!(
-                "{field}={v} must be greater than 0; ignoring it"
-            ));
+            self.warnings
+                .push(format!("{field}={v} must be greater than 0; ignoring it"));
         }
         let env = ENV_CLEANUP_TIMEOUT_SECS;
         match self.env_f64(env, default_secs) {
@@ -583,8 +581,8 @@ mod tests {
             router_grace_secs: Some(10.0),
             ..Default::default()
         };
-        let s = ShutdownSettings::resolve(&cfg, env(&[(ENV_GRACEFUL_SHUTDOWN_TIMEOUT, "10")]))
-            .settings;
+        let s =
+            ShutdownSettings::resolve(&cfg, env(&[(ENV_GRACEFUL_SHUTDOWN_TIMEOUT, "10")])).settings;
         assert_eq!(s.total_ms, 20_000);
     }
 
@@ -632,7 +630,12 @@ mod tests {
         let r = ShutdownSettings::resolve(&cfg, env(&[]));
         let s = r.settings;
         assert_eq!(
-            (s.total_ms, s.router_grace_ms, s.inflight_timeout_ms, s.kv_transfer_timeout_ms),
+            (
+                s.total_ms,
+                s.router_grace_ms,
+                s.inflight_timeout_ms,
+                s.kv_transfer_timeout_ms
+            ),
             (0, 0, 0, 0)
         );
         assert_eq!(r.warnings.len(), 4);
@@ -655,6 +658,9 @@ mod tests {
         assert_eq!(v["total_ms"], 35_000);
         assert_eq!(v["kv_transfer_fallback"], serde_json::Value::Null);
         assert_eq!(KvTransferFallback::Wait.as_str(), "wait");
-        assert_eq!(serde_json::to_value(KvTransferFallback::Skip).unwrap(), "skip");
+        assert_eq!(
+            serde_json::to_value(KvTransferFallback::Skip).unwrap(),
+            "skip"
+        );
     }
 }

@@ -260,7 +260,10 @@ mod tests {
 
     fn running() -> EngineLifecycle {
         let mut m = EngineLifecycle::new();
-        assert_eq!(m.on(EngineEvent::StartRequested), Ok(EngineAction::CallStart));
+        assert_eq!(
+            m.on(EngineEvent::StartRequested),
+            Ok(EngineAction::CallStart)
+        );
         assert_eq!(m.on(EngineEvent::StartSucceeded), Ok(EngineAction::Noop));
         m
     }
@@ -360,7 +363,10 @@ mod tests {
     #[test]
     fn cleanup_in_running_calls_engine_once_with_timeout() {
         let mut m = running();
-        assert_eq!(m.on(cleanup()), Ok(EngineAction::CallCleanup { timeout_ms: T }));
+        assert_eq!(
+            m.on(cleanup()),
+            Ok(EngineAction::CallCleanup { timeout_ms: T })
+        );
         assert!(m.is_cleaning());
         assert!(!m.cleanup_owed());
         assert_eq!(m.on(finished(CleanupOutcome::Ok)), Ok(EngineAction::Noop));
@@ -392,7 +398,10 @@ mod tests {
     #[test]
     fn concurrent_cleanup_waits_for_the_inflight_one() {
         let mut m = running();
-        assert!(matches!(m.on(cleanup()), Ok(EngineAction::CallCleanup { .. })));
+        assert!(matches!(
+            m.on(cleanup()),
+            Ok(EngineAction::CallCleanup { .. })
+        ));
         assert_eq!(m.on(cleanup()), Ok(EngineAction::WaitForCleanup));
         assert_eq!(m.on(cleanup()), Ok(EngineAction::WaitForCleanup));
         m.on(finished(CleanupOutcome::Ok)).unwrap();
@@ -434,7 +443,10 @@ mod tests {
     #[test]
     fn shutdown_before_start_stops_and_refuses_later_start() {
         let mut m = EngineLifecycle::new();
-        assert_eq!(m.on(EngineEvent::ShutdownBeforeStart), Ok(EngineAction::Noop));
+        assert_eq!(
+            m.on(EngineEvent::ShutdownBeforeStart),
+            Ok(EngineAction::Noop)
+        );
         assert_eq!(m.state(), EngineState::Stopped);
         assert_eq!(
             m.on(EngineEvent::StartRequested),
@@ -442,7 +454,10 @@ mod tests {
         );
         assert_eq!(cleanup_calls(&mut m, 2), 0);
         // Repeating the signal is harmless.
-        assert_eq!(m.on(EngineEvent::ShutdownBeforeStart), Ok(EngineAction::Noop));
+        assert_eq!(
+            m.on(EngineEvent::ShutdownBeforeStart),
+            Ok(EngineAction::Noop)
+        );
     }
 
     #[test]
@@ -490,6 +505,9 @@ mod tests {
             serde_json::to_value(EngineAction::WaitForCleanup).unwrap(),
             json!({"type": "wait_for_cleanup"})
         );
-        assert_eq!(serde_json::to_value(EngineAction::Noop).unwrap(), json!({"type": "noop"}));
+        assert_eq!(
+            serde_json::to_value(EngineAction::Noop).unwrap(),
+            json!({"type": "noop"})
+        );
     }
 }

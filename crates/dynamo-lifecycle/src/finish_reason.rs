@@ -220,10 +220,22 @@ mod tests {
 
     #[test]
     fn serializes_to_wire_shapes() {
-        assert_eq!(serde_json::to_value(FinishReason::Eos).unwrap(), json!("eos"));
-        assert_eq!(serde_json::to_value(FinishReason::Length).unwrap(), json!("length"));
-        assert_eq!(serde_json::to_value(FinishReason::Stop).unwrap(), json!("stop"));
-        assert_eq!(serde_json::to_value(FinishReason::Cancelled).unwrap(), json!("cancelled"));
+        assert_eq!(
+            serde_json::to_value(FinishReason::Eos).unwrap(),
+            json!("eos")
+        );
+        assert_eq!(
+            serde_json::to_value(FinishReason::Length).unwrap(),
+            json!("length")
+        );
+        assert_eq!(
+            serde_json::to_value(FinishReason::Stop).unwrap(),
+            json!("stop")
+        );
+        assert_eq!(
+            serde_json::to_value(FinishReason::Cancelled).unwrap(),
+            json!("cancelled")
+        );
         assert_eq!(
             serde_json::to_value(FinishReason::ContentFilter).unwrap(),
             json!("content_filter")
@@ -268,15 +280,27 @@ mod tests {
     #[test]
     fn from_str_accepts_wire_names_and_alias() {
         assert_eq!("eos".parse::<FinishReason>().unwrap(), FinishReason::Eos);
-        assert_eq!("length".parse::<FinishReason>().unwrap(), FinishReason::Length);
+        assert_eq!(
+            "length".parse::<FinishReason>().unwrap(),
+            FinishReason::Length
+        );
         assert_eq!("stop".parse::<FinishReason>().unwrap(), FinishReason::Stop);
-        assert_eq!("cancelled".parse::<FinishReason>().unwrap(), FinishReason::Cancelled);
-        assert_eq!("abort".parse::<FinishReason>().unwrap(), FinishReason::Cancelled);
+        assert_eq!(
+            "cancelled".parse::<FinishReason>().unwrap(),
+            FinishReason::Cancelled
+        );
+        assert_eq!(
+            "abort".parse::<FinishReason>().unwrap(),
+            FinishReason::Cancelled
+        );
         assert_eq!(
             "content_filter".parse::<FinishReason>().unwrap(),
             FinishReason::ContentFilter
         );
-        assert_eq!(" stop ".parse::<FinishReason>().unwrap(), FinishReason::Stop);
+        assert_eq!(
+            " stop ".parse::<FinishReason>().unwrap(),
+            FinishReason::Stop
+        );
     }
 
     #[test]
@@ -311,7 +335,15 @@ mod tests {
         );
         let msg = err.to_string();
         assert!(msg.contains("\"finished\""), "{msg}");
-        for name in ["eos", "length", "stop", "cancelled", "abort", "content_filter", "error"] {
+        for name in [
+            "eos",
+            "length",
+            "stop",
+            "cancelled",
+            "abort",
+            "content_filter",
+            "error",
+        ] {
             assert!(msg.contains(name), "{msg} should list {name}");
         }
         assert!("errors".parse::<FinishReason>().is_err());
@@ -323,7 +355,10 @@ mod tests {
     fn display_matches_wire_string_and_round_trips() {
         assert_eq!(FinishReason::Eos.to_string(), "eos");
         assert_eq!(FinishReason::ContentFilter.to_string(), "content_filter");
-        assert_eq!(FinishReason::Error("boom".into()).to_string(), "error: boom");
+        assert_eq!(
+            FinishReason::Error("boom".into()).to_string(),
+            "error: boom"
+        );
         for r in all() {
             assert_eq!(r.to_string().parse::<FinishReason>().unwrap(), r);
         }
@@ -349,7 +384,10 @@ mod tests {
 
     #[test]
     fn parse_json_helper_is_lenient_on_strings() {
-        assert_eq!(parse_finish_reason_json(&json!("abort")).unwrap(), FinishReason::Cancelled);
+        assert_eq!(
+            parse_finish_reason_json(&json!("abort")).unwrap(),
+            FinishReason::Cancelled
+        );
         assert_eq!(
             parse_finish_reason_json(&json!("error: x")).unwrap(),
             FinishReason::Error("x".into())
@@ -362,9 +400,18 @@ mod tests {
             parse_finish_reason_json(&json!("nope")),
             Err(FinishReasonError::Unknown { .. })
         ));
-        for bad in [json!(1), json!(null), json!({"error": 1}), json!({"stop": "x"}), json!([])] {
+        for bad in [
+            json!(1),
+            json!(null),
+            json!({"error": 1}),
+            json!({"stop": "x"}),
+            json!([]),
+        ] {
             let err = parse_finish_reason_json(&bad).unwrap_err();
-            assert!(matches!(err, FinishReasonError::InvalidShape { .. }), "{bad}");
+            assert!(
+                matches!(err, FinishReasonError::InvalidShape { .. }),
+                "{bad}"
+            );
             assert!(err.to_string().contains("expected one of"));
         }
     }

@@ -148,7 +148,14 @@ mod tests {
         let names: Vec<_> = Stage::ALL.iter().map(|s| s.as_str()).collect();
         assert_eq!(
             names,
-            ["unregister", "router_grace", "stop_admission", "inflight", "kv_transfer", "cleanup"]
+            [
+                "unregister",
+                "router_grace",
+                "stop_admission",
+                "inflight",
+                "kv_transfer",
+                "cleanup"
+            ]
         );
         for s in Stage::ALL {
             assert_eq!(serde_json::to_value(s).unwrap(), json!(s.as_str()));

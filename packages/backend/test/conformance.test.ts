@@ -1,0 +1,131 @@
+import { describe, expect, it } from 'vitest';
+import {
+  CONFORMANCE_CHECKS,
+  type ConformanceFailureKind,
+  ConformanceError,
+  conformanceReport,
+  type GenerateChunk,
+  runConformance,
+  usage,
+} from '../src/index.js';
+import { broken, GoodEngine } from './engines.js';
+
+async function failureOf(factory: () => GoodEngine | ReturnType<(typeof broken)[string]>, options = {}): Promise<ConformanceError> {
+  const err = await runConformance(factory, options).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(ConformanceError);
+  return err as ConformanceError;
+}
+
+describe('runConformance', () => {
+  it('passes an engine that follows the contract and reports every check', async () => {
+    const report = await runConformance(() => new GoodEngine());
+    expect(report.passed).toBe(true);
+    expect(report.checks.map((c) => c.name)).toEqual([...CONFORMANCE_CHECKS]);
+    expect(report.checks.every((c) => c.status === 'passed')).toBe(true);
+  });
+
+  it('runs the checks in the kit order', () => {
+    expect(CONFORMANCE_CHECKS).toEqual([
+      'start',
+      'kv_event_sources',
+      'generate',
+      'concurrent_generate',
+      'cancellation',
+      'cleanup',
+      'cleanup_without_start',
+    ]);
+  });
+
+  for (const [kind, factory] of Object.entries(broken)) {
+    if (kind === 'CancellationNotObserved') continue;
+    it(`rejects with kind ${kind} for an engine that breaks that rule`, async () => {
+      const err = await failureOf(factory);
+      expect(err.kind).toBe(kind as ConformanceFailureKind);
+      expect(err.message.length).toBeGreaterThan(kind.length + 10);
+    });
+  }
+
+  it('reports an engine that ignores cancellation within the 2 s deadline instead of hanging', async () => {
+    const began = performance.now();
+    const err = await failureOf(broken.CancellationNotObserved!);
+    const elapsed = performance.now() - began;
+    expect(err.kind).toBe('CancellationNotObserved');
+    expect(err.check).toBe('cancellation');
+    expect(err.message).toMatch(/2(\.0+)?\s*s/);
+    // A generous ceiling: the point is "bounded by the deadline", not a timing benchmark.
+    expect(elapsed).toBeLessThan(6000);
+  }, 15_000);
+
+  it('honours a shorter cancellation deadline', async () => {
+    const err = await failureOf(broken.CancellationNotObserved!, { cancelDeadlineMs: 200 });
+    expect(err.kind).toBe('CancellationNotObserved');
+  });
+
+  it('names what the engine threw in StartFailed', async () => {
+    const err = await failureOf(broken.StartFailed!);
+    expect(err.message).toContain('weights not found');
+  });
+
+  it('skips the checks after the first failure', async () => {
+    const report = await conformanceReport(broken.NoTerminalChunk!);
+    expect(report.passed).toBe(false);
+    const statuses = Object.fromEntries(report.checks.map((c) => [c.name, c.status]));
+    expect(statuses).toMatchObject({ start: 'passed', kv_event_sources: 'passed', generate: 'failed', concurrent_generate: 'skipped', cleanup: 'skipped' });
+  });
+
+  it('accepts "abort" as the cancelled finish reason', async () => {
+    class AbortSpelling extends GoodEngine {
+      override async *generate(...args: Parameters<GoodEngine['generate']>): AsyncGenerator<GenerateChunk> {
+        for await (const chunk of super.generate(...args)) {
+          yield chunk.finish_reason === 'cancelled' ? { ...chunk, finish_reason: 'abort' } : chunk;
+        }
+      }
+    }
+    await expect(runConformance(() => new AbortSpelling())).resolves.toMatchObject({ passed: true });
+  });
+
+  it('reports a malformed chunk as a stream error naming the field', async () => {
+    class BadChunk extends GoodEngine {
+      override async *generate(): AsyncGenerator<GenerateChunk> {
+        yield { token_ids: 'one two' } as unknown as GenerateChunk;
+      }
+    }
+    const err = await failureOf(() => new BadChunk());
+    expect(err.kind).toBe('StreamYieldedError');
+    expect(err.message).toMatch(/invalid chunk shape/);
+  });
+
+  it('reports generate() returning something that is not an async iterable as GenerateFailed', async () => {
+    class NotIterable extends GoodEngine {
+      override generate(): AsyncGenerator<GenerateChunk> {
+        return [{ token_ids: [1], finish_reason: 'stop', completion_usage: usage(3, 1) }] as unknown as AsyncGenerator<GenerateChunk>;
+      }
+    }
+    const err = await failureOf(() => new NotIterable());
+    expect(err.kind).toBe('GenerateFailed');
+    expect(err.message).toMatch(/AsyncIterable/);
+  });
+
+  it('reports a factory that throws as StartFailed', async () => {
+    const err = await failureOf(() => {
+      throw new Error('no GPU');
+    });
+    expect(err.kind).toBe('StartFailed');
+    expect(err.message).toContain('no GPU');
+  });
+
+  it('calls cleanup of the tested engine and never starts the second one', async () => {
+    const made: GoodEngine[] = [];
+    await runConformance(() => {
+      const engine = new GoodEngine();
+      made.push(engine);
+      return engine;
+    });
+    expect(made).toHaveLength(2);
+    expect(made[0]!.cleanups).toBe(1);
+    expect(made[1]!.cleanups).toBe(0);
+  });
+});

@@ -1,0 +1,165 @@
+// Engines for the conformance tests: one that follows the contract, and one broken subclass per
+// failure kind the kit reports.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { type Context, type EngineConfig, type GenerateChunk, type GenerateRequest, type KvEventSource, LLMEngine, usage } from '../src/index.js';
+
+export class GoodEngine extends LLMEngine {
+  started = false;
+  cleanups = 0;
+  delayMs = 1;
+
+  override async start(_workerId: bigint): Promise<EngineConfig> {
+    this.started = true;
+    return { model: 'good-model', llm: { kvCacheBlockSize: 16 } };
+  }
+
+  override async *generate(request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
+    const max = request.stop_conditions?.max_tokens ?? 4;
+    const prompt = request.token_ids.length;
+    for (let i = 0; i < max; i++) {
+      if (context.isStopped()) {
+        yield { token_ids: [], finish_reason: 'cancelled', completion_usage: usage(prompt, i) };
+        return;
+      }
+      await sleep(this.delayMs);
+      yield i === max - 1
+        ? { token_ids: [i + 1], finish_reason: 'length', completion_usage: usage(prompt, max) }
+        : { token_ids: [i + 1] };
+    }
+  }
+
+  override async cleanup(): Promise<void> {
+    if (this.started) this.cleanups++;
+    this.started = false;
+  }
+}
+
+export const broken: Record<string, () => LLMEngine> = {
+  StartFailed: () =>
+    new (class extends GoodEngine {
+      override async start(): Promise<EngineConfig> {
+        throw new Error('weights not found');
+      }
+    })(),
+  EmptyModelInConfig: () =>
+    new (class extends GoodEngine {
+      override async start(): Promise<EngineConfig> {
+        return { model: '' };
+      }
+    })(),
+  KvEventSourcesFailed: () =>
+    new (class extends GoodEngine {
+      override async kvEventSources(): Promise<KvEventSource[]> {
+        throw new Error('zmq socket refused');
+      }
+    })(),
+  KvEventSourcesNotIdempotent: () =>
+    new (class extends GoodEngine {
+      calls = 0;
+      override async kvEventSources(): Promise<KvEventSource[]> {
+        this.calls++;
+        return [{ kind: 'zmq', endpoint: 'tcp://127.0.0.1:5557', dpRank: this.calls }];
+      }
+    })(),
+  GenerateFailed: () =>
+    new (class extends GoodEngine {
+      override generate(): AsyncGenerator<GenerateChunk> {
+        throw new RangeError('scheduler is full');
+      }
+    })(),
+  NoChunksYielded: () =>
+    new (class extends GoodEngine {
+      override async *generate(): AsyncGenerator<GenerateChunk> {}
+    })(),
+  ChunkAfterTerminal: () =>
+    new (class extends GoodEngine {
+      override async *generate(): AsyncGenerator<GenerateChunk> {
+        yield { token_ids: [1], finish_reason: 'stop', completion_usage: usage(3, 1) };
+        yield { token_ids: [2] };
+      }
+    })(),
+  NoTerminalChunk: () =>
+    new (class extends GoodEngine {
+      override async *generate(): AsyncGenerator<GenerateChunk> {
+        yield { token_ids: [1] };
+        yield { token_ids: [2] };
+      }
+    })(),
+  StreamYieldedError: () =>
+    new (class extends GoodEngine {
+      override async *generate(): AsyncGenerator<GenerateChunk> {
+        yield { token_ids: [1] };
+        throw new Error('CUDA error: device-side assert triggered');
+      }
+    })(),
+  CompletionTokensMismatch: () =>
+    new (class extends GoodEngine {
+      override async *generate(): AsyncGenerator<GenerateChunk> {
+        yield { token_ids: [1] };
+        yield { token_ids: [2], finish_reason: 'length', completion_usage: usage(3, 5) };
+      }
+    })(),
+  ConcurrentGenerateFailed: () =>
+    new (class extends GoodEngine {
+      active = 0;
+      override async *generate(request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
+        // A single shared decode slot: a second concurrent request silently gets nothing.
+        if (this.active > 0) return;
+        this.active++;
+        try {
+          yield* super.generate(request, context);
+        } finally {
+          this.active--;
+        }
+      }
+    })(),
+  CancellationNotObserved: () =>
+    new (class extends GoodEngine {
+      override async *generate(request: GenerateRequest): AsyncGenerator<GenerateChunk> {
+        const max = request.stop_conditions?.max_tokens ?? 4;
+        for (let i = 0; i < max; i++) {
+          await sleep(5);
+          yield i === max - 1 ? { token_ids: [1], finish_reason: 'length', completion_usage: usage(3, max) } : { token_ids: [1] };
+        }
+      }
+    })(),
+  CancellationIgnored: () =>
+    new (class extends GoodEngine {
+      override async *generate(request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
+        if (context.isStopped()) {
+          yield { token_ids: [], finish_reason: 'stop', completion_usage: usage(3, 0) };
+          return;
+        }
+        yield* super.generate(request, context);
+      }
+    })(),
+  CleanupFailed: () =>
+    new (class extends GoodEngine {
+      override async cleanup(): Promise<void> {
+        throw new Error('device busy');
+      }
+    })(),
+  SecondCleanupFailed: () =>
+    new (class extends GoodEngine {
+      torn = false;
+      override async cleanup(): Promise<void> {
+        if (this.torn) throw new Error('NCCL group already destroyed');
+        this.torn = true;
+      }
+    })(),
+  CleanupWithoutStartFailed: () =>
+    new (class extends GoodEngine {
+      model: { free(): void } | undefined;
+      torn = false;
+      override async start(workerId: bigint): Promise<EngineConfig> {
+        this.model = { free() {} };
+        return super.start(workerId);
+      }
+      override async cleanup(): Promise<void> {
+        // Idempotent, but not null-safe: assumes start() ran.
+        if (this.torn) return;
+        (this.model as { free(): void }).free();
+        this.torn = true;
+      }
+    })(),
+};
