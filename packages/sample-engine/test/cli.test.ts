@@ -1,0 +1,62 @@
+import { spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const bin = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'cli.js');
+
+function run(...args: string[]) {
+  const result = spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, DYN_NAMESPACE: '' } });
+  return { code: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+describe('dynamo-sample-engine', () => {
+  it('--help lists commands and every option with defaults, exit 0', () => {
+    const { code, stdout } = run('--help');
+    expect(code).toBe(0);
+    for (const text of ['conformance', 'generate', '--model-name NAME', '(default: "sample-model")', '--max-tokens N', '(default: 16)', '--delay-ms MS', '(default: 10)', '--model-path PATH']) {
+      expect(stdout).toContain(text);
+    }
+  });
+
+  it('without a command prints usage and exits 2', () => {
+    const { code, stdout } = run();
+    expect(code).toBe(2);
+    expect(stdout).toContain('Usage: dynamo-sample-engine');
+  });
+
+  it('names an unknown command', () => {
+    const { code, stderr } = run('serve-forever');
+    expect(code).toBe(2);
+    expect(stderr).toContain("unknown command 'serve-forever'");
+  });
+
+  it('conformance prints a passing report', () => {
+    const { code, stdout } = run('conformance', '--delay-ms', '0');
+    expect(code).toBe(0);
+    expect(stdout).toMatch(/7 passed, 0 failed: the engine conforms/);
+    expect(stdout).toMatch(/ok\s+cancellation/);
+  });
+
+  it('generate prints the chunks as JSON lines', () => {
+    const { code, stdout } = run('generate', '--token-ids', '4,5', '--max-tokens', '2', '--delay-ms', '0');
+    expect(code).toBe(0);
+    expect(stdout.trim().split('\n').map((l) => JSON.parse(l))).toEqual([
+      { token_ids: [1], index: 0 },
+      { token_ids: [2], index: 0, finish_reason: 'length', completion_usage: { prompt_tokens: 2, completion_tokens: 2, total_tokens: 4 } },
+    ]);
+  });
+
+  it('rejects a bad flag value naming the flag, exit 2', () => {
+    const { code, stderr } = run('conformance', '--max-tokens', 'many');
+    expect(code).toBe(2);
+    expect(stderr).toContain('InvalidArgument');
+    expect(stderr).toContain('--max-tokens');
+  });
+
+  it('rejects bad token ids', () => {
+    const { code, stderr } = run('generate', '--token-ids', '1,x');
+    expect(code).toBe(2);
+    expect(stderr).toContain('--token-ids');
+  });
+});
