@@ -1,3 +1,4 @@
+import { conformanceFailureKinds } from '@dynamo/core';
 import { describe, expect, it } from 'vitest';
 import {
   CONFORMANCE_CHECKS,
@@ -37,6 +38,10 @@ describe('runConformance', () => {
       'cleanup',
       'cleanup_without_start',
     ]);
+  });
+
+  it('has a broken engine for every failure kind the Rust kit reports, and no other', () => {
+    expect(Object.keys(broken).sort()).toEqual(conformanceFailureKinds().sort());
   });
 
   for (const [kind, factory] of Object.entries(broken)) {

@@ -31,15 +31,21 @@ export interface ConformanceOptions {
 
 /** The outcome of one check. */
 export interface ConformanceCheckResult {
+  /** The check, e.g. `cancellation` (see {@link CONFORMANCE_CHECKS}). */
   name: string;
+  /** `skipped` once an earlier check failed: later checks need a working engine. */
   status: 'passed' | 'failed' | 'skipped';
+  /** The failure kind, when the check failed. */
   kind?: ConformanceFailureKind;
+  /** What the kit observed, when the check failed. */
   message?: string;
+  /** Time the check took. */
   elapsedMs: number;
 }
 
 /** Every check of a run, in order; checks after the first failure are skipped. */
 export interface ConformanceReport {
+  /** True when every check passed. */
   passed: boolean;
   checks: ConformanceCheckResult[];
 }
