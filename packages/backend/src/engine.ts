@@ -8,8 +8,9 @@ import type { WorkerConfig } from './protocol/worker-config.js';
 
 /**
  * The contract between an inference engine and Dynamo. Subclass it, implement `start`,
- * `generate` and `cleanup` (and `fromArgs`), and hand the class to `run()`; the framework owns
- * signals, registration, serving, cancellation and graceful shutdown.
+ * `generate` and `cleanup` (and `fromArgs`). The framework that serves it (the worker's `run()`,
+ * which comes with the runtime) owns signals, registration, serving, cancellation and graceful
+ * shutdown; `runConformance` checks the engine's side of the contract today.
  *
  * Lifecycle guarantees the framework gives you:
  * - `start` is called once, after the runtime is connected; once it returns, `generate` must

@@ -1,8 +1,7 @@
 /**
  * `@dynamo/backend`: put an inference engine behind NVIDIA Dynamo from TypeScript.
  *
- * Subclass {@link LLMEngine}, keep it honest with {@link runConformance}, and serve it with
- * `run()`.
+ * Subclass {@link LLMEngine} and keep it honest with {@link runConformance}.
  *
  * @packageDocumentation
  */
