@@ -83,50 +83,29 @@ pub trait Engine: Send + Sync {
     }
 }
 
-/// Lets a factory hand out `Box<dyn Engine>` (e.g. a JS engine behind the binding).
-#[async_trait::async_trait]
-impl<T: Engine + ?Sized> Engine for Box<T> {
-    async fn start(&self, worker_id: u64) -> Result<EngineConfig, EngineError> {
-        (**self).start(worker_id).await
-    }
-    async fn generate(
-        &self,
-        request: GenerateRequest,
-        ctx: Context,
-    ) -> Result<ChunkStream, EngineError> {
-        (**self).generate(request, ctx).await
-    }
-    async fn abort(&self, ctx: Context) {
-        (**self).abort(ctx).await
-    }
-    async fn cleanup(&self) -> Result<(), EngineError> {
-        (**self).cleanup().await
-    }
-    async fn kv_event_sources(&self) -> Result<Vec<KvEventSource>, EngineError> {
-        (**self).kv_event_sources().await
-    }
+/// Forwards every method to the pointee, so a factory can hand out `Box<dyn Engine>` (e.g. a JS
+/// engine behind the binding) or share one implementation behind an `Arc`.
+macro_rules! forward_engine {
+    ($($ptr:ident),*) => {$(
+        #[async_trait::async_trait]
+        impl<T: Engine + ?Sized> Engine for $ptr<T> {
+            async fn start(&self, worker_id: u64) -> Result<EngineConfig, EngineError> {
+                (**self).start(worker_id).await
+            }
+            async fn generate(&self, request: GenerateRequest, ctx: Context) -> Result<ChunkStream, EngineError> {
+                (**self).generate(request, ctx).await
+            }
+            async fn abort(&self, ctx: Context) {
+                (**self).abort(ctx).await
+            }
+            async fn cleanup(&self) -> Result<(), EngineError> {
+                (**self).cleanup().await
+            }
+            async fn kv_event_sources(&self) -> Result<Vec<KvEventSource>, EngineError> {
+                (**self).kv_event_sources().await
+            }
+        }
+    )*};
 }
 
-/// Lets a factory share one engine implementation behind an `Arc`.
-#[async_trait::async_trait]
-impl<T: Engine + ?Sized> Engine for Arc<T> {
-    async fn start(&self, worker_id: u64) -> Result<EngineConfig, EngineError> {
-        (**self).start(worker_id).await
-    }
-    async fn generate(
-        &self,
-        request: GenerateRequest,
-        ctx: Context,
-    ) -> Result<ChunkStream, EngineError> {
-        (**self).generate(request, ctx).await
-    }
-    async fn abort(&self, ctx: Context) {
-        (**self).abort(ctx).await
-    }
-    async fn cleanup(&self) -> Result<(), EngineError> {
-        (**self).cleanup().await
-    }
-    async fn kv_event_sources(&self) -> Result<Vec<KvEventSource>, EngineError> {
-        (**self).kv_event_sources().await
-    }
-}
+forward_engine!(Box, Arc);

@@ -2,11 +2,11 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::RotatingTokens;
+use common::{Counters, RotatingTokens};
 use dynamo_conformance::{
     run_conformance, run_conformance_report, CheckStatus, ConformanceOptions, Context, Engine,
     EngineOutput, FinishReason, GenerateRequest, CHECKS,
@@ -62,35 +62,15 @@ async fn report_lists_every_check_as_passed_in_order() {
 
 #[tokio::test]
 async fn kit_cleans_up_the_started_engine_once_and_builds_a_second_engine() {
-    let (cleanup_calls, teardowns, built) = (
-        Arc::new(AtomicUsize::new(0)),
-        Arc::new(AtomicUsize::new(0)),
-        Arc::new(AtomicUsize::new(0)),
-    );
+    let counters = Counters::default();
     let factory = {
-        let (cleanup_calls, teardowns, built) =
-            (cleanup_calls.clone(), teardowns.clone(), built.clone());
-        move || {
-            built.fetch_add(1, Ordering::SeqCst);
-            RotatingTokens::default().counting(&cleanup_calls, &teardowns)
-        }
+        let counters = counters.clone();
+        move || counters.engine()
     };
     run_conformance(factory).await.unwrap();
-    assert_eq!(
-        built.load(Ordering::SeqCst),
-        2,
-        "engine under test + never-started engine"
-    );
-    assert_eq!(
-        cleanup_calls.load(Ordering::SeqCst),
-        3,
-        "cleanup twice, then once on the fresh engine"
-    );
-    assert_eq!(
-        teardowns.load(Ordering::SeqCst),
-        1,
-        "only the first cleanup tears down"
-    );
+    // Engine under test + never-started engine; cleanup twice then once on the fresh engine;
+    // only the first cleanup tears down.
+    assert_eq!(counters.get(), (2, 3, 1));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::{Fault, Faulty, RotatingTokens};
+use common::{Counters, Fault, Faulty, RotatingTokens};
 use dynamo_conformance::{
     run_conformance_report, run_conformance_with, CheckOutcome, CheckStatus, ConformanceFailure,
     ConformanceOptions, ConformanceReport, CHECKS,
@@ -55,31 +55,15 @@ async fn run_conformance_returns_the_failure_the_report_names() {
 
 #[tokio::test]
 async fn a_failed_run_still_cleans_up_the_started_engine_once() {
-    let (cleanup_calls, teardowns, built) = (
-        Arc::new(AtomicUsize::new(0)),
-        Arc::new(AtomicUsize::new(0)),
-        Arc::new(AtomicUsize::new(0)),
-    );
+    let counters = Counters::default();
     let factory = {
-        let (cleanup_calls, teardowns, built) =
-            (cleanup_calls.clone(), teardowns.clone(), built.clone());
-        move || {
-            built.fetch_add(1, Ordering::SeqCst);
-            Faulty::wrap(
-                RotatingTokens::default().counting(&cleanup_calls, &teardowns),
-                Fault::ErrorItem,
-            )
-        }
+        let counters = counters.clone();
+        move || Faulty::wrap(counters.engine(), Fault::ErrorItem)
     };
     let report = run_conformance_report(factory, &ConformanceOptions::default()).await;
     assert_eq!(report.failure().unwrap().kind(), "StreamYieldedError");
-    assert_eq!(
-        built.load(Ordering::SeqCst),
-        1,
-        "no fresh engine once a check failed"
-    );
-    assert_eq!(cleanup_calls.load(Ordering::SeqCst), 1);
-    assert_eq!(teardowns.load(Ordering::SeqCst), 1);
+    // No fresh engine once a check failed; the started one is cleaned up once.
+    assert_eq!(counters.get(), (1, 1, 1));
 }
 
 #[tokio::test]

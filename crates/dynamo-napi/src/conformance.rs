@@ -85,11 +85,17 @@ pub async fn run_conformance(
 /** Names of the kit's checks, in the order they run. */
 #[napi]
 pub fn conformance_checks() -> Vec<String> {
-    dynamo_conformance::CHECKS.iter().map(|c| c.to_string()).collect()
+    dynamo_conformance::CHECKS
+        .iter()
+        .map(|c| c.to_string())
+        .collect()
 }
 
 /** Every failure kind the kit can report. */
 #[napi]
 pub fn conformance_failure_kinds() -> Vec<String> {
-    dynamo_conformance::ALL_KINDS.iter().map(|k| k.to_string()).collect()
+    dynamo_conformance::ALL_KINDS
+        .iter()
+        .map(|k| k.to_string())
+        .collect()
 }

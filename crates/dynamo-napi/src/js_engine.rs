@@ -44,7 +44,11 @@ impl Bridge {
             kind: "Unknown".into(),
             message: format!("engine bridge: {}", e.reason),
         };
-        let promise = self.0.call_async_catch(message.to_string()).await.map_err(boundary)?;
+        let promise = self
+            .0
+            .call_async_catch(message.to_string())
+            .await
+            .map_err(boundary)?;
         let reply = promise.await.map_err(boundary)?;
         match serde_json::from_str::<Reply>(&reply) {
             Ok(Reply::Ok(value)) => Ok(value),
@@ -78,7 +82,10 @@ pub struct JsEngine {
 
 impl JsEngine {
     pub fn new(bridge: Bridge) -> Self {
-        Self { bridge, id: NEXT_ENGINE.fetch_add(1, Ordering::Relaxed) }
+        Self {
+            bridge,
+            id: NEXT_ENGINE.fetch_add(1, Ordering::Relaxed),
+        }
     }
 
     fn decode<T: serde::de::DeserializeOwned>(what: &str, value: Value) -> Result<T, EngineError> {
@@ -99,28 +106,44 @@ impl Engine for JsEngine {
         Self::decode("EngineConfig returned by start()", config)
     }
 
-    async fn generate(&self, request: GenerateRequest, ctx: Context) -> Result<ChunkStream, EngineError> {
+    async fn generate(
+        &self,
+        request: GenerateRequest,
+        ctx: Context,
+    ) -> Result<ChunkStream, EngineError> {
         let reply = self
             .bridge
             .call(json!({"op": "generate", "engine": self.id, "context": ctx.id(), "request": request}))
             .await?;
-        let stream = reply.get("stream").and_then(Value::as_u64).ok_or_else(|| EngineError {
-            kind: "Unknown".into(),
-            message: format!("engine bridge: generate reply without a stream id: {reply}"),
-        })?;
+        let stream = reply
+            .get("stream")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| EngineError {
+                kind: "Unknown".into(),
+                message: format!("engine bridge: generate reply without a stream id: {reply}"),
+            })?;
         Ok(JsStream::spawn(self.bridge.clone(), stream, ctx))
     }
 
     async fn abort(&self, ctx: Context) {
-        let _ = self.bridge.call(json!({"op": "abort", "engine": self.id, "context": ctx.id()})).await;
+        let _ = self
+            .bridge
+            .call(json!({"op": "abort", "engine": self.id, "context": ctx.id()}))
+            .await;
     }
 
     async fn cleanup(&self) -> Result<(), EngineError> {
-        self.bridge.call(json!({"op": "cleanup", "engine": self.id})).await.map(drop)
+        self.bridge
+            .call(json!({"op": "cleanup", "engine": self.id}))
+            .await
+            .map(drop)
     }
 
     async fn kv_event_sources(&self) -> Result<Vec<KvEventSource>, EngineError> {
-        let sources = self.bridge.call(json!({"op": "kv_event_sources", "engine": self.id})).await?;
+        let sources = self
+            .bridge
+            .call(json!({"op": "kv_event_sources", "engine": self.id}))
+            .await?;
         Self::decode("kvEventSources() result", sources)
     }
 }
@@ -174,7 +197,10 @@ impl JsStream {
             if let Some(chunk) = self.buffered.pop_front() {
                 return Some(serde_json::from_value(chunk).map_err(|e| {
                     self.finish();
-                    EngineError { kind: "InvalidArgument".into(), message: format!("invalid chunk shape: {e}") }
+                    EngineError {
+                        kind: "InvalidArgument".into(),
+                        message: format!("invalid chunk shape: {e}"),
+                    }
                 }));
             }
             if self.finished {
@@ -183,7 +209,11 @@ impl JsStream {
             if self.ctx.is_stopped() {
                 forward_stop(&self.bridge, self.id, &self.ctx, &self.stop_sent).await;
             }
-            match self.bridge.call(json!({"op": "next", "stream": self.id})).await {
+            match self
+                .bridge
+                .call(json!({"op": "next", "stream": self.id}))
+                .await
+            {
                 Ok(batch) => {
                     let done = batch.get("done").and_then(Value::as_bool).unwrap_or(true);
                     if let Some(Value::Array(chunks)) = batch.get("chunks") {
@@ -210,14 +240,17 @@ impl JsStream {
 impl Drop for JsStream {
     fn drop(&mut self) {
         if !self.finished {
-            self.bridge.notify(json!({"op": "close", "stream": self.id}));
+            self.bridge
+                .notify(json!({"op": "close", "stream": self.id}));
         }
     }
 }
 
 async fn forward_stop(bridge: &Bridge, stream: u64, ctx: &Context, sent: &OnceCell<()>) {
     sent.get_or_init(|| async {
-        let _ = bridge.call(json!({"op": "stop", "stream": stream, "kill": ctx.is_killed()})).await;
+        let _ = bridge
+            .call(json!({"op": "stop", "stream": stream, "kill": ctx.is_killed()}))
+            .await;
     })
     .await;
 }

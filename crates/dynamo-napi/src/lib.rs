@@ -4,4 +4,3 @@
 mod conformance;
 mod js_engine;
 mod lifecycle;
-

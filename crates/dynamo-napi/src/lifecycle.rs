@@ -26,7 +26,10 @@ fn encode<T: serde::Serialize>(value: &T) -> Result<Value> {
 
 /// Normalizes a finish reason as Dynamo does ("abort" becomes "cancelled", `{error: msg}` kept);
 /// throws naming the value when it is not one.
-#[napi(ts_args_type = "value: unknown", ts_return_type = "string | { error: string }")]
+#[napi(
+    ts_args_type = "value: unknown",
+    ts_return_type = "string | { error: string }"
+)]
 pub fn normalize_finish_reason(value: Value) -> Result<Value> {
     let reason = parse_finish_reason_json(&value).map_err(|e| invalid("finish_reason", e))?;
     encode(&reason)
@@ -42,21 +45,31 @@ pub fn finish_reason_to_openai(value: Value) -> Result<&'static str> {
 /// Resolved shutdown settings (milliseconds) plus warnings about ignored values.
 #[napi(object)]
 pub struct ResolvedShutdownSettings {
-    #[napi(ts_type = "{ graceful_shutdown_timeout_ms: number; router_grace_ms: number; inflight_timeout_ms: number; kv_transfer_timeout_ms: number; cleanup_timeout_ms: number; total_ms: number; kv_transfer_fallback: 'wait' | 'skip' | null }")]
+    #[napi(
+        ts_type = "{ graceful_shutdown_timeout_ms: number; router_grace_ms: number; inflight_timeout_ms: number; kv_transfer_timeout_ms: number; cleanup_timeout_ms: number; total_ms: number; kv_transfer_fallback: 'wait' | 'skip' | null }"
+    )]
     pub settings: Value,
     pub warnings: Vec<String>,
 }
 
 /// Resolves the shutdown budget: `config` (snake_case `ShutdownConfig`) beats `env`
 /// (`DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT`, ...), which beats the defaults.
-#[napi(ts_args_type = "config: Record<string, unknown> | null | undefined, env: Record<string, string | undefined>")]
-pub fn resolve_shutdown_settings(config: Option<Value>, env: HashMap<String, String>) -> Result<ResolvedShutdownSettings> {
+#[napi(
+    ts_args_type = "config: Record<string, unknown> | null | undefined, env: Record<string, string | undefined>"
+)]
+pub fn resolve_shutdown_settings(
+    config: Option<Value>,
+    env: HashMap<String, String>,
+) -> Result<ResolvedShutdownSettings> {
     let config: ShutdownConfig = match config {
         Some(Value::Null) | None => ShutdownConfig::default(),
         Some(v) => decode("shutdown config", v)?,
     };
     let resolved = ShutdownSettings::resolve(&config, |name| env.get(name).cloned());
-    Ok(ResolvedShutdownSettings { settings: encode(&resolved.settings)?, warnings: resolved.warnings })
+    Ok(ResolvedShutdownSettings {
+        settings: encode(&resolved.settings)?,
+        warnings: resolved.warnings,
+    })
 }
 
 /// The engine lifecycle gate (init → running | start_failed → stopped): feed it events, perform
@@ -71,7 +84,9 @@ impl EngineLifecycle {
     #[napi(constructor)]
     #[allow(clippy::new_without_default)]
     pub fn new() -> Self {
-        Self { machine: Machine::new() }
+        Self {
+            machine: Machine::new(),
+        }
     }
 
     /// `init`, `running`, `start_failed` or `stopped`.
@@ -82,10 +97,16 @@ impl EngineLifecycle {
 
     /// Applies one event (`{type: "start_requested"}`, ...) and returns the action to perform;
     /// throws when the event is not allowed in the current state.
-    #[napi(ts_args_type = "event: { type: string; [key: string]: unknown }", ts_return_type = "{ type: string; [key: string]: unknown }")]
+    #[napi(
+        ts_args_type = "event: { type: string; [key: string]: unknown }",
+        ts_return_type = "{ type: string; [key: string]: unknown }"
+    )]
     pub fn on(&mut self, event: Value) -> Result<Value> {
         let event: EngineEvent = decode("engine lifecycle event", event)?;
-        let action = self.machine.on(event).map_err(|e| Error::new(Status::GenericFailure, e.to_string()))?;
+        let action = self
+            .machine
+            .on(event)
+            .map_err(|e| Error::new(Status::GenericFailure, e.to_string()))?;
         encode(&action)
     }
 }
@@ -100,23 +121,34 @@ pub struct ShutdownPlanner {
 impl ShutdownPlanner {
     /// `settings` as returned by `resolveShutdownSettings().settings`; `situation` is
     /// `{served, prefill, engine_kv_transfer_fallback}`.
-    #[napi(constructor, ts_args_type = "settings: ResolvedShutdownSettings['settings'], situation: { served?: boolean; prefill?: boolean; engine_kv_transfer_fallback?: 'wait' | 'skip' | null }")]
+    #[napi(
+        constructor,
+        ts_args_type = "settings: ResolvedShutdownSettings['settings'], situation: { served?: boolean; prefill?: boolean; engine_kv_transfer_fallback?: 'wait' | 'skip' | null }"
+    )]
     pub fn new(settings: Value, situation: Value) -> Result<Self> {
         let settings: ShutdownSettings = decode("shutdown settings", settings)?;
         let situation: WorkerSituation = decode("worker situation", situation)?;
-        Ok(Self { planner: Planner::new(&settings, situation) })
+        Ok(Self {
+            planner: Planner::new(&settings, situation),
+        })
     }
 
     /// Feeds one event at `nowMs` (any monotonic millisecond clock) and returns the actions to
     /// perform, in order.
-    #[napi(ts_args_type = "nowMs: number, event: { type: string; [key: string]: unknown }", ts_return_type = "Array<{ type: string; [key: string]: unknown }>")]
+    #[napi(
+        ts_args_type = "nowMs: number, event: { type: string; [key: string]: unknown }",
+        ts_return_type = "Array<{ type: string; [key: string]: unknown }>"
+    )]
     pub fn on(&mut self, now_ms: f64, event: Value) -> Result<Value> {
         let event: ShutdownEvent = decode("shutdown event", event)?;
         encode(&self.planner.on(now_ms.max(0.0) as u64, event))
     }
 
     /// The stages as they would run from `nowMs`, with their allowances.
-    #[napi(ts_args_type = "nowMs: number", ts_return_type = "Array<{ stage: string; runs: boolean; allowance_ms: number | null; skip_detail: string | null }>")]
+    #[napi(
+        ts_args_type = "nowMs: number",
+        ts_return_type = "Array<{ stage: string; runs: boolean; allowance_ms: number | null; skip_detail: string | null }>"
+    )]
     pub fn plan(&self, now_ms: f64) -> Result<Value> {
         encode(&self.planner.plan(now_ms.max(0.0) as u64))
     }

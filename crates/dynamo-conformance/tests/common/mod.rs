@@ -12,6 +12,32 @@ use dynamo_conformance::{
 };
 use futures::stream::{self, StreamExt};
 
+/// Counts what the kit does with the engines a factory builds.
+#[derive(Clone, Default)]
+pub struct Counters {
+    pub built: Arc<AtomicUsize>,
+    pub cleanup_calls: Arc<AtomicUsize>,
+    pub teardowns: Arc<AtomicUsize>,
+}
+
+impl Counters {
+    /// A counted reference engine, for use inside a factory.
+    pub fn engine(&self) -> RotatingTokens {
+        self.built.fetch_add(1, Ordering::SeqCst);
+        RotatingTokens::default().counting(&self.cleanup_calls, &self.teardowns)
+    }
+
+    /// (engines built, cleanup calls, real teardowns)
+    pub fn get(&self) -> (usize, usize, usize) {
+        let load = |c: &AtomicUsize| c.load(Ordering::SeqCst);
+        (
+            load(&self.built),
+            load(&self.cleanup_calls),
+            load(&self.teardowns),
+        )
+    }
+}
+
 /// Token ids wrap at this vocabulary size.
 const VOCAB: u32 = 32_000;
 
