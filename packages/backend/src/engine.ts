@@ -1,5 +1,4 @@
-import type { Context } from './context.js';
-import { InvalidArgument } from './errors.js';
+import { type Context, InvalidArgument } from '@dynamo/runtime';
 import type { GenerateChunk } from './protocol/chunk.js';
 import type { EngineConfig } from './protocol/engine-config.js';
 import type { KvEventSource } from './protocol/kv-events.js';

@@ -1,8 +1,7 @@
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
-import { InvalidArgument } from './errors.js';
+import { describeIssues, InvalidArgument } from '@dynamo/runtime';
 import { DisaggregationModeSchema } from './protocol/disaggregation.js';
-import { describeIssues } from './validate.js';
 
 /**
  * One command-line option. The key it is stored under is camelCase; the flag is its kebab-case

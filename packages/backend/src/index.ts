@@ -7,7 +7,7 @@
  */
 
 export { LLMEngine, type EngineFactory } from './engine.js';
-export { Context, type ContextOptions } from './context.js';
+export { Context, type ContextOptions } from '@dynamo/runtime';
 export {
   DynamoException,
   Unknown,
@@ -21,7 +21,7 @@ export {
   dynamoExceptionOf,
   toDynamoException,
   type DynamoErrorKind,
-} from './errors.js';
+} from '@dynamo/runtime';
 export {
   GenerateRequestSchema,
   StopConditionsSchema,

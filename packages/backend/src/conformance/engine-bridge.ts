@@ -1,10 +1,8 @@
-import { Context } from '../context.js';
+import { Context, parseOrThrow, toDynamoException } from '@dynamo/runtime';
 import type { EngineFactory, LLMEngine } from '../engine.js';
-import { toDynamoException } from '../errors.js';
 import { engineConfigToWire } from '../protocol/engine-config.js';
 import { kvEventSourcesToWire } from '../protocol/kv-events.js';
 import { GenerateRequestSchema } from '../protocol/request.js';
-import { parseOrThrow } from '../validate.js';
 import { StreamPump } from './stream-pump.js';
 
 /** One operation sent by the native conformance kit (see crates/dynamo-napi/src/js_engine.rs). */

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { InvalidArgument } from '../errors.js';
+import { InvalidArgument } from '@dynamo/runtime';
 
 /** The role a worker plays in (dis)aggregated serving. */
 export const DisaggregationMode = {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseOrThrow } from '../validate.js';
+import { parseOrThrow } from '@dynamo/runtime';
 
 const count = z.number().int().nonnegative().max(Number.MAX_SAFE_INTEGER);
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseOrThrow } from '../validate.js';
+import { parseOrThrow } from '@dynamo/runtime';
 
 /** An engine-owned ZMQ publisher the framework subscribes to for KV cache events. */
 export interface ZmqSource {

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseOrThrow } from '../validate.js';
+import { parseOrThrow } from '@dynamo/runtime';
 import { DisaggregationModeSchema } from './disaggregation.js';
 
 const name = z.string().regex(/^[a-z0-9_-]+$/, 'must match [a-z0-9_-]+');
