@@ -1,0 +1,215 @@
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { z } from 'zod';
+import { InvalidArgument } from './errors.js';
+import { describeIssues } from './validate.js';
+
+const port = z.coerce.number().int().min(0).max(65535);
+const positiveSecs = z.coerce.number().positive().finite();
+const bool = z
+  .string()
+  .trim()
+  .toLowerCase()
+  .transform((v, ctx) => {
+    if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+    if (['0', 'false', 'no', 'off', ''].includes(v)) return false;
+    ctx.addIssue({ code: 'custom', message: `expected true/false, got '${v}'` });
+    return z.NEVER;
+  });
+const list = z
+  .string()
+  .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
+  .pipe(z.array(z.string()).min(1));
+
+/**
+ * Every runtime setting, keyed by the environment variable stock Dynamo reads it from. This table is
+ * the one place defaults live; CLI flags are applied on top (see {@link loadRuntimeConfig}).
+ */
+const envSchema = z.object({
+  DYN_DISCOVERY_BACKEND: z.enum(['file', 'etcd', 'mem']).default('file'),
+  DYN_REQUEST_PLANE: z.enum(['tcp', 'nats']).default('tcp'),
+  ETCD_ENDPOINTS: list.default(['http://localhost:2379']),
+  ETCD_AUTH_USERNAME: z.string().optional(),
+  ETCD_AUTH_PASSWORD: z.string().optional(),
+  ETCD_AUTH_CA: z.string().optional(),
+  ETCD_AUTH_CLIENT_CERT: z.string().optional(),
+  ETCD_AUTH_CLIENT_KEY: z.string().optional(),
+  ETCD_LEASE_TTL: positiveSecs.default(10),
+  DYN_FILE_KV: z.string().min(1).default(join(tmpdir(), 'dynamo_store_kv')),
+  DYN_FILE_KV_TTL_SECS: positiveSecs.default(10),
+  NATS_SERVER: z.string().regex(/^(nats|tls):\/\//, 'must start with nats:// or tls://').default('nats://localhost:4222'),
+  NATS_AUTH_USERNAME: z.string().optional(),
+  NATS_AUTH_PASSWORD: z.string().optional(),
+  NATS_AUTH_TOKEN: z.string().optional(),
+  NATS_AUTH_NKEY: z.string().optional(),
+  NATS_AUTH_CREDENTIALS_FILE: z.string().optional(),
+  NATS_TLS_CA_CERT_PATH: z.string().optional(),
+  NATS_TLS_CLIENT_CERT_PATH: z.string().optional(),
+  NATS_TLS_CLIENT_KEY_PATH: z.string().optional(),
+  DYN_NATS_REQUEST_TIMEOUT_SECS: positiveSecs.default(10),
+  DYN_TCP_RPC_HOST: z.string().min(1).default('127.0.0.1'),
+  DYN_TCP_RPC_PORT: port.default(0),
+  DYN_TCP_RPC_ADVERTISE_HOST: z.string().optional(),
+  DYN_TCP_MAX_MESSAGE_SIZE: z.coerce.number().int().positive().default(32 * 1024 * 1024),
+  DYN_TCP_REQUEST_TIMEOUT: positiveSecs.default(5),
+  DYN_TCP_CONNECT_TIMEOUT: positiveSecs.default(5),
+  DYN_TCP_RESPONSE_STREAM_HOST: z.string().min(1).default('127.0.0.1'),
+  DYN_TCP_RESPONSE_STREAM_PORT: port.default(0),
+  DYN_TCP_RESPONSE_STREAM_ADVERTISE_HOST: z.string().optional(),
+  DYN_SYSTEM_PORT: z.coerce.number().int().min(-1).max(65535).default(-1),
+  DYN_SYSTEM_HOST: z.string().min(1).default('0.0.0.0'),
+  DYN_SYSTEM_HEALTH_PATH: z.string().startsWith('/').default('/health'),
+  DYN_SYSTEM_LIVE_PATH: z.string().startsWith('/').default('/live'),
+  DYN_SYSTEM_STARTING_HEALTH_STATUS: z.enum(['ready', 'notready']).default('notready'),
+  DYN_LOG: z.string().default('info'),
+  DYN_LOGGING_JSONL: bool.default(false),
+});
+
+type Env = z.output<typeof envSchema>;
+
+/** The runtime's resolved, frozen configuration. */
+export interface RuntimeConfig {
+  discoveryBackend: Env['DYN_DISCOVERY_BACKEND'];
+  requestPlane: Env['DYN_REQUEST_PLANE'];
+  etcd: {
+    endpoints: string[];
+    username?: string;
+    password?: string;
+    caCert?: string;
+    clientCert?: string;
+    clientKey?: string;
+    leaseTtlSecs: number;
+  };
+  file: { root: string; ttlSecs: number };
+  nats: {
+    server: string;
+    username?: string;
+    password?: string;
+    token?: string;
+    nkeySeed?: string;
+    credentialsFile?: string;
+    tlsCaCert?: string;
+    tlsClientCert?: string;
+    tlsClientKey?: string;
+    requestTimeoutSecs: number;
+  };
+  tcp: {
+    rpcHost: string;
+    rpcPort: number;
+    rpcAdvertiseHost?: string;
+    maxMessageSize: number;
+    requestTimeoutSecs: number;
+    connectTimeoutSecs: number;
+    responseStreamHost: string;
+    responseStreamPort: number;
+    responseStreamAdvertiseHost?: string;
+  };
+  /** null: the system status server is off. */
+  system: { port: number; host: string; healthPath: string; livePath: string; startingStatus: 'ready' | 'notready' } | null;
+  log: { filter: string; jsonl: boolean };
+}
+
+/** Runtime settings given in code or by flags; each beats its environment variable. */
+export interface RuntimeConfigOverrides {
+  discoveryBackend?: RuntimeConfig['discoveryBackend'];
+  requestPlane?: RuntimeConfig['requestPlane'];
+  etcdEndpoints?: string;
+  natsServer?: string;
+  fileKvRoot?: string;
+  systemPort?: number;
+}
+
+const overrideEnv: Record<keyof RuntimeConfigOverrides, keyof Env> = {
+  discoveryBackend: 'DYN_DISCOVERY_BACKEND',
+  requestPlane: 'DYN_REQUEST_PLANE',
+  etcdEndpoints: 'ETCD_ENDPOINTS',
+  natsServer: 'NATS_SERVER',
+  fileKvRoot: 'DYN_FILE_KV',
+  systemPort: 'DYN_SYSTEM_PORT',
+};
+
+/**
+ * Resolves the runtime configuration from Dynamo's environment variables, with `overrides` (code
+ * or CLI flags) winning. Empty variables count as unset. Throws `InvalidArgument` naming every bad
+ * variable.
+ */
+export function loadRuntimeConfig(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+  overrides: RuntimeConfigOverrides = {},
+): RuntimeConfig {
+  const input: Record<string, string> = {};
+  for (const key of Object.keys(envSchema.shape)) {
+    const value = env[key];
+    if (value !== undefined && value !== '') input[key] = value;
+  }
+  for (const [name, variable] of Object.entries(overrideEnv)) {
+    const value = overrides[name as keyof RuntimeConfigOverrides];
+    if (value !== undefined) input[variable] = String(value);
+  }
+  const parsed = envSchema.safeParse(input);
+  if (!parsed.success) {
+    // Messages name the variable, never its value: some of them are credentials.
+    throw new InvalidArgument(`invalid runtime configuration: ${describeIssues('env', parsed.error).replaceAll('env.', '')}`);
+  }
+  const e = parsed.data;
+  const config: RuntimeConfig = {
+    discoveryBackend: e.DYN_DISCOVERY_BACKEND,
+    requestPlane: e.DYN_REQUEST_PLANE,
+    etcd: {
+      endpoints: e.ETCD_ENDPOINTS,
+      username: e.ETCD_AUTH_USERNAME,
+      password: e.ETCD_AUTH_PASSWORD,
+      caCert: e.ETCD_AUTH_CA,
+      clientCert: e.ETCD_AUTH_CLIENT_CERT,
+      clientKey: e.ETCD_AUTH_CLIENT_KEY,
+      leaseTtlSecs: e.ETCD_LEASE_TTL,
+    },
+    file: { root: e.DYN_FILE_KV, ttlSecs: e.DYN_FILE_KV_TTL_SECS },
+    nats: {
+      server: e.NATS_SERVER,
+      username: e.NATS_AUTH_USERNAME,
+      password: e.NATS_AUTH_PASSWORD,
+      token: e.NATS_AUTH_TOKEN,
+      nkeySeed: e.NATS_AUTH_NKEY,
+      credentialsFile: e.NATS_AUTH_CREDENTIALS_FILE,
+      tlsCaCert: e.NATS_TLS_CA_CERT_PATH,
+      tlsClientCert: e.NATS_TLS_CLIENT_CERT_PATH,
+      tlsClientKey: e.NATS_TLS_CLIENT_KEY_PATH,
+      requestTimeoutSecs: e.DYN_NATS_REQUEST_TIMEOUT_SECS,
+    },
+    tcp: {
+      rpcHost: e.DYN_TCP_RPC_HOST,
+      rpcPort: e.DYN_TCP_RPC_PORT,
+      rpcAdvertiseHost: e.DYN_TCP_RPC_ADVERTISE_HOST,
+      maxMessageSize: e.DYN_TCP_MAX_MESSAGE_SIZE,
+      requestTimeoutSecs: e.DYN_TCP_REQUEST_TIMEOUT,
+      connectTimeoutSecs: e.DYN_TCP_CONNECT_TIMEOUT,
+      responseStreamHost: e.DYN_TCP_RESPONSE_STREAM_HOST,
+      responseStreamPort: e.DYN_TCP_RESPONSE_STREAM_PORT,
+      responseStreamAdvertiseHost: e.DYN_TCP_RESPONSE_STREAM_ADVERTISE_HOST,
+    },
+    system:
+      e.DYN_SYSTEM_PORT < 0
+        ? null
+        : {
+            port: e.DYN_SYSTEM_PORT,
+            host: e.DYN_SYSTEM_HOST,
+            healthPath: e.DYN_SYSTEM_HEALTH_PATH,
+            livePath: e.DYN_SYSTEM_LIVE_PATH,
+            startingStatus: e.DYN_SYSTEM_STARTING_HEALTH_STATUS,
+          },
+    log: { filter: e.DYN_LOG, jsonl: e.DYN_LOGGING_JSONL },
+  };
+  return deepFreeze(config);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (value && typeof value === 'object') {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/** Names of the variables holding secrets: never log their values. */
+export const SECRET_VARIABLES: readonly string[] = ['ETCD_AUTH_PASSWORD', 'NATS_AUTH_PASSWORD', 'NATS_AUTH_TOKEN', 'NATS_AUTH_NKEY'];
