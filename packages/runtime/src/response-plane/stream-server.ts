@@ -1,0 +1,222 @@
+/**
+ * The caller side of Dynamo's call-home response plane. A process runs one TCP server; for each
+ * request it registers a pending stream under a fresh subject, sends the subject and its address
+ * in the request's control header, and waits for the worker to dial back, identify itself with a
+ * handshake, and stream the response frames.
+ */
+
+import { randomUUID } from 'node:crypto';
+import { createServer, type Server, type Socket } from 'node:net';
+import { CannotConnect, Disconnected } from '../errors.js';
+import type { ConnectionInfo } from '../request-plane/control.js';
+import { DEFAULT_MAX_FRAME_BYTES, TwoPartDecoder, type TwoPartFrame } from '../request-plane/envelope.js';
+import { advertisedHost, formatHostPort, silentLogger, type PlaneLogger } from '../request-plane/tcp.js';
+import { ResponseStream } from './response-stream.js';
+import { parseHandshake } from './frames.js';
+
+/** Options of {@link ResponseStreamServer}; the runtime fills them from `DYN_TCP_RESPONSE_STREAM_*`. */
+export interface ResponseStreamServerOptions {
+  /** Bind address (`DYN_TCP_RESPONSE_STREAM_HOST`); default `127.0.0.1`. */
+  host?: string;
+  /** Bind port (`DYN_TCP_RESPONSE_STREAM_PORT`); default 0 = chosen by the OS. */
+  port?: number;
+  /** Host workers dial (`DYN_TCP_RESPONSE_STREAM_ADVERTISE_HOST`); default derived from `host`. */
+  advertiseHost?: string;
+  /** How long a registered stream waits for its worker to call home; default 30 s. */
+  callHomeTimeoutMs?: number;
+  /** How long a new connection may take to send its handshake; default 10 s. */
+  handshakeTimeoutMs?: number;
+  /** Largest accepted frame (`header_len + body_len`); default 32 MiB. */
+  maxFrameBytes?: number;
+  log?: PlaneLogger;
+}
+
+/** Options for one registration. */
+export interface RegisterOptions {
+  /** Aborting it kills the stream (the caller no longer wants the response). */
+  signal?: AbortSignal;
+  /** Overrides the server's call-home timeout for this stream. */
+  callHomeTimeoutMs?: number;
+}
+
+/** One registered response stream, as handed to the code that sends the request. */
+export interface PendingResponse {
+  /** Goes into the request's control header as `connection_info`. */
+  readonly connectionInfo: ConnectionInfo;
+  /**
+   * The response items (each data frame's `data`, parsed once), in order. Ends after the worker's
+   * `complete_final`, or silently after {@link stop}/{@link kill}. Throws `CannotConnect` for an
+   * error prologue, `Disconnected` when the stream ends without `complete_final` (the migration
+   * trigger) or the worker never calls home, `ResponseProtocolError` for malformed frames.
+   * Leaving a `for await` early kills the stream. Iterate it once.
+   */
+  readonly stream: AsyncIterable<unknown>;
+  /** Asks the worker to stop generating (`"stop"`); items keep arriving until it ends the stream. */
+  stop(): void;
+  /** Kills the stream (`"kill"`): the worker stops at once and the stream ends now, silently. */
+  kill(): void;
+  /**
+   * Abandons the stream because its request never reached a worker (e.g. the request-plane send
+   * failed): drops the registration and ends the stream, throwing `error` if one is given.
+   */
+  cancel(error?: Error): void;
+}
+
+/**
+ * Accepts workers' call-home connections and routes each to its pending stream by the handshake
+ * subject. Connections with an unknown subject or a malformed handshake are closed.
+ */
+export class ResponseStreamServer {
+  readonly #host: string;
+  readonly #port: number;
+  readonly #advertiseHost: string | undefined;
+  readonly #callHomeTimeoutMs: number;
+  readonly #handshakeTimeoutMs: number;
+  readonly #maxFrameBytes: number;
+  readonly #log: PlaneLogger;
+  readonly #pending = new Map<string, ResponseStream>();
+  readonly #sockets = new Set<Socket>();
+  #server: Server | undefined;
+  #listening: Promise<string> | undefined;
+  #address: string | undefined;
+  #closed = false;
+
+  constructor(options: ResponseStreamServerOptions = {}) {
+    this.#host = options.host ?? '127.0.0.1';
+    this.#port = options.port ?? 0;
+    this.#advertiseHost = options.advertiseHost;
+    this.#callHomeTimeoutMs = options.callHomeTimeoutMs ?? 30_000;
+    this.#handshakeTimeoutMs = options.handshakeTimeoutMs ?? 10_000;
+    this.#maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+    this.#log = options.log ?? silentLogger;
+  }
+
+  /** The advertised `HOST:PORT` workers dial, once listening. */
+  get address(): string | undefined {
+    return this.#address;
+  }
+
+  /** Streams registered and not yet claimed by a worker's handshake. */
+  get pendingCount(): number {
+    return this.#pending.size;
+  }
+
+  /** Starts listening (idempotent); resolves with the advertised `HOST:PORT`. */
+  listen(): Promise<string> {
+    if (this.#closed) return Promise.reject(new CannotConnect('response stream server is closed'));
+    this.#listening ??= new Promise((resolve, reject) => {
+      const server = createServer({ noDelay: true }, (socket) => this.#onConnection(socket));
+      this.#server = server;
+      server.once('error', reject);
+      server.listen(this.#port, this.#host, () => {
+        server.off('error', reject);
+        server.on('error', (err) => this.#log.error({ err }, 'response stream server error'));
+        const { port } = server.address() as { port: number };
+        this.#address = formatHostPort(advertisedHost(this.#host, this.#advertiseHost), port);
+        this.#log.debug({ address: this.#address }, 'response stream server listening');
+        resolve(this.#address);
+      });
+    });
+    return this.#listening;
+  }
+
+  /**
+   * Registers a stream for request `contextId`. Call {@link listen} first.
+   *
+   * @throws CannotConnect when the server is not listening or closed.
+   */
+  register(contextId: string, options: RegisterOptions = {}): PendingResponse {
+    if (this.#closed || this.#address === undefined) {
+      throw new CannotConnect(this.#closed ? 'response stream server is closed' : 'response stream server is not listening; await listen() first');
+    }
+    const subject = randomUUID();
+    const connectionInfo: ConnectionInfo = {
+      transport: 'tcp_server',
+      info: { address: this.#address, subject, context: contextId, stream_type: 'response' },
+    };
+    const stream = new ResponseStream({
+      connectionInfo,
+      callHomeTimeoutMs: options.callHomeTimeoutMs ?? this.#callHomeTimeoutMs,
+      signal: options.signal,
+      log: this.#log,
+      // Subjects are fresh UUIDs, so deleting by subject can only remove this stream.
+      unregister: () => this.#pending.delete(subject),
+    });
+    // The stream may already be over (an aborted signal); register only a live one.
+    if (!stream.settled) this.#pending.set(subject, stream);
+    return stream;
+  }
+
+  /** Stops listening, closes every call-home connection and fails streams still waiting. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const stream of [...this.#pending.values()]) stream.cancel(new Disconnected('response stream server closed'));
+    this.#pending.clear();
+    for (const socket of this.#sockets) socket.destroy();
+    const server = this.#server;
+    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+  }
+
+  #onConnection(socket: Socket): void {
+    if (this.#closed) {
+      socket.destroy();
+      return;
+    }
+    this.#sockets.add(socket);
+    const peer = `${socket.remoteAddress}:${socket.remotePort}`;
+    const decoder = new TwoPartDecoder({ maxFrameBytes: this.#maxFrameBytes });
+    const timer = setTimeout(() => {
+      this.#log.warn({ peer }, 'call-home connection sent no handshake in time; closing it');
+      socket.destroy();
+    }, this.#handshakeTimeoutMs);
+    let stream: ResponseStream | undefined;
+
+    const reject = (reason: string, details: object = {}) => {
+      this.#log.warn({ peer, ...details }, `closing call-home connection: ${reason}`);
+      socket.destroy();
+    };
+    const onFrame = (frame: TwoPartFrame) => {
+      if (stream) {
+        stream.onFrame(frame);
+        return;
+      }
+      if (frame.body.length > 0 || frame.header.length === 0) {
+        reject('first frame is not a header-only handshake');
+        return;
+      }
+      let subject: string;
+      try {
+        ({ subject } = parseHandshake(frame.header));
+      } catch (err) {
+        reject((err as Error).message);
+        return;
+      }
+      const pending = this.#pending.get(subject);
+      if (!pending) {
+        reject('handshake names an unknown subject', { subject });
+        return;
+      }
+      clearTimeout(timer);
+      this.#pending.delete(subject);
+      stream = pending;
+      stream.attach(socket);
+    };
+
+    socket.on('data', (chunk: Buffer) => {
+      if (socket.destroyed) return;
+      try {
+        decoder.push(chunk, onFrame);
+      } catch (err) {
+        if (stream) stream.onDecodeError(err as Error);
+        else reject((err as Error).message);
+      }
+    });
+    socket.on('error', (err) => this.#log.debug({ peer, err }, 'call-home connection error'));
+    socket.on('close', () => {
+      clearTimeout(timer);
+      this.#sockets.delete(socket);
+      stream?.onClose(decoder.buffered);
+    });
+  }
+}

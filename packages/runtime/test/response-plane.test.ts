@@ -1,0 +1,364 @@
+import { connect, createServer, type Server, type Socket } from 'node:net';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { Cancelled, CannotConnect, Disconnected } from '../src/errors.js';
+import type { ConnectionInfo } from '../src/request-plane/control.js';
+import { encodeTwoPartText, TwoPartDecoder } from '../src/request-plane/envelope.js';
+import type { PlaneLogger } from '../src/request-plane/tcp.js';
+import { callHome, type ResponseSender } from '../src/response-plane/call-home.js';
+import { ResponseProtocolError } from '../src/response-plane/frames.js';
+import { ResponseStreamServer, type PendingResponse } from '../src/response-plane/stream-server.js';
+import { waitFor } from './harness/free-port.js';
+
+function recordingLogger() {
+  const lines: { level: string; msg: string }[] = [];
+  const at = (level: string) => (_obj: object, msg?: string) => lines.push({ level, msg: msg ?? '' });
+  const log: PlaneLogger = { warn: at('warn'), debug: at('debug'), error: at('error') };
+  return { log, warnings: () => lines.filter((l) => l.level === 'warn').map((l) => l.msg) };
+}
+
+/** Reads the whole stream; returns the items and the error it ended with, if any. */
+async function drain(p: PendingResponse): Promise<{ items: unknown[]; error?: unknown }> {
+  const items: unknown[] = [];
+  try {
+    for await (const item of p.stream) items.push(item);
+    return { items };
+  } catch (error) {
+    return { items, error };
+  }
+}
+
+/** A hand-rolled worker: dials the caller and writes raw frames, independent of `callHome`. */
+async function rawWorker(info: ConnectionInfo): Promise<{ socket: Socket; frames: string[]; closed: Promise<void> }> {
+  const { host, port } = { host: '127.0.0.1', port: Number(info.info.address.split(':')[1]) };
+  const socket = connect({ host, port });
+  await new Promise((r) => socket.once('connect', r));
+  const frames: string[] = [];
+  const decoder = new TwoPartDecoder();
+  socket.on('data', (c: Buffer) => decoder.push(c, (f) => frames.push(f.header.toString() + '|' + f.body.toString())));
+  socket.on('error', () => {});
+  const closed = new Promise<void>((r) => socket.once('close', () => r()));
+  return { socket, frames, closed };
+}
+
+const handshake = (info: ConnectionInfo) => encodeTwoPartText(JSON.stringify({ subject: info.info.subject, stream_type: 'response' }), '');
+const prologueOk = encodeTwoPartText('{"error":null}', '');
+const item = (data: unknown) => encodeTwoPartText('', JSON.stringify({ data, complete_final: false }));
+const end = encodeTwoPartText('', '{"complete_final":true}');
+const sentinel = encodeTwoPartText('"sentinel"', '');
+
+describe('call-home response plane', () => {
+  let server: ResponseStreamServer;
+  let logs: ReturnType<typeof recordingLogger>;
+  const senders: ResponseSender[] = [];
+
+  beforeEach(async () => {
+    logs = recordingLogger();
+    server = new ResponseStreamServer({ host: '127.0.0.1', log: logs.log });
+    await server.listen();
+  });
+
+  afterEach(async () => {
+    for (const s of senders.splice(0)) s.abort();
+    await server.close();
+  });
+
+  async function worker(info: ConnectionInfo): Promise<ResponseSender> {
+    const s = await callHome(info, { log: logs.log });
+    senders.push(s);
+    return s;
+  }
+
+  it('delivers a full stream in order and both sides close cleanly', async () => {
+    const p = server.register('req-1');
+    expect(p.connectionInfo).toEqual({
+      transport: 'tcp_server',
+      info: { address: server.address, subject: expect.any(String), context: 'req-1', stream_type: 'response' },
+    });
+    const reading = drain(p);
+    const w = await worker(p.connectionInfo);
+    await w.prologue();
+    for (let i = 0; i < 10; i++) await w.send({ data: { token_ids: [i], text: `t${i}` } });
+    await w.complete(); // resolves once the caller closed after the sentinel
+    const { items, error } = await reading;
+    expect(error).toBeUndefined();
+    expect(items).toEqual(Array.from({ length: 10 }, (_, i) => ({ data: { token_ids: [i], text: `t${i}` } })));
+    expect(w.signal.aborted).toBe(false);
+    expect(server.pendingCount).toBe(0);
+  });
+
+  it("puts Dynamo's exact frames on the wire from the worker side", async () => {
+    const frames: string[] = [];
+    const raw: Server = createServer((s) => {
+      const decoder = new TwoPartDecoder();
+      s.on('data', (c: Buffer) =>
+        decoder.push(c, (f) => {
+          frames.push(`${f.header.toString()}|${f.body.toString()}`);
+          if (f.header.toString() === '"sentinel"') s.end();
+        }),
+      );
+    });
+    await new Promise<void>((r) => raw.listen(0, '127.0.0.1', r));
+    const address = `127.0.0.1:${(raw.address() as { port: number }).port}`;
+    try {
+      const w = await callHome({ transport: 'tcp_server', info: { address, subject: 'sub-1', context: 'req-1', stream_type: 'response' } });
+      await w.send({ data: { token_ids: [7] } });
+      await w.send({ n: 18446744073709551615n });
+      await w.complete();
+      expect(frames).toEqual([
+        '{"subject":"sub-1","stream_type":"response"}|',
+        '{"error":null}|',
+        '|{"data":{"data":{"token_ids":[7]}},"complete_final":false}',
+        '|{"data":{"n":18446744073709551615},"complete_final":false}',
+        '|{"complete_final":true}',
+        '"sentinel"|',
+      ]);
+    } finally {
+      await new Promise((r) => raw.close(r));
+    }
+  });
+
+  it('reads a hand-written stock-style stream and closes after the sentinel', async () => {
+    const p = server.register('req-raw');
+    const reading = drain(p);
+    const w = await rawWorker(p.connectionInfo);
+    w.socket.write(Buffer.concat([handshake(p.connectionInfo), prologueOk, item({ a: 1 }), item({ text: 'ünï ✓' })]));
+    w.socket.write(Buffer.concat([item({ big: 1 }).subarray(0, 10)]));
+    w.socket.write(Buffer.concat([item({ big: 1 }).subarray(10), end, sentinel]));
+    await w.closed; // the caller closed its side after the sentinel
+    expect(await reading).toEqual({ items: [{ a: 1 }, { text: 'ünï ✓' }, { big: 1 }] });
+  });
+
+  it('keeps u64 integers in items exact', async () => {
+    const p = server.register('req-big');
+    const reading = drain(p);
+    const w = await rawWorker(p.connectionInfo);
+    w.socket.write(handshake(p.connectionInfo));
+    w.socket.write(prologueOk);
+    w.socket.write(encodeTwoPartText('', '{"data":{"worker_id":7587890531256969735},"complete_final":false}'));
+    w.socket.write(Buffer.concat([end, sentinel]));
+    expect((await reading).items).toEqual([{ worker_id: 7587890531256969735n }]);
+  });
+
+  it('surfaces an error prologue as CannotConnect with the message', async () => {
+    const p = server.register('req-2');
+    const reading = drain(p);
+    const w = await worker(p.connectionInfo);
+    await w.prologue('invalid request: max_tokens must be >= 1');
+    const { items, error } = await reading;
+    expect(items).toEqual([]);
+    expect(error).toBeInstanceOf(CannotConnect);
+    expect((error as Error).message).toBe('worker generate() failed before response stream: invalid request: max_tokens must be >= 1');
+  });
+
+  it('turns a worker abort (no complete_final) into Disconnected after the items already sent', async () => {
+    const p = server.register('req-3');
+    const reading = drain(p);
+    const w = await worker(p.connectionInfo);
+    for (let i = 0; i < 3; i++) await w.send({ i });
+    w.abort();
+    const { items, error } = await reading;
+    expect(items).toEqual([{ i: 0 }, { i: 1 }, { i: 2 }]);
+    expect(error).toBeInstanceOf(Disconnected);
+    expect((error as Error).message).toMatch(/^Stream ended before generation completed/);
+  });
+
+  it('turns a reset mid-stream into Disconnected', async () => {
+    const p = server.register('req-reset');
+    const reading = drain(p);
+    const w = await rawWorker(p.connectionInfo);
+    w.socket.write(Buffer.concat([handshake(p.connectionInfo), prologueOk, item(1), item(2).subarray(0, 30)]));
+    setTimeout(() => w.socket.resetAndDestroy(), 50);
+    const { items, error } = await reading;
+    expect(items).toEqual([1]);
+    expect(error).toBeInstanceOf(Disconnected);
+  });
+
+  it('caller stop reaches the worker as a graceful stop, and the stream then ends silently', async () => {
+    const p = server.register('req-4');
+    const w = await worker(p.connectionInfo);
+    await w.prologue();
+    await w.send({ n: 0 });
+    const it = p.stream[Symbol.asyncIterator]();
+    expect(await it.next()).toEqual({ done: false, value: { n: 0 } });
+    p.stop();
+    await waitFor('worker to see the stop', () => w.stopped);
+    expect(w.killed).toBe(false);
+    expect(w.signal.aborted).toBe(true);
+    expect(w.signal.reason).toBeInstanceOf(Cancelled);
+    // A stopped worker may still send its last item, then close without complete_final.
+    await w.send({ n: 1, finish_reason: 'cancelled' });
+    w.abort();
+    expect(await it.next()).toEqual({ done: false, value: { n: 1, finish_reason: 'cancelled' } });
+    expect(await it.next()).toEqual({ done: true, value: undefined });
+  });
+
+  it('caller kill reaches the worker, ends the stream at once, and later sends are dropped', async () => {
+    const p = server.register('req-5');
+    const w = await worker(p.connectionInfo);
+    await w.send({ n: 0 });
+    const it = p.stream[Symbol.asyncIterator]();
+    expect((await it.next()).value).toEqual({ n: 0 });
+    p.kill();
+    expect(await it.next()).toEqual({ done: true, value: undefined });
+    await waitFor('worker to see the kill', () => w.killed);
+    expect(w.signal.aborted).toBe(true);
+    expect(w.send({ n: 1 })).toBeUndefined();
+    await w.closed;
+  });
+
+  it('an aborted AbortSignal kills the stream', async () => {
+    const ac = new AbortController();
+    const p = server.register('req-6', { signal: ac.signal });
+    const reading = drain(p);
+    const w = await worker(p.connectionInfo);
+    await w.send({ n: 0 });
+    ac.abort();
+    const { error } = await reading;
+    expect(error).toBeUndefined();
+    await waitFor('worker to see the kill', () => w.killed);
+  });
+
+  it('a signal aborted before registering yields an empty, silent stream', async () => {
+    const p = server.register('req-aborted', { signal: AbortSignal.abort() });
+    expect(server.pendingCount).toBe(0);
+    expect(await drain(p)).toEqual({ items: [] });
+  });
+
+  it('leaving a for-await early kills the stream', async () => {
+    const p = server.register('req-7');
+    const w = await worker(p.connectionInfo);
+    const producing = (async () => {
+      for (let i = 0; i < 1000 && !w.killed; i++) await w.send({ i });
+    })();
+    for await (const x of p.stream) {
+      if ((x as { i: number }).i === 5) break;
+    }
+    await waitFor('worker to see the kill', () => w.killed);
+    await producing;
+  });
+
+  it('a stop or kill issued before the worker called home is delivered when it does', async () => {
+    const stopped = server.register('req-8');
+    stopped.stop();
+    const w1 = await worker(stopped.connectionInfo);
+    await waitFor('stop after call-home', () => w1.stopped);
+    expect(w1.killed).toBe(false);
+
+    const killed = server.register('req-9');
+    killed.kill();
+    expect(server.pendingCount).toBe(0); // req-8 was claimed by its worker; req-9 was dropped
+    const w2 = await worker(killed.connectionInfo);
+    await waitFor('kill after call-home', () => w2.killed);
+    expect(await drain(killed)).toEqual({ items: [] });
+  });
+
+  it('closes a call-home connection with an unknown subject', async () => {
+    const w = await worker({
+      transport: 'tcp_server',
+      info: { address: server.address!, subject: 'not-registered', context: 'x', stream_type: 'response' },
+    });
+    await w.closed;
+    expect(w.killed).toBe(true);
+    expect(logs.warnings().some((m) => /unknown subject/.test(m))).toBe(true);
+  });
+
+  it('closes a connection whose first frame is not a handshake', async () => {
+    const p = server.register('req-10');
+    const w = await rawWorker(p.connectionInfo);
+    w.socket.write(item({ a: 1 }));
+    await w.closed;
+    expect(logs.warnings().some((m) => /not a header-only handshake/.test(m))).toBe(true);
+    expect(server.pendingCount).toBe(1);
+  });
+
+  it('fails a stream whose worker never calls home with Disconnected', async () => {
+    const p = server.register('req-11', { callHomeTimeoutMs: 100 });
+    const { error } = await drain(p);
+    expect(error).toBeInstanceOf(Disconnected);
+    expect((error as Error).message).toBe('worker never called home for request req-11 within 100 ms');
+    expect(server.pendingCount).toBe(0);
+  });
+
+  it('cancel() drops the registration and fails the stream with the given error', async () => {
+    const p = server.register('req-12');
+    p.cancel(new CannotConnect('no instance reachable'));
+    expect(server.pendingCount).toBe(0);
+    const { error } = await drain(p);
+    expect((error as Error).message).toBe('no instance reachable');
+  });
+
+  it.each([
+    ['data after complete_final', [item(1), end, item(2)], /data frame after complete_final/],
+    ['data with neither data nor complete_final', [item(1), encodeTwoPartText('', '{"complete_final":false}')], /neither data nor complete_final/],
+    ['a sentinel before complete_final', [item(1), sentinel], /sentinel before complete_final/],
+    ['a body that is not JSON', [item(1), encodeTwoPartText('', '{nope')], /data frame is not JSON/],
+  ])('treats %s as a protocol error', async (_name, frames, message) => {
+    const p = server.register('req-proto');
+    const w = await rawWorker(p.connectionInfo);
+    w.socket.write(Buffer.concat([handshake(p.connectionInfo), prologueOk, ...frames]));
+    const { items, error } = await drain(p);
+    expect(items).toEqual([1]);
+    expect(error).toBeInstanceOf(ResponseProtocolError);
+    expect((error as Error).message).toMatch(message);
+    await w.closed;
+  });
+
+  it('delivers 100k small items complete and in order', async () => {
+    const N = 100_000;
+    const p = server.register('req-long');
+    const w = await worker(p.connectionInfo);
+    const producing = (async () => {
+      await w.prologue();
+      for (let i = 0; i < N; i++) await w.send({ token_ids: [i] });
+      await w.complete();
+    })();
+    let expected = 0;
+    for await (const x of p.stream) {
+      if ((x as { token_ids: number[] }).token_ids[0] !== expected) throw new Error(`item ${expected} out of order`);
+      expected++;
+    }
+    await producing;
+    expect(expected).toBe(N);
+  });
+
+  it('holds a worker back while the caller does not read (TCP back-pressure), losing nothing', async () => {
+    const p = server.register('req-bp');
+    const w = await worker(p.connectionInfo);
+    const chunk = 'x'.repeat(4096);
+    let blocked = 0;
+    const N = 5000; // ~20 MiB: more than socket buffers hold
+    const producing = (async () => {
+      for (let i = 0; i < N; i++) {
+        const pending = w.send({ i, chunk });
+        if (pending) {
+          blocked++;
+          await pending;
+        }
+      }
+      await w.complete();
+    })();
+    await waitFor('the worker to be held back', () => blocked > 0);
+    let count = 0;
+    for await (const x of p.stream) {
+      expect((x as { i: number }).i).toBe(count);
+      count++;
+    }
+    await producing;
+    expect(count).toBe(N);
+  });
+
+  it('fails streams still waiting when the server closes', async () => {
+    const p = server.register('req-13');
+    const reading = drain(p);
+    await server.close();
+    const { error } = await reading;
+    expect(error).toBeInstanceOf(Disconnected);
+    expect(() => server.register('late')).toThrow(/closed/);
+  });
+
+  it('callHome rejects with CannotConnect when the caller is unreachable', async () => {
+    await expect(
+      callHome({ transport: 'tcp_server', info: { address: '127.0.0.1:1', subject: 's', context: 'c', stream_type: 'response' } }),
+    ).rejects.toThrow(/cannot call home to 127\.0\.0\.1:1: .*ECONNREFUSED/);
+  });
+});
