@@ -1,10 +1,51 @@
 /**
  * `@dynamo/runtime`: NVIDIA Dynamo's distributed runtime for TypeScript, speaking stock Dynamo's
- * wire formats: discovery, request and response planes, clients and the worker API.
+ * wire formats: discovery (etcd, file, mem), the TCP and NATS request planes, the call-home
+ * response plane, clients and the worker API.
+ *
+ * ```ts
+ * await dynamoWorker(async (runtime) => {
+ *   const endpoint = runtime.namespace('demo').component('echo').endpoint('generate');
+ *   const served = await endpoint.serveEndpoint(async function* (request, context) { ... });
+ *   await served.closed;
+ * });
+ * ```
  *
  * @packageDocumentation
  */
 
+export { dynamoWorker, runtimeOverridesFromArgv, type WorkerOptions } from './worker.js';
+export { DistributedRuntime, type RuntimeOptions } from './runtime.js';
+export { Namespace, Component, Endpoint, type ServeOptions, type ServedEndpoint } from './component.js';
+export { Client, type CallOptions } from './endpoint/client.js';
+export type { EndpointHandler } from './endpoint/handler.js';
+export { loadRuntimeConfig, type RuntimeConfig, type RuntimeConfigOverrides } from './config.js';
+export { validateName, parseEndpointPath, type EndpointPath } from './names.js';
+export { createLogging, parseLogFilter, type Log, type Logging, type LoggingOptions, type LogFilter } from './logger.js';
+export { RuntimeMetrics } from './metrics.js';
+export { parseJson, stringifyJson, hexId, parseHexId } from './json.js';
+export { Discovery, type InstanceEvent } from './discovery/discovery.js';
+export {
+  INSTANCES_BUCKET,
+  MDC_BUCKET,
+  EndpointRecordSchema,
+  ModelRecordSchema,
+  instanceKey,
+  type EndpointRecord,
+  type ModelRecord,
+} from './discovery/records.js';
+export { KeyExistsError, type KvStore, type KvEntry, type KvEvent } from './discovery/kv-store.js';
+export { MemKvStore, MemKvSpace, type MemKvStoreOptions } from './discovery/mem.js';
+export { FileKvStore, type FileKvStoreOptions } from './discovery/file.js';
+export { EtcdKvStore, type EtcdKvStoreOptions } from './discovery/etcd.js';
+export type { Transport, RequestPlaneClient, RequestPlaneServer, RequestAcceptor } from './request-plane/request-plane.js';
+export { TcpRequestPlaneServer, TcpRequestPlaneClient, type TcpRequestPlaneServerOptions, type TcpRequestPlaneClientOptions } from './request-plane/tcp.js';
+export { NatsRequestPlaneServer, NatsRequestPlaneClient } from './request-plane/nats.js';
+export { encodeTwoPart, TwoPartDecoder, type TwoPartFrame } from './request-plane/envelope.js';
+export { controlHeader, encodeRequestEnvelope, decodeRequestEnvelope, type ControlHeader, type ConnectionInfo } from './request-plane/control.js';
+export { ResponseStreamServer, type PendingResponse } from './response-plane/stream-server.js';
+export { callHome, ResponseSender } from './response-plane/call-home.js';
+export { ResponseProtocolError } from './response-plane/frames.js';
 export { Context, type ContextOptions } from './context.js';
 export {
   DynamoException,

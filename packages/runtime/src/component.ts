@@ -1,0 +1,165 @@
+import { Client } from './endpoint/client.js';
+import type { EndpointHandler } from './endpoint/handler.js';
+import { EndpointIngress } from './endpoint/ingress.js';
+import { InvalidArgument } from './errors.js';
+import type { EndpointLabels } from './metrics.js';
+import { type EndpointPath, validateName } from './names.js';
+import type { DistributedRuntime } from './runtime.js';
+
+/** A namespace of a deployment: `runtime.namespace('dynamo')`. */
+export class Namespace {
+  readonly runtime: DistributedRuntime;
+  readonly name: string;
+
+  constructor(runtime: DistributedRuntime, name: string) {
+    this.runtime = runtime;
+    this.name = validateName('namespace', name);
+  }
+
+  /** A component of this namespace. */
+  component(name: string): Component {
+    return new Component(this, name);
+  }
+}
+
+/** A service inside a namespace (e.g. `backend`): a group of endpoints. */
+export class Component {
+  readonly namespace: Namespace;
+  readonly name: string;
+
+  constructor(namespace: Namespace, name: string) {
+    this.namespace = namespace;
+    this.name = validateName('component', name);
+  }
+
+  /** An endpoint of this component. */
+  endpoint(name: string): Endpoint {
+    return new Endpoint(this, name);
+  }
+
+  /**
+   * Prepares this process to serve the component's endpoints: starts the request-plane server (TCP
+   * listener or NATS subscriber side) so that `serveEndpoint` only has to register routes.
+   */
+  async createService(): Promise<this> {
+    await this.namespace.runtime.requestServer();
+    return this;
+  }
+}
+
+/** Options of {@link Endpoint.serveEndpoint}. */
+export interface ServeOptions {
+  /** Requests processed at once before new ones are refused as overloaded (default 10000). */
+  maxInflight?: number;
+}
+
+/** A served endpoint: stop it, or await `closed` to block like Dynamo's `serve_endpoint`. */
+export interface ServedEndpoint {
+  /** The discovery record key suffix, i.e. this process's instance id. */
+  readonly instanceId: bigint;
+  /** Requests in flight right now. */
+  readonly inflight: number;
+  /** Leaves discovery, refuses new requests, drains in-flight ones (up to `drainTimeoutMs`). */
+  stop(options?: { drainTimeoutMs?: number }): Promise<void>;
+  /** Resolves once the endpoint has stopped serving (by `stop()` or runtime shutdown). */
+  readonly closed: Promise<void>;
+}
+
+/** A callable function of a component: serve it, or call it through a client. */
+export class Endpoint {
+  readonly component: Component;
+  readonly name: string;
+  #serving: { ingress: EndpointIngress; stopped: Promise<void>; resolveStopped: () => void } | undefined;
+  #stopping: Promise<void> | undefined;
+
+  constructor(component: Component, name: string) {
+    this.component = component;
+    this.name = validateName('endpoint', name);
+  }
+
+  /** The endpoint's full name. */
+  get path(): EndpointPath {
+    return { namespace: this.component.namespace.name, component: this.component.name, endpoint: this.name };
+  }
+
+  get #runtime(): DistributedRuntime {
+    return this.component.namespace.runtime;
+  }
+
+  /**
+   * Serves this endpoint from this process: `handler(request, context?)` returns the response
+   * stream of each request. Resolves once the endpoint is reachable and registered in discovery.
+   */
+  async serveEndpoint(handler: EndpointHandler, options: ServeOptions = {}): Promise<ServedEndpoint> {
+    if (typeof handler !== 'function') throw new InvalidArgument('serveEndpoint: handler must be a function returning an AsyncIterable');
+    const runtime = this.#runtime;
+    if (runtime.isShuttingDown) throw new InvalidArgument('serveEndpoint: the runtime is shutting down');
+    if (this.#serving) throw new InvalidArgument(`endpoint ${this.#label()} is already served by this handle`);
+    const { namespace, component, endpoint } = this.path;
+    const labels: EndpointLabels = { dynamo_namespace: namespace, dynamo_component: component, dynamo_endpoint: endpoint };
+    const ingress = new EndpointIngress(handler, labels, runtime.metrics, runtime.log(`runtime.endpoint.${endpoint}`), options);
+    const server = await runtime.requestServer();
+    const transport = await server.serve(namespace, component, endpoint, runtime.instanceId, ingress.accept);
+    try {
+      await runtime.discovery.registerEndpoint(namespace, component, endpoint, transport);
+    } catch (err) {
+      await server.unserve(namespace, component, endpoint);
+      throw err;
+    }
+    let resolveStopped!: () => void;
+    const stopped = new Promise<void>((resolve) => (resolveStopped = resolve));
+    this.#serving = { ingress, stopped, resolveStopped };
+    this.#stopping = undefined;
+    runtime.trackServed(this, true);
+    runtime.systemStatus?.track(endpoint);
+    runtime.systemStatus?.setStatus(endpoint, 'ready');
+    return {
+      instanceId: runtime.instanceId,
+      get inflight() {
+        return ingress.inflight;
+      },
+      stop: (opts) => this.stopServing(opts),
+      closed: stopped,
+    };
+  }
+
+  /** @internal Graceful stop of this handle's serving; see {@link ServedEndpoint.stop}. */
+  stopServing(options: { drainTimeoutMs?: number } = {}): Promise<void> {
+    this.#stopping ??= this.#stop(options.drainTimeoutMs ?? 30_000);
+    return this.#stopping;
+  }
+
+  async #stop(drainTimeoutMs: number): Promise<void> {
+    const serving = this.#serving;
+    if (!serving) return;
+    const runtime = this.#runtime;
+    const { namespace, component, endpoint } = this.path;
+    const log = runtime.log(`runtime.endpoint.${endpoint}`);
+    // Leave discovery first so routers stop picking us, then refuse stragglers and drain.
+    await runtime.discovery.unregisterEndpoint(namespace, component, endpoint).catch((err: unknown) => log.warn({ err }, 'unregister failed'));
+    runtime.systemStatus?.setStatus(endpoint, 'notready');
+    serving.ingress.stopAdmission();
+    const left = await serving.ingress.drain(drainTimeoutMs);
+    if (left > 0) log.warn({ inflight: left, drainTimeoutMs }, 'requests still in flight after the drain timeout');
+    const server = await runtime.requestServer();
+    await server.unserve(namespace, component, endpoint).catch(() => {});
+    runtime.systemStatus?.untrack(endpoint);
+    runtime.trackServed(this, false);
+    this.#serving = undefined;
+    serving.resolveStopped();
+  }
+
+  /** A client of this endpoint, following its instances in discovery. */
+  async client(): Promise<Client> {
+    const runtime = this.#runtime;
+    const client = new Client(this.path, runtime.discovery, runtime, runtime.log(`runtime.client.${this.name}`));
+    await client.start();
+    runtime.onShutdown(() => client.close());
+    return client;
+  }
+
+  #label(): string {
+    const { namespace, component, endpoint } = this.path;
+    return `${namespace}.${component}.${endpoint}`;
+  }
+}

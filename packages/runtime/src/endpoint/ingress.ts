@@ -1,0 +1,166 @@
+import { Context } from '../context.js';
+import { StreamIncomplete, toDynamoException } from '../errors.js';
+import { parseJson } from '../json.js';
+import type { Log } from '../logger.js';
+import type { EndpointLabels, ErrorType, RuntimeMetrics } from '../metrics.js';
+import { decodeRequestEnvelope, type RequestEnvelope } from '../request-plane/control.js';
+import type { RequestAcceptor } from '../request-plane/request-plane.js';
+import { SERVER_OVERLOADED, SERVER_UNAVAILABLE } from '../request-plane/tcp.js';
+import { callHome, type ResponseSender } from '../response-plane/call-home.js';
+import { annotatedErrorJson, annotatedJson } from './annotated.js';
+import { type EndpointHandler, invokeHandler } from './handler.js';
+
+/** Limits of one served endpoint. */
+export interface IngressOptions {
+  /** Requests processed at once before new ones are refused as overloaded (default 10000). */
+  maxInflight?: number;
+}
+
+/**
+ * The worker side of one endpoint: accepts request envelopes from the request plane, calls home to
+ * the caller, runs the handler and streams its items back as `Annotated` data frames.
+ */
+export class EndpointIngress {
+  readonly #handler: EndpointHandler;
+  readonly #labels: EndpointLabels;
+  readonly #metrics: RuntimeMetrics;
+  readonly #log: Log;
+  readonly #maxInflight: number;
+  #inflight = 0;
+  #closed = false;
+  #drained: (() => void) | undefined;
+
+  constructor(handler: EndpointHandler, labels: EndpointLabels, metrics: RuntimeMetrics, log: Log, options: IngressOptions = {}) {
+    this.#handler = handler;
+    this.#labels = labels;
+    this.#metrics = metrics;
+    this.#log = log;
+    this.#maxInflight = options.maxInflight ?? 10_000;
+  }
+
+  /** Requests being processed. */
+  get inflight(): number {
+    return this.#inflight;
+  }
+
+  /** The request-plane acceptor: validates synchronously, acknowledges, processes in the background. */
+  readonly accept: RequestAcceptor = (envelope) => {
+    if (this.#closed) return `${SERVER_UNAVAILABLE}endpoint ${this.#labels.dynamo_endpoint} is not accepting new requests`;
+    if (this.#inflight >= this.#maxInflight) return `${SERVER_OVERLOADED}${this.#inflight} requests in flight`;
+    let request: RequestEnvelope;
+    try {
+      request = decodeRequestEnvelope(envelope);
+    } catch (err) {
+      this.#error('invalid_message');
+      this.#log.warn({ err: (err as Error).message }, 'rejected a malformed request envelope');
+      return `invalid request: ${(err as Error).message}`;
+    }
+    this.#inflight++;
+    this.#metrics.inflight.inc(this.#labels);
+    this.#metrics.requests.inc(this.#labels);
+    this.#metrics.requestBytes.inc(this.#labels, request.body.length);
+    const started = performance.now();
+    void this.#process(request).finally(() => {
+      this.#inflight--;
+      this.#metrics.inflight.dec(this.#labels);
+      this.#metrics.duration.observe(this.#labels, (performance.now() - started) / 1000);
+      if (this.#inflight === 0) this.#drained?.();
+    });
+    return '';
+  };
+
+  /** Refuses new requests from now on (they get `Server unavailable`). */
+  stopAdmission(): void {
+    this.#closed = true;
+  }
+
+  /** Resolves when no request is in flight, or after `timeoutMs`; returns how many remain. */
+  async drain(timeoutMs: number): Promise<number> {
+    if (this.#inflight === 0) return 0;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, timeoutMs);
+      timer.unref();
+      this.#drained = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+    return this.#inflight;
+  }
+
+  async #process({ control, body }: RequestEnvelope): Promise<void> {
+    const log = this.#log;
+    let sender: ResponseSender;
+    try {
+      sender = await callHome(control.connection_info, { log });
+    } catch (err) {
+      this.#error('response_stream');
+      log.warn({ id: control.id, err: (err as Error).message }, 'could not call the caller back; request dropped');
+      return;
+    }
+    if (control.payload_codec === 'msgpack') {
+      this.#error('deserialization');
+      await sender.prologue('payload codec msgpack is not supported by this worker; send json').catch(() => {});
+      return;
+    }
+    let request: unknown;
+    try {
+      request = parseJson(body.toString('utf8'));
+    } catch (err) {
+      this.#error('deserialization');
+      log.warn({ id: control.id, err: (err as Error).message }, 'request body is not valid JSON');
+      await sender.prologue(`deserialization error: request body is not valid JSON: ${(err as Error).message}`).catch(() => {});
+      return;
+    }
+    const context = new Context({ id: control.id, metadata: stringValues(control.metadata) });
+    sender.signal.addEventListener('abort', () => (sender.killed ? context.kill() : context.stopGenerating()), { once: true });
+    let stream: AsyncIterable<unknown>;
+    try {
+      stream = invokeHandler(this.#handler, request, context);
+    } catch (err) {
+      this.#error('generate');
+      log.warn({ id: control.id, err: (err as Error).message }, 'handler failed before streaming');
+      await sender.prologue(toDynamoException(err).message).catch(() => {});
+      return;
+    }
+    log.debug({ id: control.id }, 'request accepted');
+    try {
+      await sender.prologue(null);
+      for await (const item of stream) {
+        if (sender.killed) break;
+        const json = annotatedJson(item);
+        this.#metrics.responseBytes.inc(this.#labels, json.length);
+        const backpressure = sender.sendJson(json);
+        if (backpressure) await backpressure;
+      }
+    } catch (err) {
+      if (err instanceof StreamIncomplete) {
+        // The handler asks for the stream to end without its final marker: the caller sees an
+        // incomplete stream and may migrate the request.
+        log.info({ id: control.id, reason: err.message }, 'handler ended the stream incomplete');
+        sender.abort();
+        return;
+      }
+      if (!sender.killed) {
+        this.#error('generate');
+        log.warn({ id: control.id, err: (err as Error).message }, 'handler failed mid-stream');
+        sender.sendJson(annotatedErrorJson(err));
+      }
+    }
+    if (context.isStopped()) this.#metrics.cancellations.inc(this.#labels);
+    if (sender.killed) return;
+    await sender.complete().catch((err: unknown) => {
+      this.#error('publish_final');
+      log.debug({ id: control.id, err: (err as Error).message }, 'could not finish the response stream');
+    });
+  }
+
+  #error(type: ErrorType): void {
+    this.#metrics.errors.inc({ ...this.#labels, error_type: type });
+  }
+}
+
+function stringValues(metadata: Record<string, unknown> | undefined): Record<string, string> {
+  if (!metadata) return {};
+  return Object.fromEntries(Object.entries(metadata).map(([k, v]) => [k, typeof v === 'string' ? v : JSON.stringify(v)]));
+}

@@ -1,0 +1,95 @@
+import { describe, expect, it } from 'vitest';
+import { Cancelled, Context, DistributedRuntime, loadRuntimeConfig, MemKvSpace, StreamIncomplete } from '../src/index.js';
+
+async function memRuntime(space: MemKvSpace): Promise<DistributedRuntime> {
+  return DistributedRuntime.create({ config: loadRuntimeConfig({ DYN_DISCOVERY_BACKEND: 'mem', DYN_LOG: 'warn' }), memSpace: space });
+}
+
+describe('runtime in one process (mem discovery, tcp)', () => {
+  it('serves an endpoint and streams responses to a client', async () => {
+    const space = new MemKvSpace();
+    const worker = await memRuntime(space);
+    const caller = await memRuntime(space);
+    try {
+      const endpoint = worker.namespace('test').component('echo').endpoint('generate');
+      await endpoint.component.createService();
+      await endpoint.serveEndpoint(async function* (request: { count: number }) {
+        for (let i = 0; i < request.count; i++) yield { i };
+      });
+      const client = await caller.endpoint('test.echo.generate').client();
+      expect(await client.waitForInstances({ timeoutMs: 5000 })).toEqual([worker.instanceId]);
+      const items: unknown[] = [];
+      for await (const item of client.generate({ count: 3 })) items.push(item);
+      expect(items).toEqual([{ i: 0 }, { i: 1 }, { i: 2 }]);
+    } finally {
+      await caller.shutdown();
+      await worker.shutdown();
+    }
+  });
+
+  it('passes the context to handlers that declare it, and a stop reaches it', async () => {
+    const space = new MemKvSpace();
+    const worker = await memRuntime(space);
+    const caller = await memRuntime(space);
+    try {
+      let sawStop = false;
+      await worker.endpoint('test.ticker.generate').serveEndpoint(async function* (_request: unknown, context: Context) {
+        for (let i = 0; ; i++) {
+          if (context.isStopped()) {
+            sawStop = true;
+            yield { final: true };
+            return;
+          }
+          yield { i };
+          await new Promise((r) => setTimeout(r, 5));
+        }
+      });
+      const client = await caller.endpoint('test.ticker.generate').client();
+      await client.waitForInstances();
+      const context = new Context();
+      const items: unknown[] = [];
+      for await (const item of client.generate({}, { context })) {
+        items.push(item);
+        if (items.length === 3) context.stopGenerating();
+      }
+      expect(sawStop).toBe(true);
+      expect(items.length).toBeGreaterThanOrEqual(3);
+    } finally {
+      await caller.shutdown();
+      await worker.shutdown();
+    }
+  });
+
+  it('turns a handler error into an error at the caller, and StreamIncomplete into an incomplete stream', async () => {
+    const space = new MemKvSpace();
+    const worker = await memRuntime(space);
+    const caller = await memRuntime(space);
+    try {
+      await worker.endpoint('test.fail.generate').serveEndpoint(async function* (request: { mode: string }) {
+        yield { ok: 1 };
+        if (request.mode === 'cancel') throw new Cancelled('nope');
+        throw new StreamIncomplete('engine going away');
+      });
+      const client = await caller.endpoint('test.fail.generate').client();
+      await client.waitForInstances();
+      const drain = async (mode: string) => {
+        const items: unknown[] = [];
+        try {
+          for await (const item of client.generate({ mode })) items.push(item);
+        } catch (err) {
+          return { items, err: err as Error };
+        }
+        return { items, err: undefined };
+      };
+      const cancelled = await drain('cancel');
+      expect(cancelled.items).toEqual([{ ok: 1 }]);
+      expect(cancelled.err).toBeInstanceOf(Cancelled);
+      const incomplete = await drain('incomplete');
+      expect(incomplete.items).toEqual([{ ok: 1 }]);
+      expect(incomplete.err?.name).toBe('Disconnected');
+    } finally {
+      await caller.shutdown();
+      await worker.shutdown();
+    }
+  });
+});
