@@ -321,17 +321,24 @@ export class EtcdKvStore implements KvStore {
     };
 
     let resyncing = false;
+    let again = false;
     const resync = () => {
-      if (resyncing || stop.aborted) return;
+      if (stop.aborted) return;
+      if (resyncing) {
+        // Something broke while we were re-attaching: go round once more when this pass ends.
+        again = true;
+        return;
+      }
       resyncing = true;
-      if (watcher !== undefined) this.#cancelWatcher(watcher);
-      watcher = undefined;
       void (async () => {
         let delay = 100;
         while (!stop.aborted) {
+          if (watcher !== undefined) this.#cancelWatcher(watcher);
+          watcher = undefined;
+          again = false;
           try {
             await attach();
-            break;
+            if (!again) break;
           } catch (err) {
             this.#log.debug({ bucket, prefix, err: message(err) }, 'etcd watch resync failed; retrying');
             await sleep(delay, undefined, { signal: stop, ref: false }).catch(() => undefined);
