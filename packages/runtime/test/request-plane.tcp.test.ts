@@ -104,7 +104,7 @@ describe('TCP request plane', () => {
   }
 
   it("advertises Dynamo's transport and acks a request, passing envelope and headers through", async () => {
-    expect(transport).toEqual({ tcp: `127.0.0.1:${port}/694d9a3c5e1f2a07/generate` });
+    expect(transport).toEqual({ tcp: `127.0.0.1:${port}/694d9a3c5e1f2a07/dynamo/backend/generate` });
     await client.send(transport, envelope(), { traceparent: '00-abc-def-01' });
     expect(received).toEqual([{ envelope: envelope(), headers: { traceparent: '00-abc-def-01' } }]);
   });
@@ -113,7 +113,7 @@ describe('TCP request plane', () => {
     const other = new TcpRequestPlaneServer({ host: '127.0.0.1', advertiseHost: 'worker-7.example', log: logs.log });
     try {
       const t = await other.serve('dynamo', 'backend', 'generate', 1n, accept);
-      expect((t as { tcp: string }).tcp).toMatch(/^worker-7\.example:\d+\/1\/generate$/);
+      expect((t as { tcp: string }).tcp).toMatch(/^worker-7\.example:\d+\/1\/dynamo\/backend\/generate$/);
     } finally {
       await other.close();
     }
@@ -136,14 +136,14 @@ describe('TCP request plane', () => {
   it('answers pipelined requests on one connection in order', async () => {
     await server.serve('dynamo', 'backend', 'busy', INSTANCE, () => 'Server overloaded: queue full');
     const p = peer();
-    const good = frame('694d9a3c5e1f2a07/generate', '{}', envelope());
+    const good = frame('694d9a3c5e1f2a07/dynamo/backend/generate', '{}', envelope());
     p.socket.write(
       Buffer.concat([
         good,
         frame('694d9a3c5e1f2a07/nope', '{}', envelope()),
-        frame('694d9a3c5e1f2a07/busy', '{}', envelope()),
+        frame('694d9a3c5e1f2a07/dynamo/backend/busy', '{}', envelope()),
         good,
-        frame('694d9a3c5e1f2a07/generate', '{"x-request-id":"abc"}', envelope()),
+        frame('694d9a3c5e1f2a07/dynamo/backend/generate', '{"x-request-id":"abc"}', envelope()),
       ]),
     );
     const replies = await p.replyCount(5);
@@ -183,7 +183,7 @@ describe('TCP request plane', () => {
   });
 
   describe('survives bad input', () => {
-    const good = () => frame('694d9a3c5e1f2a07/generate', '{}', envelope());
+    const good = () => frame('694d9a3c5e1f2a07/dynamo/backend/generate', '{}', envelope());
 
     /**
      * Runs one bad connection next to a good request on another connection; then checks the
@@ -218,7 +218,7 @@ describe('TCP request plane', () => {
     });
 
     it('an oversized declared length: error reply and close, without waiting for the bytes', async () => {
-      const p = await withBadPeer(frame('694d9a3c5e1f2a07/generate', '{}', Buffer.alloc(0), 0xffff_fff0), {
+      const p = await withBadPeer(frame('694d9a3c5e1f2a07/dynamo/backend/generate', '{}', Buffer.alloc(0), 0xffff_fff0), {
         logged: /exceeds the 33554432-byte limit/,
       });
       expect((await p.replyCount(1))[0]).toMatch(/^Read error: message of \d+ bytes exceeds the 33554432-byte limit$/);
@@ -226,7 +226,7 @@ describe('TCP request plane', () => {
     });
 
     it('malformed headers JSON: error reply, and the same connection keeps working', async () => {
-      const p = await withBadPeer(Buffer.concat([frame('694d9a3c5e1f2a07/generate', '{"a":', envelope()), good()]), {
+      const p = await withBadPeer(Buffer.concat([frame('694d9a3c5e1f2a07/dynamo/backend/generate', '{"a":', envelope()), good()]), {
         logged: /malformed headers JSON/,
       });
       const replies = await p.replyCount(2);
@@ -236,13 +236,13 @@ describe('TCP request plane', () => {
     });
 
     it('headers that are not a string map: error reply', async () => {
-      const p = await withBadPeer(frame('694d9a3c5e1f2a07/generate', '{"a":1}', envelope()), { logged: /not a string-to-string/ });
+      const p = await withBadPeer(frame('694d9a3c5e1f2a07/dynamo/backend/generate', '{"a":1}', envelope()), { logged: /not a string-to-string/ });
       expect(await p.replyCount(1)).toEqual(['Invalid request headers: expected a JSON object of string values']);
     });
 
     it('an invalid two-part payload: error reply, and the same connection keeps working', async () => {
       const broken = envelope().subarray(0, 30);
-      const p = await withBadPeer(Buffer.concat([frame('694d9a3c5e1f2a07/generate', '{}', broken), good()]), {
+      const p = await withBadPeer(Buffer.concat([frame('694d9a3c5e1f2a07/dynamo/backend/generate', '{}', broken), good()]), {
         logged: /invalid two-part payload/,
       });
       const replies = await p.replyCount(2);

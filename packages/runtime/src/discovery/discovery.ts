@@ -35,7 +35,8 @@ export class Discovery {
 
   /** Publishes this process's `Endpoint` record for `ns/comp/ep` (create, or overwrite our own). */
   async registerEndpoint(namespace: string, component: string, endpoint: string, transport: Transport): Promise<EndpointRecord> {
-    const record: EndpointRecord = { type: 'Endpoint', namespace, component, endpoint, instance_id: this.instanceId, transport };
+    // Field order as stock Dynamo writes it, so records are byte-identical.
+    const record: EndpointRecord = { type: 'Endpoint', component, endpoint, namespace, instance_id: this.instanceId, transport };
     await this.#write(INSTANCES_BUCKET, instanceKey(namespace, component, endpoint, this.instanceId), encodeRecord(record));
     this.#log.info({ namespace, component, endpoint, instance_id: this.instanceId.toString(16), transport }, 'registered endpoint instance');
     return record;
@@ -50,9 +51,9 @@ export class Discovery {
   async registerModel(namespace: string, component: string, endpoint: string, card: Record<string, unknown>, suffix?: string): Promise<void> {
     const record: ModelRecord = {
       type: 'Model',
-      namespace,
       component,
       endpoint,
+      namespace,
       instance_id: this.instanceId,
       card_json: card,
       ...(suffix === undefined ? {} : { model_suffix: suffix }),

@@ -191,18 +191,15 @@ export class TcpRequestPlaneServer implements RequestPlaneServer, Dispatcher {
   }
 
   /**
-   * Serves `endpoint`; the transport is Dynamo's `{tcp: "HOST:PORT/{instance_id:x}/{endpoint}"}`.
-   * The path is opaque to callers (they send back whatever follows the first `/`), so when two
-   * components of this process share an endpoint name the second gets the unambiguous path
-   * `{instance_id:x}/{namespace}/{component}/{endpoint}` instead of colliding.
+   * Serves `endpoint`; the transport is `{tcp: "HOST:PORT/{instance_id:x}/{ns}/{comp}/{ep}"}`, the
+   * path stock Dynamo 1.6 workers advertise (callers send back whatever follows the first `/`).
    */
   async serve(namespace: string, component: string, endpoint: string, instanceId: bigint, accept: RequestAcceptor): Promise<Transport> {
     await this.listen();
     // Checked after the await so that two concurrent serve() calls cannot both pass.
     const endpointKey = `${namespace}/${component}/${endpoint}`;
     if (this.#pathOf.has(endpointKey)) throw new InvalidArgument(`tcp request plane already serves ${endpointKey}`);
-    let path = `${hexId(instanceId)}/${endpoint}`;
-    if (this.#routes.has(path)) path = `${hexId(instanceId)}/${endpointKey}`;
+    const path = `${hexId(instanceId)}/${endpointKey}`;
     if (Buffer.byteLength(path) > MAX_PATH_BYTES) {
       throw new InvalidArgument(`endpoint path '${path}' is longer than ${MAX_PATH_BYTES} bytes`);
     }

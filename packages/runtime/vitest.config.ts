@@ -1,0 +1,11 @@
+import { defineConfig } from 'vitest/config';
+
+export default defineConfig({
+  test: {
+    // Integration files start real etcd/NATS servers and worker processes and assert on TTLs;
+    // running them one at a time keeps those timings honest on a 2-core machine.
+    fileParallelism: false,
+    testTimeout: 30_000,
+    hookTimeout: 60_000,
+  },
+});
