@@ -93,3 +93,44 @@ describe('runtime in one process (mem discovery, tcp)', () => {
     }
   });
 });
+
+describe('bad requests at an endpoint', () => {
+  it('answers a body that is not JSON with an error prologue, while good requests complete', async () => {
+    const { controlHeader, encodeRequestEnvelope, CannotConnect } = await import('../src/index.js');
+    const space = new MemKvSpace();
+    const worker = await memRuntime(space);
+    const caller = await memRuntime(space);
+    try {
+      await worker.endpoint('test.bad.generate').serveEndpoint(async function* (request: { n: number }) {
+        await new Promise((r) => setTimeout(r, 20));
+        yield { n: request.n };
+      });
+      const client = await caller.endpoint('test.bad.generate').client();
+      await client.waitForInstances();
+      const [record] = await caller.discovery.listInstances('test', 'bad', 'generate');
+      const responses = await caller.responseServer();
+      const pending = responses.register('bad-body');
+      const envelope = encodeRequestEnvelope(controlHeader('bad-body', pending.connectionInfo), Buffer.from('{"n": oops'));
+      const good = (async () => {
+        const items: unknown[] = [];
+        for await (const item of client.generate({ n: 7 })) items.push(item);
+        return items;
+      })();
+      await (await caller.requestClient()).send(record!.transport, envelope, {});
+      const failure = await (async () => {
+        try {
+          for await (const _ of pending.stream) void _;
+        } catch (err) {
+          return err as Error;
+        }
+        return undefined;
+      })();
+      expect(failure).toBeInstanceOf(CannotConnect);
+      expect(failure?.message).toMatch(/not valid JSON/);
+      expect(await good).toEqual([{ n: 7 }]);
+    } finally {
+      await caller.shutdown();
+      await worker.shutdown();
+    }
+  });
+});

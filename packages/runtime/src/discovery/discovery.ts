@@ -36,7 +36,8 @@ export class Discovery {
   /** Publishes this process's `Endpoint` record for `ns/comp/ep` (create, or overwrite our own). */
   async registerEndpoint(namespace: string, component: string, endpoint: string, transport: Transport): Promise<EndpointRecord> {
     // Field order as stock Dynamo writes it, so records are byte-identical.
-    const record: EndpointRecord = { type: 'Endpoint', component, endpoint, namespace, instance_id: this.instanceId, transport };
+    // We only speak JSON bodies; saying so makes stock callers send `payload_codec: "json"`.
+    const record: EndpointRecord = { type: 'Endpoint', component, endpoint, namespace, instance_id: this.instanceId, transport, request_plane_codec: 'json' };
     await this.#write(INSTANCES_BUCKET, instanceKey(namespace, component, endpoint, this.instanceId), encodeRecord(record));
     this.#log.info({ namespace, component, endpoint, instance_id: this.instanceId.toString(16), transport }, 'registered endpoint instance');
     return record;
