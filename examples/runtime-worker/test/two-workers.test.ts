@@ -1,0 +1,48 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const store = mkdtempSync(join(tmpdir(), 'dynamo-example-'));
+const env = { ...process.env, DYN_FILE_KV: store, DYN_LOG: 'warn' };
+const children: ChildProcess[] = [];
+
+function run(script: string, args: string[] = []): { child: ChildProcess; line: (re: RegExp) => Promise<string>; exit: Promise<number | null>; out: string[] } {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src', script), ...args], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  const out: string[] = [];
+  const waiting: Array<[RegExp, (l: string) => void]> = [];
+  createInterface({ input: child.stdout! }).on('line', (l) => {
+    out.push(l);
+    for (const w of [...waiting]) if (w[0].test(l)) (waiting.splice(waiting.indexOf(w), 1), w[1](l));
+  });
+  const exit = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
+  return { child, out, exit, line: (re) => new Promise((resolve) => (out.find((l) => re.test(l)) ? resolve(out.find((l) => re.test(l))!) : waiting.push([re, resolve]))) };
+}
+
+afterAll(() => {
+  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+  rmSync(store, { recursive: true, force: true });
+});
+
+describe('runtime-worker example', () => {
+  it('two worker processes share round-robin load from a client process, then shut down on SIGTERM', async () => {
+    const a = run('worker.ts');
+    const b = run('worker.ts');
+    const ids = (await Promise.all([a.line(/^worker \w+ serving/), b.line(/^worker \w+ serving/)])).map((l) => l.split(' ')[1]);
+    const client = run('client.ts', ['6']);
+    expect(await client.exit).toBe(0);
+    expect(client.out[0]).toMatch(/^found 2 instance\(s\)/);
+    const servedBy = client.out.filter((l) => l.startsWith('request ')).map((l) => l.split(' ')[4]!.replace(':', ''));
+    expect(servedBy).toHaveLength(6);
+    expect(new Set(servedBy)).toEqual(new Set(ids));
+    expect(client.out).toContain(`request 0 served by ${servedBy[0]}: request 0 says hello`);
+    a.child.kill('SIGTERM');
+    b.child.kill('SIGTERM');
+    expect(await Promise.all([a.exit, b.exit])).toEqual([0, 0]);
+  }, 60_000);
+});
