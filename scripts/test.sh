@@ -3,6 +3,18 @@
 # Ends with one line summing every runner: "N passed, N failed[, N skipped]".
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
+
+# The runtime's integration tests start real servers: Debian's nats-server and etcd.
+if ! command -v nats-server >/dev/null || ! command -v etcd >/dev/null; then
+  if command -v apt-get >/dev/null; then
+    sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+    echo "test: installing nats-server and etcd-server with apt-get"
+    $sudo apt-get update -qq </dev/null
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nats-server etcd-server </dev/null >/dev/null
+  else
+    echo "test: nats-server and etcd are needed by the runtime tests; install them (Debian: apt-get install nats-server etcd-server)" >&2
+  fi
+fi
 set +e
 
 results="$(mktemp -d)"

@@ -14,6 +14,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const repoRoot = resolve(here, '..');
 const corePkgDir = join(repoRoot, 'packages', 'core');
 const backendPkgDir = join(repoRoot, 'packages', 'backend');
+const runtimePkgDir = join(repoRoot, 'packages', 'runtime');
 const fixtureDir = join(here, 'fixtures', 'consumer');
 /** Set DYNAMO_TESTS_KEEP_TMP=1 to keep the tarballs and the scratch project for debugging. */
 const keepTmp = process.env.DYNAMO_TESTS_KEEP_TMP === '1';
@@ -147,6 +148,7 @@ describe('the packed packages, installed by an outside project with npm', () => 
   let scratchDir: string;
   let coreTarball: string;
   let backendTarball: string;
+  let runtimeTarball: string;
   let installed: RunResult | undefined;
   const env = outsideEnv();
 
@@ -161,6 +163,7 @@ describe('the packed packages, installed by an outside project with npm', () => 
     for (const [dir, built] of [
       [corePkgDir, nativeBinaryName()],
       [backendPkgDir, 'dist/index.js'],
+      [runtimePkgDir, 'dist/index.js'],
     ] as const) {
       if (!existsSync(join(dir, built))) {
         throw new Error(`${join(dir, built)} is missing: build the workspace first (pnpm turbo run build)`);
@@ -168,7 +171,7 @@ describe('the packed packages, installed by an outside project with npm', () => 
     }
     packDir = realpathSync(mkdtempSync(join(tmpdir(), 'dynamo-pack-')));
     scratchDir = realpathSync(mkdtempSync(join(tmpdir(), 'dynamo-outside-user-')));
-    for (const dir of [corePkgDir, backendPkgDir]) {
+    for (const dir of [corePkgDir, runtimePkgDir, backendPkgDir]) {
       const r = await run('pnpm', ['pack', '--pack-destination', packDir], dir, { ...process.env, npm_config_update_notifier: 'false' });
       expectSuccess(r);
     }
@@ -180,6 +183,7 @@ describe('the packed packages, installed by an outside project with npm', () => 
     };
     coreTarball = find('dynamo-core-');
     backendTarball = find('dynamo-backend-');
+    runtimeTarball = find('dynamo-runtime-');
   });
 
   afterAll(() => {
@@ -228,6 +232,7 @@ describe('the packed packages, installed by an outside project with npm', () => 
     expect(isInside(repoRoot, scratchDir), `${scratchDir} must be outside ${repoRoot}`).toBe(false);
     cpSync(fixtureDir, scratchDir, { recursive: true });
     const coreSpec = `file:${coreTarball}`;
+    const runtimeSpec = `file:${runtimeTarball}`;
     const manifest = {
       name: 'dynamo-outside-user',
       version: '0.0.0',
@@ -241,6 +246,7 @@ describe('the packed packages, installed by an outside project with npm', () => 
       dependencies: {
         '@dynamo/backend': `file:${backendTarball}`,
         '@dynamo/core': coreSpec,
+        '@dynamo/runtime': runtimeSpec,
         zod: backendPkg.dependencies.zod,
       },
       devDependencies: {
@@ -248,8 +254,9 @@ describe('the packed packages, installed by an outside project with npm', () => 
         typescript: rootPkg.devDependencies.typescript,
         vitest: rootPkg.devDependencies.vitest,
       },
-      // @dynamo/backend depends on @dynamo/core by version: never let that come from the registry.
-      overrides: { '@dynamo/core': coreSpec },
+      // @dynamo/backend depends on @dynamo/core and @dynamo/runtime by version: never let those come
+      // from the registry.
+      overrides: { '@dynamo/core': coreSpec, '@dynamo/runtime': runtimeSpec },
     };
     writeFileSync(join(scratchDir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
 
