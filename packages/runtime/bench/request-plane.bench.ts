@@ -1,0 +1,633 @@
+// Request-plane benchmark: `pnpm --filter @dynamo/runtime bench` (tsx; not a vitest test).
+//
+// For the tcp and nats request planes, with the worker in a child process (file discovery in a
+// temp dir, the way separate processes find each other), it measures at the client:
+//   1. one long stream: items/s of a single request streaming N `{"token_ids":[i]}` items;
+//   2. short requests (request -> 1 item -> end) at concurrency C: requests/s, p50/p99 latency;
+//   3. the loopback floor, measured in the same run against a plain `node:net` child process:
+//      64 pipelined echo loops on one socket, the same with a fresh connection per request (what
+//      the call-home response plane does for every request), and a one-way stream of
+//      length-prefixed frames;
+//   4. the worker's RSS (after a forced GC): idle after startup and after the short requests.
+// It prints a table with PASS/FAIL beside each target and always exits 0: it is a report.
+//
+// Knobs (environment): BENCH_PLANES=tcp,nats  BENCH_STREAM_ITEMS=500000  BENCH_REQUESTS=20000
+// BENCH_WARMUP=2000  BENCH_CONCURRENCY=64  BENCH_SOAK=100000 (short requests before the RSS check)
+// BENCH_FLOOR=0 (skip the node:net floor)
+// BENCH_RUNNER=node|tsx (how the children run: plain node on an esbuild bundle, the way a built
+// worker runs, or `node --import tsx` on the sources; node falls back to tsx when esbuild is
+// unavailable)  BENCH_CHILD_FLAGS='--cpu-prof --cpu-prof-dir=/tmp/prof' (extra node flags for the
+// children; profile the caller with `node --cpu-prof --import tsx bench/request-plane.bench.ts`).
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { connect, type Socket } from 'node:net';
+import { arch, cpus, platform, release, tmpdir, totalmem } from 'node:os';
+import { dirname, join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { type Client, DistributedRuntime, loadRuntimeConfig } from '../src/index.js';
+import { type NatsTestServer, startNatsServer } from '../test/harness/nats.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const packageRoot = join(here, '..');
+
+function intEnv(name: string, fallback: number): number {
+  const raw = process.env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const value = Number(raw.replace(/_/g, ''));
+  if (!Number.isInteger(value) || value <= 0) throw new Error(`${name} must be a positive integer, got '${raw}'`);
+  return value;
+}
+
+const STREAM_ITEMS = intEnv('BENCH_STREAM_ITEMS', 500_000);
+const REQUESTS = intEnv('BENCH_REQUESTS', 20_000);
+const WARMUP = intEnv('BENCH_WARMUP', 2_000);
+const CONCURRENCY = intEnv('BENCH_CONCURRENCY', 64);
+const SOAK = Math.max(intEnv('BENCH_SOAK', 100_000), WARMUP + REQUESTS);
+const PLANES = (process.env['BENCH_PLANES'] ?? 'tcp,nats').split(',').map((p) => p.trim()).filter(Boolean) as Array<'tcp' | 'nats'>;
+const RUNNER_WANTED = process.env['BENCH_RUNNER'] === 'tsx' ? 'tsx' : 'node';
+const FLOOR = process.env['BENCH_FLOOR'] !== '0';
+// Extra node flags for the child processes, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`.
+const CHILD_FLAGS = (process.env['BENCH_CHILD_FLAGS'] ?? '').split(' ').filter(Boolean);
+
+const TARGETS = {
+  streamItemsPerSec: 250_000, // one tcp stream
+  shortRps: 5_000,
+  idleRssMb: 100,
+  rssGrowthPct: 10,
+};
+
+// ---------------------------------------------------------------------------------------------
+// Child processes
+
+interface Memory {
+  gc: boolean;
+  rss: number;
+  heapUsed: number;
+  heapTotal: number;
+  external: number;
+  arrayBuffers: number;
+}
+
+type Runner = { kind: 'node'; bundle: string } | { kind: 'tsx' };
+
+/**
+ * Bundles bench/worker.ts (dependencies left external) with the esbuild that tsx ships, so the
+ * children run on plain node without a TypeScript loader: tsx's off-thread loader alone adds
+ * ~30 MB of RSS, which is not the runtime's and not what a built worker carries.
+ */
+async function prepareRunner(): Promise<{ runner: Runner; note: string }> {
+  if (RUNNER_WANTED === 'tsx') return { runner: { kind: 'tsx' }, note: 'node --import tsx (TypeScript loader thread included in RSS)' };
+  try {
+    const tsxRequire = createRequire(createRequire(import.meta.url).resolve('tsx/package.json'));
+    const esbuild = tsxRequire('esbuild') as { build(options: Record<string, unknown>): Promise<unknown> };
+    const bundle = join(here, '.build', 'worker.mjs');
+    await esbuild.build({
+      entryPoints: [join(here, 'worker.ts')],
+      outfile: bundle,
+      bundle: true,
+      platform: 'node',
+      format: 'esm',
+      target: 'node20',
+      packages: 'external',
+      logLevel: 'silent',
+    });
+    return { runner: { kind: 'node', bundle }, note: 'plain node on an esbuild bundle of bench/worker.ts + src (deps external)' };
+  } catch (err) {
+    return { runner: { kind: 'tsx' }, note: `node --import tsx (esbuild unavailable: ${(err as Error).message.split('\n')[0]})` };
+  }
+}
+
+class Child {
+  readonly #proc: ChildProcess;
+  readonly #waiters = new Map<string, Array<(message: Record<string, unknown>) => void>>();
+  #stderr = '';
+  readonly exited: Promise<number | null>;
+
+  private constructor(proc: ChildProcess) {
+    this.#proc = proc;
+    proc.stderr?.on('data', (d: Buffer) => {
+      this.#stderr = (this.#stderr + d.toString()).slice(-4000);
+    });
+    proc.stdout?.on('data', () => {});
+    proc.on('message', (message: Record<string, unknown>) => {
+      const list = this.#waiters.get(String(message['type']));
+      list?.shift()?.(message);
+    });
+    this.exited = new Promise((resolve) => proc.once('exit', (code) => resolve(code)));
+  }
+
+  static async start(runner: Runner, mode: 'worker' | 'floor', env: Record<string, string>): Promise<{ child: Child; ready: Record<string, unknown> }> {
+    const flags = ['--expose-gc', ...CHILD_FLAGS];
+    const args = runner.kind === 'node' ? [...flags, runner.bundle, mode] : [...flags, '--import', 'tsx', join(here, 'worker.ts'), mode];
+    const proc = spawn(process.execPath, args, { cwd: packageRoot, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe', 'ipc'] });
+    const child = new Child(proc);
+    const ready = await child.#await('ready', 30_000);
+    return { child, ready };
+  }
+
+  get pid(): number {
+    return this.#proc.pid!;
+  }
+
+  #await(type: string, timeoutMs: number): Promise<Record<string, unknown>> {
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`child sent no '${type}' within ${timeoutMs} ms; stderr:\n${this.#stderr}`)), timeoutMs);
+      const list = this.#waiters.get(type) ?? [];
+      list.push((m) => {
+        clearTimeout(timer);
+        resolve(m);
+      });
+      this.#waiters.set(type, list);
+      void this.exited.then((code) => {
+        clearTimeout(timer);
+        reject(new Error(`child exited (${code}) before sending '${type}'; stderr:\n${this.#stderr}`));
+      });
+    });
+  }
+
+  /** The child's memory after a forced GC. */
+  async memory(): Promise<Memory> {
+    const answer = this.#await('mem', 10_000);
+    this.#proc.send({ cmd: 'mem' });
+    return (await answer) as unknown as Memory;
+  }
+
+  /** Peak RSS (VmHWM) from /proc, in bytes; undefined off Linux. */
+  peakRss(): number | undefined {
+    try {
+      const match = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${this.pid}/status`, 'utf8'));
+      return match ? Number(match[1]) * 1024 : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  async stop(): Promise<void> {
+    if (this.#proc.exitCode !== null || this.#proc.signalCode !== null) return;
+    if (this.#proc.connected) this.#proc.send({ cmd: 'stop' });
+    else this.#proc.kill('SIGTERM');
+    const timer = setTimeout(() => this.#proc.kill('SIGKILL'), 5_000);
+    await this.exited;
+    clearTimeout(timer);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Measurements
+
+interface ShortResult {
+  count: number;
+  rps: number;
+  p50: number;
+  p99: number;
+  errors: number;
+  firstError?: string;
+}
+
+/** Runs `total` calls of `once` from `concurrency` loops; latency per call in ms. */
+async function closedLoop(total: number, concurrency: number, once: () => Promise<void>): Promise<ShortResult> {
+  const latencies = new Float64Array(total);
+  let next = 0;
+  let errors = 0;
+  let firstError: string | undefined;
+  const loop = async () => {
+    for (;;) {
+      const i = next++;
+      if (i >= total) return;
+      const t0 = performance.now();
+      try {
+        await once();
+      } catch (err) {
+        errors++;
+        firstError ??= (err as Error).message;
+      }
+      latencies[i] = performance.now() - t0;
+    }
+  };
+  const started = performance.now();
+  await Promise.all(Array.from({ length: concurrency }, loop));
+  const elapsed = (performance.now() - started) / 1000;
+  latencies.sort();
+  const at = (q: number) => latencies[Math.min(total - 1, Math.floor(q * total))]!;
+  return { count: total, rps: total / elapsed, p50: at(0.5), p99: at(0.99), errors, ...(firstError === undefined ? {} : { firstError }) };
+}
+
+async function shortRequests(client: Client, total: number): Promise<ShortResult> {
+  return closedLoop(total, CONCURRENCY, async () => {
+    let items = 0;
+    for await (const _ of client.generate({ n: 1 })) items++;
+    if (items !== 1) throw new Error(`expected 1 item, got ${items}`);
+  });
+}
+
+interface StreamResult {
+  items: number;
+  seconds: number;
+  perSec: number;
+}
+
+async function oneStream(client: Client, n: number): Promise<StreamResult> {
+  const started = performance.now();
+  let items = 0;
+  let last: { token_ids: number[] } | undefined;
+  for await (const item of client.generate<{ token_ids: number[] }>({ n })) {
+    items++;
+    last = item;
+  }
+  const seconds = (performance.now() - started) / 1000;
+  if (items !== n || last?.token_ids[0] !== n - 1) throw new Error(`stream delivered ${items}/${n} items, last ${JSON.stringify(last)}`);
+  return { items, seconds, perSec: items / seconds };
+}
+
+function dial(port: number): Promise<Socket> {
+  return new Promise((resolve, reject) => {
+    const socket = connect({ host: '127.0.0.1', port, noDelay: true });
+    socket.once('error', reject);
+    socket.once('connect', () => {
+      socket.off('error', reject);
+      resolve(socket);
+    });
+  });
+}
+
+/** A small length-prefixed message, about the size of a short request's body. */
+function frame(text: string): Buffer {
+  const out = Buffer.allocUnsafe(4 + Buffer.byteLength(text));
+  out.writeUInt32BE(out.length - 4, 0);
+  out.write(text, 4);
+  return out;
+}
+
+/** Calls `onFrame` for every complete u32-length-prefixed frame in the byte stream fed to it. */
+function frameReader(onFrame: (body: Buffer) => void): (chunk: Buffer) => void {
+  let pending: Buffer | undefined;
+  return (chunk) => {
+    const data = pending ? Buffer.concat([pending, chunk]) : chunk;
+    let off = 0;
+    while (data.length - off >= 4) {
+      const len = data.readUInt32BE(off);
+      if (data.length - off < 4 + len) break;
+      onFrame(data.subarray(off + 4, off + 4 + len));
+      off += 4 + len;
+    }
+    pending = off === data.length ? undefined : data.subarray(off);
+  };
+}
+
+const PING = frame('{"token_ids":[1,2,3,4,5,6,7,8]}');
+
+/** Writes everything written in one tick with one writev, as the runtime's request plane does. */
+function tickBatched(socket: Socket): (chunk: Buffer) => void {
+  let corked = false;
+  const uncork = () => {
+    corked = false;
+    socket.uncork();
+  };
+  return (chunk) => {
+    if (!corked) {
+      corked = true;
+      socket.cork();
+      process.nextTick(uncork);
+    }
+    socket.write(chunk);
+  };
+}
+
+/** Floor: `concurrency` request/response loops pipelined on one echo connection (FIFO pairing). */
+async function floorEchoPipelined(port: number, total: number): Promise<ShortResult> {
+  const socket = await dial(port);
+  const write = tickBatched(socket);
+  let waiters: Array<() => void> = [];
+  let head = 0;
+  socket.on(
+    'data',
+    frameReader(() => {
+      waiters[head++]!();
+      if (head > 4096) {
+        waiters = waiters.slice(head);
+        head = 0;
+      }
+    }),
+  );
+  const result = await closedLoop(total, CONCURRENCY, () =>
+    new Promise<void>((resolve) => {
+      waiters.push(resolve);
+      write(PING);
+    }),
+  );
+  socket.destroy();
+  return result;
+}
+
+/** Floor: a fresh connection per request (connect, send, echo, close): the call-home pattern. */
+async function floorEchoConnectPerRequest(port: number, total: number): Promise<ShortResult> {
+  return closedLoop(total, CONCURRENCY, async () => {
+    const socket = await dial(port);
+    await new Promise<void>((resolve, reject) => {
+      socket.once('error', reject);
+      socket.on('data', frameReader(() => resolve()));
+      socket.write(PING);
+    });
+    socket.end();
+  });
+}
+
+/**
+ * Floor: one connection, the server writes `n` small length-prefixed frames (one write each, or
+ * packed into 64 KiB buffers), counted here.
+ */
+async function floorStream(port: number, n: number, packed: boolean): Promise<StreamResult> {
+  const started = performance.now();
+  const socket = await dial(port);
+  let items = 0;
+  await new Promise<void>((resolve, reject) => {
+    socket.on('error', reject);
+    socket.on('data', frameReader(() => items++));
+    socket.on('end', () => resolve());
+    const request = Buffer.alloc(5);
+    request.writeUInt32BE(n, 0);
+    request[4] = packed ? 1 : 0;
+    socket.write(request);
+  });
+  socket.destroy();
+  const seconds = (performance.now() - started) / 1000;
+  if (items !== n) throw new Error(`floor stream delivered ${items}/${n} frames`);
+  return { items, seconds, perSec: items / seconds };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Runs
+
+interface FloorResults {
+  pipelined: ShortResult;
+  connectPerRequest: ShortResult;
+  stream: StreamResult;
+  streamPacked: StreamResult;
+}
+
+interface PlaneResults {
+  plane: 'tcp' | 'nats';
+  short: ShortResult;
+  soak: ShortResult;
+  stream: StreamResult;
+  idle: Memory;
+  afterMeasured: Memory;
+  afterSoak: Memory;
+  afterStream: Memory;
+  peakRss: number | undefined;
+  shortTotal: number;
+}
+
+function progress(text: string): void {
+  process.stderr.write(`  .. ${text}\n`);
+}
+
+async function runFloor(runner: Runner): Promise<FloorResults> {
+  const { child, ready } = await Child.start(runner, 'floor', {});
+  try {
+    const echoPort = Number(ready['echoPort']);
+    const streamPort = Number(ready['streamPort']);
+    progress('floor: pipelined echo');
+    await floorEchoPipelined(echoPort, WARMUP);
+    const pipelined = await floorEchoPipelined(echoPort, REQUESTS);
+    progress('floor: connect per request');
+    await floorEchoConnectPerRequest(echoPort, WARMUP);
+    const connectPerRequest = await floorEchoConnectPerRequest(echoPort, REQUESTS);
+    progress('floor: one-way stream');
+    await floorStream(streamPort, Math.min(STREAM_ITEMS, 50_000), false);
+    const stream = await floorStream(streamPort, STREAM_ITEMS, false);
+    await floorStream(streamPort, Math.min(STREAM_ITEMS, 50_000), true);
+    const streamPacked = await floorStream(streamPort, STREAM_ITEMS, true);
+    return { pipelined, connectPerRequest, stream, streamPacked };
+  } finally {
+    await child.stop();
+  }
+}
+
+const settle = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function runPlane(plane: 'tcp' | 'nats', runner: Runner, nats: NatsTestServer | undefined): Promise<PlaneResults> {
+  const kvRoot = mkdtempSync(join(tmpdir(), `dynamo-bench-${plane}-`));
+  const env: Record<string, string> = {
+    DYN_DISCOVERY_BACKEND: 'file',
+    DYN_FILE_KV: kvRoot,
+    DYN_REQUEST_PLANE: plane,
+    DYN_LOG: 'error',
+    ...(nats ? { NATS_SERVER: nats.url } : {}),
+  };
+  const { child } = await Child.start(runner, 'worker', env);
+  const caller = await DistributedRuntime.create({ config: loadRuntimeConfig(env) });
+  try {
+    const client = await caller.endpoint('bench.worker.generate').client();
+    await client.waitForInstances({ timeoutMs: 15_000 });
+    await settle(500);
+    const idle = await child.memory();
+
+    progress(`${plane}: short requests (warm-up ${WARMUP}, measured ${REQUESTS} at concurrency ${CONCURRENCY})`);
+    await shortRequests(client, WARMUP);
+    const short = await shortRequests(client, REQUESTS);
+    const afterMeasured = await child.memory();
+    const soakCount = SOAK - WARMUP - REQUESTS;
+    progress(`${plane}: ${soakCount} more short requests (RSS after ${SOAK})`);
+    const soak = soakCount > 0 ? await shortRequests(client, soakCount) : short;
+    await settle(200);
+    const afterSoak = await child.memory();
+
+    progress(`${plane}: one stream of ${STREAM_ITEMS} items`);
+    await oneStream(client, Math.min(STREAM_ITEMS, 50_000));
+    const stream = await oneStream(client, STREAM_ITEMS);
+    const afterStream = await child.memory();
+    return { plane, short, soak, stream, idle, afterMeasured, afterSoak, afterStream, peakRss: child.peakRss(), shortTotal: SOAK };
+  } finally {
+    await caller.shutdown({ drainTimeoutMs: 2000 });
+    await child.stop();
+    rmSync(kvRoot, { recursive: true, force: true });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+
+const mb = (bytes: number) => bytes / (1024 * 1024);
+const fmtInt = (n: number) => Math.round(n).toLocaleString('en-US');
+const fmtMs = (n: number) => n.toFixed(n < 10 ? 2 : 1);
+const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
+
+function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => (r[c] ?? '').length)));
+  return rows
+    .map((r, i) => {
+      const line = r.map((cell, c) => (c === 0 ? cell.padEnd(widths[c]!) : cell.padStart(widths[c]!))).join('   ');
+      return i === 0 ? `${line}\n${widths.map((w) => '-'.repeat(w)).join('   ')}` : line;
+    })
+    .join('\n');
+}
+
+function report(env: string[], floor: FloorResults | undefined, planes: PlaneResults[], skipped: string[]): void {
+  const by = (p: string) => planes.find((r) => r.plane === p);
+  const tcp = by('tcp');
+  const nats = by('nats');
+  const cell = (r: PlaneResults | undefined, f: (r: PlaneResults) => string) => (r ? f(r) : 'n/a');
+  const checks: Array<{ what: string; ok: boolean; detail: string }> = [];
+
+  const rows: string[][] = [['', 'tcp', 'nats', 'floor (node:net)', 'target']];
+  rows.push([
+    `one stream, items/s (${fmtInt(STREAM_ITEMS)} items)`,
+    cell(tcp, (r) => fmtInt(r.stream.perSec)),
+    cell(nats, (r) => fmtInt(r.stream.perSec)),
+    floor ? `${fmtInt(floor.stream.perSec)} / ${fmtInt(floor.streamPacked.perSec)}` : 'n/a',
+    `tcp >= ${fmtInt(TARGETS.streamItemsPerSec)}`,
+  ]);
+  rows.push([
+    `short requests/s (c=${CONCURRENCY}, ${fmtInt(REQUESTS)})`,
+    cell(tcp, (r) => fmtInt(r.short.rps)),
+    cell(nats, (r) => fmtInt(r.short.rps)),
+    floor ? `${fmtInt(floor.pipelined.rps)} / ${fmtInt(floor.connectPerRequest.rps)}` : 'n/a',
+    `>= ${fmtInt(TARGETS.shortRps)}`,
+  ]);
+  rows.push([
+    '  latency p50, ms',
+    cell(tcp, (r) => fmtMs(r.short.p50)),
+    cell(nats, (r) => fmtMs(r.short.p50)),
+    floor ? `${fmtMs(floor.pipelined.p50)} / ${fmtMs(floor.connectPerRequest.p50)}` : 'n/a',
+    '',
+  ]);
+  rows.push([
+    '  latency p99, ms',
+    cell(tcp, (r) => fmtMs(r.short.p99)),
+    cell(nats, (r) => fmtMs(r.short.p99)),
+    floor ? `${fmtMs(floor.pipelined.p99)} / ${fmtMs(floor.connectPerRequest.p99)}` : 'n/a',
+    '',
+  ]);
+  rows.push([
+    `  requests/s over the next ${fmtInt(SOAK - WARMUP - REQUESTS)}`,
+    cell(tcp, (r) => fmtInt(r.soak.rps)),
+    cell(nats, (r) => fmtInt(r.soak.rps)),
+    '',
+    '',
+  ]);
+  rows.push(['worker RSS idle, MB', cell(tcp, (r) => mb(r.idle.rss).toFixed(1)), cell(nats, (r) => mb(r.idle.rss).toFixed(1)), '', `< ${TARGETS.idleRssMb}`]);
+  const growth = (r: PlaneResults) => (r.afterSoak.rss / r.idle.rss - 1) * 100;
+  rows.push([
+    `worker RSS after ${fmtInt(SOAK)} requests, MB`,
+    cell(tcp, (r) => `${mb(r.afterSoak.rss).toFixed(1)} (${growth(r) >= 0 ? '+' : ''}${growth(r).toFixed(1)}%)`),
+    cell(nats, (r) => `${mb(r.afterSoak.rss).toFixed(1)} (${growth(r) >= 0 ? '+' : ''}${growth(r).toFixed(1)}%)`),
+    '',
+    `growth <= ${TARGETS.rssGrowthPct}%`,
+  ]);
+  const steady = (r: PlaneResults) => (r.afterSoak.rss / r.afterMeasured.rss - 1) * 100;
+  rows.push([
+    `  RSS change over the last ${fmtInt(SOAK - WARMUP - REQUESTS)}, %`,
+    cell(tcp, (r) => `${steady(r) >= 0 ? '+' : ''}${steady(r).toFixed(1)}`),
+    cell(nats, (r) => `${steady(r) >= 0 ? '+' : ''}${steady(r).toFixed(1)}`),
+    '',
+    '',
+  ]);
+  rows.push([
+    '  heap used idle -> after, MB',
+    cell(tcp, (r) => `${mb(r.idle.heapUsed).toFixed(1)} -> ${mb(r.afterSoak.heapUsed).toFixed(1)}`),
+    cell(nats, (r) => `${mb(r.idle.heapUsed).toFixed(1)} -> ${mb(r.afterSoak.heapUsed).toFixed(1)}`),
+    '',
+    '',
+  ]);
+  rows.push([
+    '  RSS after the stream / peak, MB',
+    cell(tcp, (r) => `${mb(r.afterStream.rss).toFixed(1)} / ${r.peakRss ? mb(r.peakRss).toFixed(1) : '?'}`),
+    cell(nats, (r) => `${mb(r.afterStream.rss).toFixed(1)} / ${r.peakRss ? mb(r.peakRss).toFixed(1) : '?'}`),
+    '',
+    '',
+  ]);
+
+  if (tcp) checks.push({ what: 'tcp one stream >= 250k items/s', ok: tcp.stream.perSec >= TARGETS.streamItemsPerSec, detail: `${fmtInt(tcp.stream.perSec)} items/s` });
+  for (const r of planes) {
+    checks.push({ what: `${r.plane} short requests >= 5k/s`, ok: r.short.rps >= TARGETS.shortRps, detail: `${fmtInt(r.short.rps)} req/s, p50 ${fmtMs(r.short.p50)} ms, p99 ${fmtMs(r.short.p99)} ms` });
+    checks.push({ what: `${r.plane} worker RSS idle < 100 MB`, ok: mb(r.idle.rss) < TARGETS.idleRssMb, detail: `${mb(r.idle.rss).toFixed(1)} MB` });
+    checks.push({ what: `${r.plane} worker RSS growth <= 10% after ${fmtInt(r.shortTotal)} requests`, ok: growth(r) <= TARGETS.rssGrowthPct, detail: `${growth(r).toFixed(1)}%` });
+    const errors = r.short.errors + (r.soak === r.short ? 0 : r.soak.errors);
+    if (errors > 0) checks.push({ what: `${r.plane} short requests without errors`, ok: false, detail: `${errors} failed, first: ${r.short.firstError ?? r.soak.firstError}` });
+  }
+
+  const out: string[] = [];
+  out.push('');
+  out.push('== Request-plane benchmark (@dynamo/runtime)');
+  for (const line of env) out.push(`   ${line}`);
+  out.push('');
+  out.push(table(rows));
+  out.push('');
+  out.push('   floor (node:net): plain sockets to a node:net child process, no runtime.');
+  out.push('     short requests: "pipelined on one socket / a fresh connection per request" (every Dynamo request');
+  out.push('     opens a call-home connection from the worker to the caller, so the second figure bounds both planes);');
+  out.push('     stream: u32-length-prefixed {"token_ids":[i]} frames, "one write per frame, corked per 256 / packed');
+  out.push('     into 64 KiB writes"; the client only frames and counts them (no JSON.parse).');
+  if (floor && floor.pipelined.errors + floor.connectPerRequest.errors > 0) {
+    out.push(`   floor errors: ${floor.pipelined.errors + floor.connectPerRequest.errors} (${floor.pipelined.firstError ?? floor.connectPerRequest.firstError})`);
+  }
+  for (const s of skipped) out.push(`   skipped: ${s}`);
+  out.push('');
+  out.push('Targets:');
+  for (const c of checks) out.push(`  ${verdict(c.ok)}  ${c.what.padEnd(48)} ${c.detail}`);
+  const failed = checks.filter((c) => !c.ok).length;
+  out.push('');
+  out.push(failed === 0 ? 'All targets met.' : `${failed} of ${checks.length} targets FAILED (this is a report; the exit code stays 0).`);
+  console.log(out.join('\n'));
+}
+
+async function main(): Promise<void> {
+  const started = performance.now();
+  const { runner, note } = await prepareRunner();
+  const cpu = cpus();
+  const env = [
+    `node ${process.version} (${platform()} ${arch()}, kernel ${release()}), ${cpu.length} cores (${cpu[0]?.model.trim() ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB RAM`,
+    `worker: separate process, file discovery in a temp dir, DYN_LOG=error; ${note}`,
+    `caller: this process (tsx); warm-up ${fmtInt(WARMUP)} requests / 50k items before each measurement`,
+  ];
+  console.log(`request-plane bench: ${env[0]}`);
+  const skipped: string[] = [];
+
+  let floor: FloorResults | undefined;
+  if (FLOOR) {
+    progress('loopback floor');
+    try {
+      floor = await runFloor(runner);
+    } catch (err) {
+      skipped.push(`floor: ${(err as Error).message}`);
+    }
+  } else {
+    skipped.push('floor (BENCH_FLOOR=0)');
+  }
+
+  let nats: NatsTestServer | undefined;
+  const results: PlaneResults[] = [];
+  try {
+    for (const plane of PLANES) {
+      if (plane !== 'tcp' && plane !== 'nats') {
+        skipped.push(`unknown plane '${plane}'`);
+        continue;
+      }
+      if (plane === 'nats') {
+        try {
+          nats ??= await startNatsServer();
+          env.push(`nats: local nats-server at ${nats.url}`);
+        } catch (err) {
+          skipped.push(`nats: ${(err as Error).message.split('\n')[0]}`);
+          continue;
+        }
+      }
+      try {
+        results.push(await runPlane(plane, runner, nats));
+      } catch (err) {
+        skipped.push(`${plane}: ${(err as Error).stack ?? String(err)}`);
+      }
+    }
+  } finally {
+    await nats?.stop();
+  }
+  env.push(`total bench time ${((performance.now() - started) / 1000).toFixed(0)} s`);
+  report(env, floor, results, skipped);
+}
+
+await main();
+// Open handles (discovery watchers, NATS) must not keep a finished report alive.
+process.exit(0);
