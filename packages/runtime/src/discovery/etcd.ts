@@ -8,7 +8,6 @@
  * lease with the *same* id and writes its keys again, so peers see the same instance come back.
  */
 
-import { EventEmitter, on } from 'node:events';
 import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -30,6 +29,7 @@ import { CannotConnect, Disconnected, DynamoException, InvalidArgument } from '.
 import { hexId } from '../json.js';
 import { createLogging, type Log } from '../logger.js';
 import { KeyExistsError, type KvEntry, type KvEvent, type KvStore } from './kv-store.js';
+import { WatchFeed } from './watch-feed.js';
 
 /**
  * Options for {@link EtcdKvStore.connect}. The fields match the runtime config's `etcd` section
@@ -257,17 +257,8 @@ export class EtcdKvStore implements KvStore {
     const full = this.#fullKey(bucket, prefix);
     const strip = bucket.length + 1;
 
-    const out = new EventEmitter();
-    const events = on(out, 'event', { signal: stop }) as AsyncIterableIterator<[KvEvent]>;
-    const known = new Map<string, string>();
-    const apply = (key: string, value: string | undefined) => {
-      if (value === undefined) {
-        if (known.delete(key)) out.emit('event', { type: 'delete', key });
-      } else if (known.get(key) !== value) {
-        known.set(key, value);
-        out.emit('event', { type: 'put', key, value });
-      }
-    };
+    const feed = new WatchFeed(stop);
+    const apply = (key: string, value: string | undefined) => feed.apply(key, value);
 
     // Each (re)attach lists the prefix, reports the difference to what the consumer has seen, and
     // watches from the next revision, so list + watch cover every change once. Events from a
@@ -283,7 +274,7 @@ export class EtcdKvStore implements KvStore {
         seen.add(entry.key);
         apply(entry.key, entry.value);
       }
-      for (const key of [...known.keys()]) if (!seen.has(key)) apply(key, undefined);
+      feed.retainOnly(seen);
       // A namespace of its own gives this watcher its own stream, opened now with the current auth
       // token. etcd3 shares one stream per namespace and never refreshes the token a stream was
       // opened with, so after an etcd restart with auth on, re-attaching on the old stream fails.
@@ -361,7 +352,7 @@ export class EtcdKvStore implements KvStore {
       } catch (err) {
         throw this.#classify(err);
       }
-      for await (const [event] of events) yield event;
+      for await (const [event] of feed.events) yield event;
     } catch (err) {
       if (!stop.aborted) throw err;
     } finally {

@@ -14,7 +14,6 @@
  */
 
 import { randomBytes } from 'node:crypto';
-import { EventEmitter, on } from 'node:events';
 import { type FSWatcher, watch as fsWatch } from 'node:fs';
 import { link, mkdir, readdir, readFile, rename, stat, unlink, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
@@ -22,6 +21,7 @@ import { join } from 'node:path';
 import { Disconnected, InvalidArgument } from '../errors.js';
 import { createLogging, type Log } from '../logger.js';
 import { KeyExistsError, type KvEntry, type KvEvent, type KvStore } from './kv-store.js';
+import { WatchFeed } from './watch-feed.js';
 import { randomInstanceId } from './mem.js';
 
 /** Options for {@link FileKvStore}; `root` and `ttlSecs` are `DYN_FILE_KV` and `DYN_FILE_KV_TTL_SECS`. */
@@ -170,17 +170,8 @@ export class FileKvStore implements KvStore {
     const dir = this.#bucketDir(bucket);
     await mkdir(dir, { recursive: true });
 
-    const out = new EventEmitter();
-    const events = on(out, 'event', { signal: stop }) as AsyncIterableIterator<[KvEvent]>;
-    const known = new Map<string, string>();
-    const apply = (key: string, value: string | undefined) => {
-      if (value === undefined) {
-        if (known.delete(key)) out.emit('event', { type: 'delete', key });
-      } else if (known.get(key) !== value) {
-        known.set(key, value);
-        out.emit('event', { type: 'put', key, value });
-      }
-    };
+    const feed = new WatchFeed(stop);
+    const apply = (key: string, value: string | undefined) => feed.apply(key, value);
 
     // One file at a time, one job at a time: overlapping reads of the same key could otherwise
     // report an older value after a newer one.
@@ -202,7 +193,7 @@ export class FileKvStore implements KvStore {
         seen.add(key);
         apply(key, await this.#readLive(join(dir, name)));
       }
-      for (const key of [...known.keys()]) if (!seen.has(key)) apply(key, undefined);
+      feed.retainOnly(seen);
     };
     const requestScan = () => {
       if (scanPending) return;
@@ -244,7 +235,7 @@ export class FileKvStore implements KvStore {
     startWatcher();
     requestScan(); // the snapshot: queued before any fs event, so it is delivered first
     try {
-      for await (const [event] of events) yield event;
+      for await (const [event] of feed.events) yield event;
     } catch (err) {
       if (!stop.aborted) throw err;
     } finally {
