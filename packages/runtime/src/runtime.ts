@@ -63,8 +63,14 @@ export class DistributedRuntime {
   static async create(options: RuntimeOptions = {}): Promise<DistributedRuntime> {
     const config = options.config ?? loadRuntimeConfig(options.env ?? process.env, options.overrides);
     const logging = options.logging ?? createLogging(config.log);
-    const store = await openStore(config, logging, options.memSpace);
-    const runtime = new DistributedRuntime(config, logging, store);
+    let runtime: DistributedRuntime | undefined;
+    // A worker that cannot keep its identity must not keep serving (Dynamo shuts down too).
+    const onLeaseLost = (err: Error) => {
+      logging.child('runtime').error({ err: err.message }, 'discovery lease lost for good; shutting down');
+      void runtime?.shutdown();
+    };
+    const store = await openStore(config, logging, options.memSpace, onLeaseLost);
+    runtime = new DistributedRuntime(config, logging, store);
     try {
       if (config.requestPlane === 'nats') await runtime.#natsConnection();
       if (config.system) {
@@ -217,14 +223,19 @@ export class DistributedRuntime {
   }
 }
 
-async function openStore(config: RuntimeConfig, logging: Logging, memSpace: MemKvSpace | undefined): Promise<KvStore> {
+async function openStore(
+  config: RuntimeConfig,
+  logging: Logging,
+  memSpace: MemKvSpace | undefined,
+  onLeaseLost: (err: Error) => void,
+): Promise<KvStore> {
   switch (config.discoveryBackend) {
     case 'mem':
       return new MemKvStore(memSpace ? { space: memSpace } : {});
     case 'file':
       return new FileKvStore({ root: config.file.root, ttlSecs: config.file.ttlSecs, log: logging.child('runtime.discovery.file') });
     case 'etcd':
-      return EtcdKvStore.connect({ ...config.etcd, log: logging.child('runtime.discovery.etcd') });
+      return EtcdKvStore.connect({ ...config.etcd, log: logging.child('runtime.discovery.etcd'), onLeaseLost });
     default:
       throw new CannotConnect(`unsupported discovery backend ${String(config.discoveryBackend)}`);
   }
