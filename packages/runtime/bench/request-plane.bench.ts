@@ -8,12 +8,13 @@
 //      64 pipelined echo loops on one socket, the same with a fresh connection per request (what
 //      the call-home response plane does for every request), and a one-way stream of
 //      length-prefixed frames;
-//   4. the worker's RSS (after a forced GC): idle after startup and after the short requests.
+//   4. the worker's RSS (after a forced GC): idle after startup and after the short requests (the
+//      stream runs first, right after the idle reading), and the caller's heap after them.
 // It prints a table with PASS/FAIL beside each target and always exits 0: it is a report.
 //
 // Knobs (environment): BENCH_PLANES=tcp,nats  BENCH_STREAM_ITEMS=500000  BENCH_REQUESTS=20000
 // BENCH_WARMUP=2000  BENCH_CONCURRENCY=64  BENCH_SOAK=100000 (short requests before the RSS check)
-// BENCH_FLOOR=0 (skip the node:net floor)
+// BENCH_FLOOR=0 (skip the node:net floor)  BENCH_PHASE_TIMEOUT_S=120 (per measurement)
 // BENCH_RUNNER=node|tsx (how the children run: plain node on an esbuild bundle, the way a built
 // worker runs, or `node --import tsx` on the sources; node falls back to tsx when esbuild is
 // unavailable)  BENCH_CHILD_FLAGS='--cpu-prof --cpu-prof-dir=/tmp/prof' (extra node flags for the
@@ -26,6 +27,8 @@ import { arch, cpus, platform, release, tmpdir, totalmem } from 'node:os';
 import { dirname, join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import { type Client, DistributedRuntime, loadRuntimeConfig } from '../src/index.js';
 import { type NatsTestServer, startNatsServer } from '../test/harness/nats.js';
 
@@ -154,6 +157,14 @@ class Child {
     return (await answer) as unknown as Memory;
   }
 
+  /** The child's CPU time so far (user + system), in microseconds. */
+  async cpu(): Promise<number> {
+    const answer = this.#await('cpu', 10_000);
+    this.#proc.send({ cmd: 'cpu' });
+    const usage = (await answer) as { user: number; system: number };
+    return usage.user + usage.system;
+  }
+
   /** Peak RSS (VmHWM) from /proc, in bytes; undefined off Linux. */
   peakRss(): number | undefined {
     try {
@@ -179,6 +190,9 @@ class Child {
 
 interface ShortResult {
   count: number;
+  /** CPU microseconds per request spent by the worker and by the caller (this process). */
+  workerCpuUs?: number;
+  callerCpuUs?: number;
   rps: number;
   p50: number;
   p99: number;
@@ -224,6 +238,9 @@ async function shortRequests(client: Client, total: number): Promise<ShortResult
 
 interface StreamResult {
   items: number;
+  /** CPU microseconds per item spent by the worker and by the caller (this process). */
+  workerCpuUs?: number;
+  callerCpuUs?: number;
   seconds: number;
   perSec: number;
 }
@@ -377,6 +394,8 @@ interface PlaneResults {
   afterSoak: Memory;
   afterStream: Memory;
   peakRss: number | undefined;
+  callerHeapIdle: number;
+  callerHeapAfterSoak: number;
   shortTotal: number;
 }
 
@@ -387,26 +406,67 @@ function progress(text: string): void {
 async function runFloor(runner: Runner): Promise<FloorResults> {
   const { child, ready } = await Child.start(runner, 'floor', {});
   try {
-    const echoPort = Number(ready['echoPort']);
-    const streamPort = Number(ready['streamPort']);
-    progress('floor: pipelined echo');
-    await floorEchoPipelined(echoPort, WARMUP);
-    const pipelined = await floorEchoPipelined(echoPort, REQUESTS);
-    progress('floor: connect per request');
-    await floorEchoConnectPerRequest(echoPort, WARMUP);
-    const connectPerRequest = await floorEchoConnectPerRequest(echoPort, REQUESTS);
-    progress('floor: one-way stream');
-    await floorStream(streamPort, Math.min(STREAM_ITEMS, 50_000), false);
-    const stream = await floorStream(streamPort, STREAM_ITEMS, false);
-    await floorStream(streamPort, Math.min(STREAM_ITEMS, 50_000), true);
-    const streamPacked = await floorStream(streamPort, STREAM_ITEMS, true);
-    return { pipelined, connectPerRequest, stream, streamPacked };
+    return await phase('floor', () => floorPhases(ready));
   } finally {
     await child.stop();
   }
 }
 
+async function floorPhases(ready: Record<string, unknown>): Promise<FloorResults> {
+  const echoPort = Number(ready['echoPort']);
+  const streamPort = Number(ready['streamPort']);
+  progress('floor: pipelined echo');
+  await floorEchoPipelined(echoPort, WARMUP);
+  const pipelined = await floorEchoPipelined(echoPort, REQUESTS);
+  progress('floor: connect per request');
+  await floorEchoConnectPerRequest(echoPort, WARMUP);
+  const connectPerRequest = await floorEchoConnectPerRequest(echoPort, REQUESTS);
+  progress('floor: one-way stream');
+  await floorStream(streamPort, Math.min(STREAM_ITEMS, 50_000), false);
+  const stream = await floorStream(streamPort, STREAM_ITEMS, false);
+  await floorStream(streamPort, Math.min(STREAM_ITEMS, 50_000), true);
+  const streamPacked = await floorStream(streamPort, STREAM_ITEMS, true);
+  return { pipelined, connectPerRequest, stream, streamPacked };
+}
+
 const settle = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// This process (the caller) runs under tsx without --expose-gc; this is the usual way to get gc().
+setFlagsFromString('--expose-gc');
+const callerGc = runInNewContext('gc') as () => void;
+
+/** This process's heap after a full GC, in bytes: what the caller side retains. */
+function callerHeapUsed(): number {
+  callerGc();
+  callerGc();
+  return process.memoryUsage().heapUsed;
+}
+
+/** A hung plane must not hang the report: each measurement gets at most `BENCH_PHASE_TIMEOUT_S`. */
+const PHASE_TIMEOUT_MS = intEnv('BENCH_PHASE_TIMEOUT_S', 120) * 1000;
+async function phase<R>(what: string, run: () => Promise<R>): Promise<R> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what} did not finish within ${PHASE_TIMEOUT_MS / 1000} s`)), PHASE_TIMEOUT_MS);
+  });
+  try {
+    return await Promise.race([run(), timeout]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Runs `measure` and adds the worker's and this process's CPU time per unit to its result. */
+async function withCpu<R extends { workerCpuUs?: number; callerCpuUs?: number }>(child: Child, units: number, measure: () => Promise<R>): Promise<R> {
+  const worker0 = await child.cpu();
+  const caller0 = process.cpuUsage();
+  const result = await measure();
+  const caller = process.cpuUsage(caller0);
+  const worker1 = await child.cpu();
+  result.workerCpuUs = (worker1 - worker0) / units;
+  result.callerCpuUs = (caller.user + caller.system) / units;
+  return result;
+}
 
 async function runPlane(plane: 'tcp' | 'nats', runner: Runner, nats: NatsTestServer | undefined): Promise<PlaneResults> {
   const kvRoot = mkdtempSync(join(tmpdir(), `dynamo-bench-${plane}-`));
@@ -424,22 +484,26 @@ async function runPlane(plane: 'tcp' | 'nats', runner: Runner, nats: NatsTestSer
     await client.waitForInstances({ timeoutMs: 15_000 });
     await settle(500);
     const idle = await child.memory();
+    const callerHeapIdle = callerHeapUsed();
+
+    // The stream first: measured on a warm runtime but before the short requests, whose
+    // garbage (in the caller especially) would otherwise be collected during it.
+    progress(`${plane}: one stream of ${STREAM_ITEMS} items`);
+    await phase(`${plane} stream warm-up`, () => oneStream(client, Math.min(STREAM_ITEMS, 50_000)));
+    const stream = await phase(`${plane} stream`, () => withCpu(child, STREAM_ITEMS, () => oneStream(client, STREAM_ITEMS)));
+    const afterStream = await child.memory();
 
     progress(`${plane}: short requests (warm-up ${WARMUP}, measured ${REQUESTS} at concurrency ${CONCURRENCY})`);
-    await shortRequests(client, WARMUP);
-    const short = await shortRequests(client, REQUESTS);
+    await phase(`${plane} warm-up`, () => shortRequests(client, WARMUP));
+    const short = await phase(`${plane} short requests`, () => withCpu(child, REQUESTS, () => shortRequests(client, REQUESTS)));
     const afterMeasured = await child.memory();
     const soakCount = SOAK - WARMUP - REQUESTS;
     progress(`${plane}: ${soakCount} more short requests (RSS after ${SOAK})`);
-    const soak = soakCount > 0 ? await shortRequests(client, soakCount) : short;
+    const soak = soakCount > 0 ? await phase(`${plane} soak`, () => shortRequests(client, soakCount)) : short;
     await settle(200);
     const afterSoak = await child.memory();
-
-    progress(`${plane}: one stream of ${STREAM_ITEMS} items`);
-    await oneStream(client, Math.min(STREAM_ITEMS, 50_000));
-    const stream = await oneStream(client, STREAM_ITEMS);
-    const afterStream = await child.memory();
-    return { plane, short, soak, stream, idle, afterMeasured, afterSoak, afterStream, peakRss: child.peakRss(), shortTotal: SOAK };
+    const callerHeapAfterSoak = callerHeapUsed();
+    return { plane, short, soak, stream, idle, afterMeasured, afterSoak, afterStream, peakRss: child.peakRss(), shortTotal: SOAK, callerHeapIdle, callerHeapAfterSoak };
   } finally {
     await caller.shutdown({ drainTimeoutMs: 2000 });
     await child.stop();
@@ -465,7 +529,7 @@ function table(rows: string[][]): string {
     .join('\n');
 }
 
-function report(env: string[], floor: FloorResults | undefined, planes: PlaneResults[], skipped: string[]): void {
+function report(env: string[], floor: FloorResults | undefined, planes: PlaneResults[], skipped: string[], failures: string[]): void {
   const by = (p: string) => planes.find((r) => r.plane === p);
   const tcp = by('tcp');
   const nats = by('nats');
@@ -479,6 +543,15 @@ function report(env: string[], floor: FloorResults | undefined, planes: PlaneRes
     cell(nats, (r) => fmtInt(r.stream.perSec)),
     floor ? `${fmtInt(floor.stream.perSec)} / ${fmtInt(floor.streamPacked.perSec)}` : 'n/a',
     `tcp >= ${fmtInt(TARGETS.streamItemsPerSec)}`,
+  ]);
+  const cpu = (x: { workerCpuUs?: number; callerCpuUs?: number }, digits: number) =>
+    x.workerCpuUs === undefined ? '?' : `${x.workerCpuUs.toFixed(digits)} / ${x.callerCpuUs!.toFixed(digits)}`;
+  rows.push([
+    '  CPU us per item, worker / caller',
+    cell(tcp, (r) => cpu(r.stream, 2)),
+    cell(nats, (r) => cpu(r.stream, 2)),
+    '',
+    '',
   ]);
   rows.push([
     `short requests/s (c=${CONCURRENCY}, ${fmtInt(REQUESTS)})`,
@@ -499,6 +572,13 @@ function report(env: string[], floor: FloorResults | undefined, planes: PlaneRes
     cell(tcp, (r) => fmtMs(r.short.p99)),
     cell(nats, (r) => fmtMs(r.short.p99)),
     floor ? `${fmtMs(floor.pipelined.p99)} / ${fmtMs(floor.connectPerRequest.p99)}` : 'n/a',
+    '',
+  ]);
+  rows.push([
+    '  CPU us per request, worker / caller',
+    cell(tcp, (r) => cpu(r.short, 0)),
+    cell(nats, (r) => cpu(r.short, 0)),
+    '',
     '',
   ]);
   rows.push([
@@ -533,14 +613,22 @@ function report(env: string[], floor: FloorResults | undefined, planes: PlaneRes
     '',
   ]);
   rows.push([
-    '  RSS after the stream / peak, MB',
+    '  RSS after the stream (run first) / peak, MB',
     cell(tcp, (r) => `${mb(r.afterStream.rss).toFixed(1)} / ${r.peakRss ? mb(r.peakRss).toFixed(1) : '?'}`),
     cell(nats, (r) => `${mb(r.afterStream.rss).toFixed(1)} / ${r.peakRss ? mb(r.peakRss).toFixed(1) : '?'}`),
     '',
     '',
   ]);
+  rows.push([
+    `caller heap idle -> after ${fmtInt(SOAK)}, MB`,
+    cell(tcp, (r) => `${mb(r.callerHeapIdle).toFixed(1)} -> ${mb(r.callerHeapAfterSoak).toFixed(1)}`),
+    cell(nats, (r) => `${mb(r.callerHeapIdle).toFixed(1)} -> ${mb(r.callerHeapAfterSoak).toFixed(1)}`),
+    '',
+    '',
+  ]);
 
   if (tcp) checks.push({ what: 'tcp one stream >= 250k items/s', ok: tcp.stream.perSec >= TARGETS.streamItemsPerSec, detail: `${fmtInt(tcp.stream.perSec)} items/s` });
+  for (const f of failures) checks.push({ what: f.split(':')[0]!, ok: false, detail: f.slice(f.indexOf(':') + 1).trim() });
   for (const r of planes) {
     checks.push({ what: `${r.plane} short requests >= 5k/s`, ok: r.short.rps >= TARGETS.shortRps, detail: `${fmtInt(r.short.rps)} req/s, p50 ${fmtMs(r.short.p50)} ms, p99 ${fmtMs(r.short.p99)} ms` });
     checks.push({ what: `${r.plane} worker RSS idle < 100 MB`, ok: mb(r.idle.rss) < TARGETS.idleRssMb, detail: `${mb(r.idle.rss).toFixed(1)} MB` });
@@ -585,6 +673,7 @@ async function main(): Promise<void> {
   ];
   console.log(`request-plane bench: ${env[0]}`);
   const skipped: string[] = [];
+  const failures: string[] = [];
 
   let floor: FloorResults | undefined;
   if (FLOOR) {
@@ -618,14 +707,14 @@ async function main(): Promise<void> {
       try {
         results.push(await runPlane(plane, runner, nats));
       } catch (err) {
-        skipped.push(`${plane}: ${(err as Error).stack ?? String(err)}`);
+        failures.push(`${plane} plane measured: ${(err as Error).message ?? String(err)}`);
       }
     }
   } finally {
     await nats?.stop();
   }
   env.push(`total bench time ${((performance.now() - started) / 1000).toFixed(0)} s`);
-  report(env, floor, results, skipped);
+  report(env, floor, results, skipped, failures);
 }
 
 await main();

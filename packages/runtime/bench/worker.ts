@@ -6,11 +6,11 @@
 //   (bytes back as they came) and a stream server (reads a u32 N, writes N length-prefixed items).
 //
 // It talks to the bench over the IPC channel: it sends {type:'ready', ...} once serving and answers
-// {cmd:'mem'} with its memory after a forced GC (start it with --expose-gc) and {cmd:'stop'} by
-// exiting. The runtime is imported dynamically so that the floor mode does not load it.
+// {cmd:'mem'} with its memory after a forced GC (start it with --expose-gc), {cmd:'cpu'} with its
+// process.cpuUsage() and {cmd:'stop'} by exiting. The runtime is imported dynamically so that the floor mode does not load it.
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
 
-type Control = { cmd: 'mem' } | { cmd: 'stop' };
+type Control = { cmd: 'mem' } | { cmd: 'cpu' } | { cmd: 'stop' };
 
 function send(message: object): void {
   process.send?.(message);
@@ -119,6 +119,7 @@ const shutdown = () => {
 };
 process.on('message', (message: Control) => {
   if (message.cmd === 'mem') send(memory());
+  else if (message.cmd === 'cpu') send({ type: 'cpu', ...process.cpuUsage() });
   else if (message.cmd === 'stop') shutdown();
 });
 // The bench going away (crash included) closes the IPC channel: do not outlive it.
