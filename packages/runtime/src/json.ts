@@ -12,6 +12,8 @@ const marker = '\u0000bigint:';
 
 /** Parses JSON, returning integers beyond `Number.MAX_SAFE_INTEGER` as `bigint`. */
 export function parseJson(text: string): unknown {
+  // Only a run of 16+ digits can be an unsafe integer: skip the scan when there is none.
+  if (!/\d{16}/.test(text)) return JSON.parse(text);
   let sawBig = false;
   const quoted = text.replace(bigIntLiteral, (match, prefix: string | undefined, digits: string | undefined) => {
     if (digits === undefined) return match;
@@ -27,6 +29,13 @@ export function parseJson(text: string): unknown {
 
 /** Serializes to JSON, writing `bigint` values as bare integers. */
 export function stringifyJson(value: unknown): string {
+  // Fast path: no replacer. JSON.stringify throws a TypeError only for a bigint (or a cycle).
+  try {
+    const plain = JSON.stringify(value);
+    if (plain !== undefined) return plain;
+  } catch (err) {
+    if (!(err instanceof TypeError)) throw err;
+  }
   let sawBig = false;
   const text = JSON.stringify(value, (_key, v: unknown) => {
     if (typeof v !== 'bigint') return v;

@@ -10,26 +10,23 @@
 
 import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
+import type {
   Etcd3,
-  EtcdAuthenticationFailedError,
-  EtcdLeaseInvalidError,
-  EtcdPermissionDeniedError,
-  GRPCDeadlineExceededError,
-  GRPCUnauthenticatedError,
-  GRPCUnavailableError,
-  type IDuplexStream,
-  type ILeaseKeepAliveRequest,
-  type ILeaseKeepAliveResponse,
-  type IOptions,
-  isRecoverableError,
-  type Watcher,
+  IDuplexStream,
+  ILeaseKeepAliveRequest,
+  ILeaseKeepAliveResponse,
+  IOptions,
+  Watcher,
 } from 'etcd3';
+
 import { CannotConnect, Disconnected, DynamoException, InvalidArgument } from '../errors.js';
 import { hexId } from '../json.js';
 import { createLogging, type Log } from '../logger.js';
 import { KeyExistsError, type KvEntry, type KvEvent, type KvStore } from './kv-store.js';
 import { WatchFeed } from './watch-feed.js';
+
+// etcd3 (with grpc-js and protobufjs) costs ~11-28 MB of RSS; load it only when etcd is used.
+let lib: typeof import('etcd3');
 
 /**
  * Options for {@link EtcdKvStore.connect}. The fields match the runtime config's `etcd` section
@@ -97,12 +94,12 @@ function redactEndpoint(endpoint: string): string {
 function isConnectionError(err: unknown): boolean {
   return (
     err instanceof Error &&
-    (isRecoverableError(err) || err instanceof GRPCUnavailableError || err instanceof GRPCDeadlineExceededError || err.name === 'BrokenCircuitError')
+    (lib.isRecoverableError(err) || err instanceof lib.GRPCUnavailableError || err instanceof lib.GRPCDeadlineExceededError || err.name === 'BrokenCircuitError')
   );
 }
 
 function isAuthError(err: unknown): boolean {
-  return err instanceof EtcdAuthenticationFailedError || err instanceof EtcdPermissionDeniedError || err instanceof GRPCUnauthenticatedError;
+  return err instanceof lib.EtcdAuthenticationFailedError || err instanceof lib.EtcdPermissionDeniedError || err instanceof lib.GRPCUnauthenticatedError;
 }
 
 function message(err: unknown): string {
@@ -187,7 +184,8 @@ export class EtcdKvStore implements KvStore {
       readPem(options.clientKey, 'client key'),
     ]);
     const tls = ca !== undefined || cert !== undefined || key !== undefined;
-    const client = new Etcd3({
+    lib ??= await import('etcd3');
+    const client = new lib.Etcd3({
       // User info in a URL is not how etcd auth works (ETCD_AUTH_* is); keep it out of the client.
       hosts: shown,
       ...(options.username !== undefined ? { auth: { username: options.username, password: options.password ?? '' } } : {}),
@@ -375,7 +373,7 @@ export class EtcdKvStore implements KvStore {
       await this.#client.leaseClient.leaseRevoke({ ID: this.#leaseId }, { deadline: Date.now() + 2000 });
       this.#log.info({ lease: hexId(this.instanceId) }, 'etcd lease revoked');
     } catch (err) {
-      if (!(err instanceof EtcdLeaseInvalidError)) {
+      if (!(err instanceof lib.EtcdLeaseInvalidError)) {
         this.#log.warn({ lease: hexId(this.instanceId), err: message(err) }, 'could not revoke the etcd lease; its keys expire within the TTL');
       }
     }
@@ -419,7 +417,7 @@ export class EtcdKvStore implements KvStore {
     try {
       return await fn();
     } catch (err) {
-      if (!(err instanceof EtcdLeaseInvalidError)) throw this.#classify(err);
+      if (!(err instanceof lib.EtcdLeaseInvalidError)) throw this.#classify(err);
       void this.#recover('a write found the lease gone');
       await this.#awaitRecovery();
       return this.#call(fn);
@@ -531,7 +529,7 @@ export class EtcdKvStore implements KvStore {
           this.#log.info({ lease }, 'etcd lease still alive');
           return;
         }
-        if (!isConnectionError(err) && !(err instanceof EtcdLeaseInvalidError)) {
+        if (!isConnectionError(err) && !(err instanceof lib.EtcdLeaseInvalidError)) {
           const fatal = new CannotConnect(`etcd at ${this.endpoints.join(',')} refused to restore lease ${lease}: ${message(err)}`, { cause: err });
           this.#fatal = fatal;
           this.#log.error({ lease, err: message(err) }, 'etcd lease lost for good; this instance is no longer registered');

@@ -113,7 +113,7 @@ export class EndpointIngress {
       return;
     }
     const context = new Context({ id: control.id, metadata: stringValues(control.metadata) });
-    sender.signal.addEventListener('abort', () => (sender.killed ? context.kill() : context.stopGenerating()), { once: true });
+    sender.onCancel(() => (sender.killed ? context.kill() : context.stopGenerating()));
     let stream: AsyncIterable<unknown>;
     try {
       stream = invokeHandler(this.#handler, request, context);
@@ -124,12 +124,13 @@ export class EndpointIngress {
       return;
     }
     log.debug({ id: control.id }, 'request accepted');
+    let responseBytes = 0;
     try {
       await sender.prologue(null);
       for await (const item of stream) {
         if (sender.killed) break;
         const json = annotatedJson(item);
-        this.#metrics.responseBytes.inc(this.#labels, json.length);
+        responseBytes += json.length;
         const backpressure = sender.sendJson(json);
         if (backpressure) await backpressure;
       }
@@ -147,6 +148,7 @@ export class EndpointIngress {
         sender.sendJson(annotatedErrorJson(err));
       }
     }
+    if (responseBytes > 0) this.#metrics.responseBytes.inc(this.#labels, responseBytes);
     if (context.isStopped()) this.#metrics.cancellations.inc(this.#labels);
     if (sender.killed) return;
     await sender.complete().catch((err: unknown) => {

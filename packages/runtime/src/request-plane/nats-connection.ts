@@ -353,6 +353,8 @@ export async function connectNats(options: NatsConnectionOptionsInput, log: Nats
       maxReconnectAttempts: -1,
       ignoreAuthErrorAbort: true,
       reconnectDelayHandler: () => backoff.delay(),
+      // nats.js otherwise builds two Error objects (stack traces) per request() for async traces.
+      noAsyncTraces: true,
     });
   } catch (err) {
     const reason = err instanceof errors.TimeoutError ? `no answer within ${o.connectTimeoutMs} ms` : describeError(err);

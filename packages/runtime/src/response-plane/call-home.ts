@@ -78,7 +78,9 @@ export class ResponseSender {
   readonly #subject: string;
   readonly #closeWaitMs: number;
   readonly #log: PlaneLogger;
-  readonly #controller = new AbortController();
+  #controller: AbortController | undefined;
+  #cancelReason: Cancelled | undefined;
+  #onCancel: (() => void) | undefined;
   readonly #closed: Promise<void>;
   #phase: Phase = 'handshaken';
   #stopped = false;
@@ -120,12 +122,32 @@ export class ResponseSender {
       if (this.#phase !== 'ending' && this.#phase !== 'closed') this.#onKill('response stream closed');
       this.#phase = 'closed';
     });
-    socket.write(encodeHandshake(subject));
+    // Batched: the handshake leaves in the same writev as the prologue and the first items.
+    this.#batched(encodeHandshake(subject));
   }
 
   /** Aborted when the caller stops or kills the stream, or disconnects; the reason is `Cancelled`. */
   get signal(): AbortSignal {
+    if (!this.#controller) {
+      this.#controller = new AbortController();
+      if (this.#cancelReason) this.#controller.abort(this.#cancelReason);
+    }
     return this.#controller.signal;
+  }
+
+  /** Calls `fn` once when the caller stops or kills the stream or goes away (cheaper than `signal`). */
+  onCancel(fn: () => void): void {
+    if (this.#cancelReason) fn();
+    else this.#onCancel = fn;
+  }
+
+  #cancel(reason: Cancelled): void {
+    if (this.#cancelReason) return;
+    this.#cancelReason = reason;
+    this.#controller?.abort(reason);
+    const fn = this.#onCancel;
+    this.#onCancel = undefined;
+    fn?.();
   }
 
   /** True once the caller asked to stop (graceful: items may still be sent, then {@link complete}). */
@@ -242,7 +264,7 @@ export class ResponseSender {
       if (this.#stopped) return;
       this.#stopped = true;
       this.#log.debug({ subject: this.#subject }, 'caller stopped the response stream');
-      this.#controller.abort(new Cancelled(`request ${this.contextId} was stopped by the caller`));
+      this.#cancel(new Cancelled(`request ${this.contextId} was stopped by the caller`));
     } else if (word === 'kill') {
       this.#log.debug({ subject: this.#subject }, 'caller killed the response stream');
       this.#onKill(`request ${this.contextId} was killed by the caller`);
@@ -256,6 +278,6 @@ export class ResponseSender {
     if (this.#killed) return;
     this.#killed = true;
     this.#stopped = true;
-    if (!this.#controller.signal.aborted) this.#controller.abort(new Cancelled(reason));
+    this.#cancel(new Cancelled(reason));
   }
 }

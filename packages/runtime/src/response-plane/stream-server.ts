@@ -164,16 +164,18 @@ export class ResponseStreamServer {
       return;
     }
     this.#sockets.add(socket);
-    const peer = `${socket.remoteAddress}:${socket.remotePort}`;
+    // Resolved only when logged: getpeername is a syscall per call-home connection.
+    let peerText: string | undefined;
+    const peer = () => (peerText ??= `${socket.remoteAddress}:${socket.remotePort}`);
     const decoder = new TwoPartDecoder({ maxFrameBytes: this.#maxFrameBytes });
     const timer = setTimeout(() => {
-      this.#log.warn({ peer }, 'call-home connection sent no handshake in time; closing it');
+      this.#log.warn({ peer: peer() }, 'call-home connection sent no handshake in time; closing it');
       socket.destroy();
     }, this.#handshakeTimeoutMs);
     let stream: ResponseStream | undefined;
 
     const reject = (reason: string, details: object = {}) => {
-      this.#log.warn({ peer, ...details }, `closing call-home connection: ${reason}`);
+      this.#log.warn({ peer: peer(), ...details }, `closing call-home connection: ${reason}`);
       socket.destroy();
     };
     const onFrame = (frame: TwoPartFrame) => {
@@ -212,7 +214,7 @@ export class ResponseStreamServer {
         else reject((err as Error).message);
       }
     });
-    socket.on('error', (err) => this.#log.debug({ peer, err }, 'call-home connection error'));
+    socket.on('error', (err) => this.#log.debug({ peer: peer(), err }, 'call-home connection error'));
     socket.on('close', () => {
       clearTimeout(timer);
       this.#sockets.delete(socket);
