@@ -3,4 +3,5 @@
 
 mod conformance;
 mod js_engine;
+mod kernels;
 mod lifecycle;

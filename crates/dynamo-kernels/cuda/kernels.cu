@@ -1,0 +1,478 @@
+// dynamo-kernels: batched vectorized copy and KV layout conversion (NHD/HND <-> universal).
+//
+// One translation unit: device kernels, host launchers and the C ABI of dynamo_kernels.h.
+// build.rs compiles it into the Rust crate; gpu-driver/driver.cu #includes it unchanged.
+//
+// The index math mirrors src/copy.rs and src/layout.rs, where it is documented and unit-tested.
+
+#include "dynamo_kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <vector>
+
+// Kernel launch, overridable so gpu-driver/emulation can run the kernels on the CPU.
+#ifndef DK_LAUNCH
+#define DK_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#endif
+
+namespace dk {
+
+constexpr unsigned kWarp = 32;
+constexpr unsigned kCopyThreads = 256;
+constexpr unsigned kCopyWarpsPerBlock = kCopyThreads / kWarp;
+constexpr uint64_t kSliceBytes = DK_COPY_SLICE_BYTES;
+constexpr unsigned kLayoutThreads = 256;
+constexpr unsigned kUnroll = 4;               // independent loads in flight per thread
+constexpr uint64_t kMaxGridBlocks = 1u << 20;  // grid-stride beyond this
+constexpr size_t kMinStagingBytes = 64 * 1024;
+constexpr size_t kMaxStagingSlotsPerDevice = 32;
+
+static_assert(kSliceBytes % 16 == 0, "slices must keep 16-byte vectors aligned");
+
+__host__ __device__ inline uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+// Widest vector both pointers are aligned to that fits in the pair (src/copy.rs: vector_width).
+__host__ __device__ inline unsigned copy_vector_width(uint64_t src, uint64_t dst, uint64_t size) {
+  const uint64_t bits = src | dst;
+  if (size >= 16 && (bits & 15u) == 0) return 16;
+  if (size >= 8 && (bits & 7u) == 0) return 8;
+  if (size >= 4 && (bits & 3u) == 0) return 4;
+  return 1;
+}
+
+// Widest vector dividing both pointers and the row size (src/layout.rs: layout_vector_width).
+__host__ __device__ inline unsigned layout_vector_width(uint64_t chunk, uint64_t universal,
+                                                        uint64_t row_bytes) {
+  const uint64_t bits = chunk | universal | row_bytes;
+  if ((bits & 15u) == 0) return 16;
+  if ((bits & 7u) == 0) return 8;
+  if ((bits & 3u) == 0) return 4;
+  if ((bits & 1u) == 0) return 2;
+  return 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Batched copy. Work item = one slice (kSliceBytes) of one pair, copied by one warp. The pointer
+// table in device memory is [srcs n][dsts n][sizes n][starts n+1], where starts is the prefix
+// sum of slice counts (src/copy.rs: SlicePlan).
+
+// One warp copies bytes [begin, end) of a pair: whole V vectors, then the byte tail.
+// `begin` is a multiple of kSliceBytes, hence of sizeof(V).
+template <typename V>
+__device__ __forceinline__ void warp_copy_span(const char* src, char* dst, uint64_t begin,
+                                               uint64_t end, unsigned lane) {
+  const uint32_t n = static_cast<uint32_t>((end - begin) / sizeof(V));
+  const V* s = reinterpret_cast<const V*>(src + begin);
+  V* d = reinterpret_cast<V*>(dst + begin);
+  uint32_t i = lane;
+  for (; i + kWarp * (kUnroll - 1) < n; i += kWarp * kUnroll) {
+    V r[kUnroll];
+#pragma unroll
+    for (unsigned u = 0; u < kUnroll; ++u) r[u] = s[i + kWarp * u];
+#pragma unroll
+    for (unsigned u = 0; u < kUnroll; ++u) d[i + kWarp * u] = r[u];
+  }
+  for (; i < n; i += kWarp) d[i] = s[i];
+  for (uint64_t b = begin + static_cast<uint64_t>(n) * sizeof(V) + lane; b < end; b += kWarp) {
+    dst[b] = src[b];
+  }
+}
+
+__global__ void __launch_bounds__(kCopyThreads)
+    batched_copy_kernel(const uint64_t* __restrict__ table, uint64_t n, uint64_t total_items) {
+  const uint64_t* srcs = table;
+  const uint64_t* dsts = table + n;
+  const uint64_t* sizes = table + 2 * n;
+  const uint64_t* starts = table + 3 * n;
+  const unsigned lane = threadIdx.x % kWarp;
+  const uint64_t first = static_cast<uint64_t>(blockIdx.x) * kCopyWarpsPerBlock + threadIdx.x / kWarp;
+  const uint64_t stride = static_cast<uint64_t>(gridDim.x) * kCopyWarpsPerBlock;
+  for (uint64_t item = first; item < total_items; item += stride) {
+    // starts[lo] <= item < starts[hi]; ends on the pair owning the item (empty pairs skipped).
+    uint64_t lo = 0, hi = n;
+    while (hi - lo > 1) {
+      const uint64_t mid = lo + (hi - lo) / 2;
+      if (starts[mid] <= item) lo = mid; else hi = mid;
+    }
+    const uint64_t src = srcs[lo], dst = dsts[lo], size = sizes[lo];
+    const uint64_t begin = (item - starts[lo]) * kSliceBytes;
+    const uint64_t end = min_u64(size, begin + kSliceBytes);
+    const char* s = reinterpret_cast<const char*>(src);
+    char* d = reinterpret_cast<char*>(dst);
+    switch (copy_vector_width(src, dst, size)) {
+      case 16: warp_copy_span<uint4>(s, d, begin, end, lane); break;
+      case 8: warp_copy_span<uint2>(s, d, begin, end, lane); break;
+      case 4: warp_copy_span<unsigned int>(s, d, begin, end, lane); break;
+      default: warp_copy_span<unsigned char>(s, d, begin, end, lane); break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Layout conversion. A chunk is `rows = T * H` rows of `row_bytes`; chunk row r = t*H + h maps to
+// universal row h*head_stride + (l*outer_dim + o)*T + t (src/layout.rs: RowPlan), with
+// T = block_size, row = head_dim elements for NHD and T = 1, row = block_size*head_dim elements
+// for HND. Work item = one slice of rows of one chunk, copied by one CTA of (tx, ty) threads:
+// threadIdx.y picks rows (stepping by ty), threadIdx.x walks the vectors of a row.
+
+struct LayoutParams {
+  const uint64_t* chunks;     // device table, num_blocks * chunks_per_block entries
+  const uint64_t* universal;  // device table, num_blocks entries
+  uint64_t num_items;         // num_chunks * slices
+  uint64_t head_stride;       // universal rows between consecutive heads: nl * no * T
+  uint32_t slices;            // row slices per chunk
+  uint32_t chunks_per_block;  // nl * no
+  uint32_t token_rows;        // T
+  uint32_t heads;             // H
+  uint32_t rows;              // T * H
+  uint32_t row_bytes;
+  uint32_t rows_per_slice;    // multiple of blockDim.y
+  uint32_t step_t, step_h;    // blockDim.y rows = step_t tokens + step_h heads
+  int to_universal;
+};
+
+template <typename V>
+__device__ __forceinline__ void copy_rows(const LayoutParams p, uint64_t chunk_ptr,
+                                          uint64_t uni_ptr, uint32_t chunk_in_block,
+                                          uint64_t row_begin, uint64_t row_end) {
+  const uint32_t vectors_per_row = p.row_bytes / static_cast<uint32_t>(sizeof(V));
+  const uint64_t uni_base = static_cast<uint64_t>(chunk_in_block) * p.token_rows;
+  const uint64_t first_row = row_begin + threadIdx.y;
+  const uint64_t first_t = first_row / p.heads;
+  const uint32_t first_h = static_cast<uint32_t>(first_row - first_t * p.heads);
+  for (uint32_t col = threadIdx.x; col < vectors_per_row; col += blockDim.x) {
+    const uint64_t col_bytes = static_cast<uint64_t>(col) * sizeof(V);
+    uint64_t row = first_row, t = first_t;
+    uint32_t h = first_h;
+    while (row < row_end) {
+      V r[kUnroll];
+      uint64_t to[kUnroll];
+#pragma unroll
+      for (unsigned u = 0; u < kUnroll; ++u) {
+        to[u] = 0;
+        if (row < row_end) {
+          const uint64_t c = chunk_ptr + row * p.row_bytes + col_bytes;
+          const uint64_t g = uni_ptr + (h * p.head_stride + uni_base + t) * p.row_bytes + col_bytes;
+          r[u] = *reinterpret_cast<const V*>(p.to_universal ? c : g);
+          to[u] = p.to_universal ? g : c;
+          row += blockDim.y;
+          t += p.step_t;
+          h += p.step_h;
+          if (h >= p.heads) {
+            h -= p.heads;
+            ++t;
+          }
+        }
+      }
+#pragma unroll
+      for (unsigned u = 0; u < kUnroll; ++u) {
+        if (to[u] != 0) *reinterpret_cast<V*>(to[u]) = r[u];
+      }
+    }
+  }
+}
+
+__global__ void __launch_bounds__(kLayoutThreads) convert_layout_kernel(LayoutParams p) {
+  for (uint64_t item = blockIdx.x; item < p.num_items; item += gridDim.x) {
+    const uint64_t chunk = item / p.slices;
+    const uint32_t slice = static_cast<uint32_t>(item - chunk * p.slices);
+    const uint64_t block = chunk / p.chunks_per_block;
+    const uint32_t chunk_in_block = static_cast<uint32_t>(chunk - block * p.chunks_per_block);
+    const uint64_t chunk_ptr = p.chunks[chunk];
+    const uint64_t uni_ptr = p.universal[block];
+    const uint64_t row_begin = static_cast<uint64_t>(slice) * p.rows_per_slice;
+    const uint64_t row_end = min_u64(p.rows, row_begin + p.rows_per_slice);
+    switch (layout_vector_width(chunk_ptr, uni_ptr, p.row_bytes)) {
+      case 16: copy_rows<uint4>(p, chunk_ptr, uni_ptr, chunk_in_block, row_begin, row_end); break;
+      case 8: copy_rows<uint2>(p, chunk_ptr, uni_ptr, chunk_in_block, row_begin, row_end); break;
+      case 4: copy_rows<unsigned int>(p, chunk_ptr, uni_ptr, chunk_in_block, row_begin, row_end); break;
+      case 2: copy_rows<unsigned short>(p, chunk_ptr, uni_ptr, chunk_in_block, row_begin, row_end); break;
+      default: copy_rows<unsigned char>(p, chunk_ptr, uni_ptr, chunk_in_block, row_begin, row_end); break;
+    }
+  }
+}
+
+// Launch shape of the layout kernel for one spec (host side; also used by the driver).
+struct LayoutGeometry {
+  dim3 block;
+  uint32_t rows_per_slice;
+  uint32_t slices;
+};
+
+inline LayoutGeometry layout_geometry(uint32_t rows, uint32_t row_bytes) {
+  const uint32_t vectors16 = (row_bytes + 15) / 16;
+  uint32_t tx = 1;
+  while (tx < vectors16 && tx < kLayoutThreads) tx *= 2;
+  const uint32_t ty = kLayoutThreads / tx;
+  const uint32_t rows_per_slice = ty * kUnroll;
+  LayoutGeometry g;
+  g.block = dim3(tx, ty, 1);
+  g.rows_per_slice = rows_per_slice;
+  g.slices = static_cast<uint32_t>((static_cast<uint64_t>(rows) + rows_per_slice - 1) / rows_per_slice);
+  return g;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Staging for the pointer tables: a slot pairs a pinned host buffer (filled by the CPU) with a
+// device buffer of the same size (read by the kernel). A slot is reused once the event recorded
+// after its last kernel has completed, so calls never allocate or wait on the stream in steady
+// state (unless a device already has kMaxStagingSlotsPerDevice slots in flight, then the call
+// waits for one to drain). Slots live until the process exits.
+
+struct StagingSlot {
+  int device;
+  void* host;
+  void* dev;
+  size_t capacity;
+  cudaEvent_t done;
+  bool busy;
+};
+
+inline std::mutex& staging_mutex() {
+  static std::mutex* m = new std::mutex();  // never destroyed: may be used during exit
+  return *m;
+}
+
+inline std::vector<StagingSlot*>& staging_slots() {
+  static std::vector<StagingSlot*>* v = new std::vector<StagingSlot*>();
+  return *v;
+}
+
+inline cudaError_t acquire_staging(size_t bytes, StagingSlot** out, const char** failed) {
+  int device = 0;
+  cudaError_t st = cudaGetDevice(&device);
+  if (st != cudaSuccess) {
+    *failed = "cudaGetDevice";
+    return st;
+  }
+  StagingSlot* drain = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(staging_mutex());
+    size_t on_device = 0;
+    for (StagingSlot* s : staging_slots()) {
+      if (s->device != device) continue;
+      ++on_device;
+      if (s->busy || s->capacity < bytes) continue;
+      st = cudaEventQuery(s->done);
+      if (st == cudaSuccess) {
+        s->busy = true;
+        *out = s;
+        return cudaSuccess;
+      }
+      if (st != cudaErrorNotReady) {
+        *failed = "cudaEventQuery";
+        return st;
+      }
+      if (drain == nullptr) drain = s;
+    }
+    if (drain != nullptr && on_device >= kMaxStagingSlotsPerDevice) {
+      drain->busy = true;
+    } else {
+      drain = nullptr;
+    }
+  }
+  if (drain != nullptr) {
+    st = cudaEventSynchronize(drain->done);
+    if (st != cudaSuccess) {
+      *failed = "cudaEventSynchronize";
+      return st;
+    }
+    *out = drain;
+    return cudaSuccess;
+  }
+  size_t capacity = kMinStagingBytes;
+  while (capacity < bytes) capacity *= 2;
+  StagingSlot* s = new StagingSlot{device, nullptr, nullptr, 0, nullptr, true};
+  st = cudaHostAlloc(&s->host, capacity, cudaHostAllocDefault);
+  if (st != cudaSuccess) {
+    delete s;
+    *failed = "cudaHostAlloc";
+    return st;
+  }
+  st = cudaMalloc(&s->dev, capacity);
+  if (st != cudaSuccess) {
+    cudaFreeHost(s->host);
+    delete s;
+    *failed = "cudaMalloc";
+    return st;
+  }
+  st = cudaEventCreateWithFlags(&s->done, cudaEventDisableTiming);
+  if (st != cudaSuccess) {
+    cudaFree(s->dev);
+    cudaFreeHost(s->host);
+    delete s;
+    *failed = "cudaEventCreateWithFlags";
+    return st;
+  }
+  s->capacity = capacity;
+  std::lock_guard<std::mutex> lock(staging_mutex());
+  staging_slots().push_back(s);
+  *out = s;
+  return cudaSuccess;
+}
+
+// Marks the slot reusable once `stream` reaches this point. With `used == false` (nothing was
+// enqueued that reads it) the slot is free at once.
+inline cudaError_t release_staging(StagingSlot* s, cudaStream_t stream, bool used,
+                                   const char** failed) {
+  if (used) {
+    const cudaError_t st = cudaEventRecord(s->done, stream);
+    if (st != cudaSuccess) {
+      *failed = "cudaEventRecord";
+      return st;  // the slot stays busy: a pending upload may still read it
+    }
+  }
+  std::lock_guard<std::mutex> lock(staging_mutex());
+  s->busy = false;
+  return cudaSuccess;
+}
+
+// Uploads the first `bytes` of the slot's pinned buffer to its device buffer on `stream`, runs
+// `launch` with the device copy, and releases the slot behind them. Returns the first error.
+template <typename Launch>
+inline cudaError_t with_device_table(StagingSlot* slot, size_t bytes, cudaStream_t stream,
+                                     const char** failed, Launch launch) {
+  cudaError_t st = cudaMemcpyAsync(slot->dev, slot->host, bytes, cudaMemcpyHostToDevice, stream);
+  if (st != cudaSuccess) {
+    *failed = "cudaMemcpyAsync";
+  } else {
+    (void)cudaGetLastError();  // do not report an earlier, unrelated launch error as ours
+    launch(static_cast<const uint64_t*>(slot->dev));
+    st = cudaGetLastError();
+    if (st != cudaSuccess) *failed = "kernel launch";
+  }
+  const char* release_failed = nullptr;
+  const cudaError_t released = release_staging(slot, stream, true, &release_failed);
+  if (st == cudaSuccess && released != cudaSuccess) {
+    st = released;
+    *failed = release_failed;
+  }
+  return st;
+}
+
+inline uint64_t copy_grid(uint64_t total_items) {
+  return min_u64((total_items + kCopyWarpsPerBlock - 1) / kCopyWarpsPerBlock, kMaxGridBlocks);
+}
+
+}  // namespace dk
+
+// ---------------------------------------------------------------------------------------------
+// C ABI
+
+extern "C" int dynamo_kernels_device_count(int* count) {
+  int n = 0;
+  const cudaError_t st = cudaGetDeviceCount(&n);
+  if (count != nullptr) *count = st == cudaSuccess ? n : 0;
+  return static_cast<int>(st);
+}
+
+extern "C" const char* dynamo_kernels_error_name(int status) {
+  return cudaGetErrorName(static_cast<cudaError_t>(status));
+}
+
+extern "C" const char* dynamo_kernels_error_string(int status) {
+  return cudaGetErrorString(static_cast<cudaError_t>(status));
+}
+
+extern "C" uint64_t dynamo_kernels_copy_slice_bytes(void) { return dk::kSliceBytes; }
+
+extern "C" int dynamo_kernels_batched_copy(const uint64_t* srcs, const uint64_t* dsts,
+                                           const uint64_t* sizes, uint64_t num_pairs,
+                                           void* stream_handle, const char** failed_call) {
+  const char* unused = nullptr;
+  const char** failed = failed_call != nullptr ? failed_call : &unused;
+  *failed = nullptr;
+  if (num_pairs == 0) return cudaSuccess;
+  if (srcs == nullptr || dsts == nullptr || sizes == nullptr) {
+    *failed = "dynamo_kernels_batched_copy (null pointer table)";
+    return cudaErrorInvalidValue;
+  }
+  const uint64_t n = num_pairs;
+  const size_t bytes = static_cast<size_t>((4 * n + 1) * sizeof(uint64_t));
+  dk::StagingSlot* slot = nullptr;
+  cudaError_t st = dk::acquire_staging(bytes, &slot, failed);
+  if (st != cudaSuccess) return st;
+  uint64_t* host = static_cast<uint64_t*>(slot->host);
+  std::memcpy(host, srcs, n * sizeof(uint64_t));
+  std::memcpy(host + n, dsts, n * sizeof(uint64_t));
+  std::memcpy(host + 2 * n, sizes, n * sizeof(uint64_t));
+  uint64_t* starts = host + 3 * n;
+  starts[0] = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    starts[i + 1] = starts[i] + (sizes[i] + dk::kSliceBytes - 1) / dk::kSliceBytes;
+  }
+  const uint64_t total_items = starts[n];
+  cudaStream_t stream = static_cast<cudaStream_t>(stream_handle);
+  if (total_items == 0) return dk::release_staging(slot, stream, false, failed);
+  const unsigned grid = static_cast<unsigned>(dk::copy_grid(total_items));
+  return dk::with_device_table(slot, bytes, stream, failed, [&](const uint64_t* table) {
+    DK_LAUNCH(dk::batched_copy_kernel, grid, dk::kCopyThreads, stream, table, n, total_items);
+  });
+}
+
+extern "C" int dynamo_kernels_convert_layout(const uint64_t* blocks, const uint64_t* universal,
+                                             uint64_t num_blocks, const DkLayoutDims* dims,
+                                             int layout, int direction, void* stream_handle,
+                                             const char** failed_call) {
+  const char* unused = nullptr;
+  const char** failed = failed_call != nullptr ? failed_call : &unused;
+  *failed = nullptr;
+  if (num_blocks == 0) return cudaSuccess;
+  if (blocks == nullptr || universal == nullptr || dims == nullptr) {
+    *failed = "dynamo_kernels_convert_layout (null pointer table)";
+    return cudaErrorInvalidValue;
+  }
+  if ((layout != DK_LAYOUT_NHD && layout != DK_LAYOUT_HND) ||
+      (direction != DK_BLOCKS_TO_UNIVERSAL && direction != DK_UNIVERSAL_TO_BLOCKS) ||
+      dims->num_layers == 0 || dims->outer_dim == 0 || dims->block_size == 0 ||
+      dims->num_heads == 0 || dims->head_dim == 0 || dims->elem_size == 0) {
+    *failed = "dynamo_kernels_convert_layout (invalid layout, direction or dimension)";
+    return cudaErrorInvalidValue;
+  }
+  const bool nhd = layout == DK_LAYOUT_NHD;
+  const uint64_t row_bytes64 = static_cast<uint64_t>(dims->head_dim) * dims->elem_size *
+                               (nhd ? 1u : dims->block_size);
+  const uint64_t rows64 = static_cast<uint64_t>(dims->num_heads) * (nhd ? dims->block_size : 1u);
+  if (row_bytes64 * rows64 > UINT32_MAX) {
+    *failed = "dynamo_kernels_convert_layout (chunk larger than 4 GiB)";
+    return cudaErrorInvalidValue;
+  }
+  const uint64_t per_block = static_cast<uint64_t>(dims->num_layers) * dims->outer_dim;
+  const uint64_t num_chunks = num_blocks * per_block;
+  const dk::LayoutGeometry geo =
+      dk::layout_geometry(static_cast<uint32_t>(rows64), static_cast<uint32_t>(row_bytes64));
+
+  dk::LayoutParams p{};
+  p.token_rows = nhd ? dims->block_size : 1u;
+  p.heads = dims->num_heads;
+  p.rows = static_cast<uint32_t>(rows64);
+  p.row_bytes = static_cast<uint32_t>(row_bytes64);
+  p.head_stride = per_block * p.token_rows;
+  p.chunks_per_block = static_cast<uint32_t>(per_block);
+  p.slices = geo.slices;
+  p.rows_per_slice = geo.rows_per_slice;
+  p.num_items = num_chunks * geo.slices;
+  p.step_t = geo.block.y / p.heads;
+  p.step_h = geo.block.y % p.heads;
+  p.to_universal = direction == DK_BLOCKS_TO_UNIVERSAL;
+
+  const size_t bytes = static_cast<size_t>((num_chunks + num_blocks) * sizeof(uint64_t));
+  dk::StagingSlot* slot = nullptr;
+  cudaError_t st = dk::acquire_staging(bytes, &slot, failed);
+  if (st != cudaSuccess) return st;
+  uint64_t* host = static_cast<uint64_t*>(slot->host);
+  std::memcpy(host, blocks, num_chunks * sizeof(uint64_t));
+  std::memcpy(host + num_chunks, universal, num_blocks * sizeof(uint64_t));
+  cudaStream_t stream = static_cast<cudaStream_t>(stream_handle);
+  const unsigned grid = static_cast<unsigned>(dk::min_u64(p.num_items, dk::kMaxGridBlocks));
+  return dk::with_device_table(slot, bytes, stream, failed, [&](const uint64_t* table) {
+    p.chunks = table;
+    p.universal = table + num_chunks;
+    DK_LAUNCH(dk::convert_layout_kernel, grid, geo.block, stream, p);
+  });
+}
