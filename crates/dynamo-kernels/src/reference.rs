@@ -84,19 +84,33 @@ fn check_len(argument: String, len: usize, needed: u64) -> Result<(), KernelErro
     Ok(())
 }
 
+/// Validates `spec` and that every chunk and universal buffer has the size it implies.
+fn check_buffers(
+    spec: &LayoutSpec,
+    block_lens: impl Iterator<Item = usize>,
+    universal_lens: impl Iterator<Item = usize>,
+) -> Result<(), KernelError> {
+    spec.validate()?;
+    for (i, len) in block_lens.enumerate() {
+        check_len(format!("blocks[{i}]"), len, spec.chunk_bytes())?;
+    }
+    for (i, len) in universal_lens.enumerate() {
+        check_len(format!("universal[{i}]"), len, spec.universal_bytes())?;
+    }
+    Ok(())
+}
+
 /// Safe form of [`convert_layout`] (blocks → universal) over byte slices.
 pub fn blocks_to_universal(
     spec: &LayoutSpec,
     blocks: &[&[u8]],
     universal: &mut [&mut [u8]],
 ) -> Result<(), KernelError> {
-    spec.validate()?;
-    for (i, chunk) in blocks.iter().enumerate() {
-        check_len(format!("blocks[{i}]"), chunk.len(), spec.chunk_bytes())?;
-    }
-    for (i, u) in universal.iter().enumerate() {
-        check_len(format!("universal[{i}]"), u.len(), spec.universal_bytes())?;
-    }
+    check_buffers(
+        spec,
+        blocks.iter().map(|b| b.len()),
+        universal.iter().map(|u| u.len()),
+    )?;
     let block_ptrs: Vec<u64> = blocks.iter().map(|s| s.as_ptr() as u64).collect();
     let uni_ptrs: Vec<u64> = universal
         .iter_mut()
@@ -112,13 +126,11 @@ pub fn universal_to_blocks(
     universal: &[&[u8]],
     blocks: &mut [&mut [u8]],
 ) -> Result<(), KernelError> {
-    spec.validate()?;
-    for (i, chunk) in blocks.iter().enumerate() {
-        check_len(format!("blocks[{i}]"), chunk.len(), spec.chunk_bytes())?;
-    }
-    for (i, u) in universal.iter().enumerate() {
-        check_len(format!("universal[{i}]"), u.len(), spec.universal_bytes())?;
-    }
+    check_buffers(
+        spec,
+        blocks.iter().map(|b| b.len()),
+        universal.iter().map(|u| u.len()),
+    )?;
     let block_ptrs: Vec<u64> = blocks.iter_mut().map(|s| s.as_mut_ptr() as u64).collect();
     let uni_ptrs: Vec<u64> = universal.iter().map(|s| s.as_ptr() as u64).collect();
     // SAFETY: sizes checked above; `&mut` slices cannot alias the shared ones.

@@ -145,7 +145,10 @@ fn the_build_says_which_cuda_it_has() {
 }
 
 #[test]
-#[cfg_attr(dynamo_kernels_gpu_present, ignore = "this machine has an NVIDIA device")]
+#[cfg_attr(
+    dynamo_kernels_gpu_present,
+    ignore = "this machine has an NVIDIA device"
+)]
 fn without_a_device_calls_report_unavailable() {
     if cuda_available() {
         return;
@@ -239,7 +242,10 @@ fn copy_and_compare(src: &Buffer, dst: &Buffer, seed: u64, stream: u64) {
 }
 
 #[test]
-#[cfg_attr(not(dynamo_kernels_gpu_present), ignore = "no NVIDIA device on this machine")]
+#[cfg_attr(
+    not(dynamo_kernels_gpu_present),
+    ignore = "no NVIDIA device on this machine"
+)]
 fn batched_copy_matches_the_reference_device_to_device() {
     if !device_or_skip("batched_copy d2d") {
         return;
@@ -249,7 +255,10 @@ fn batched_copy_matches_the_reference_device_to_device() {
 }
 
 #[test]
-#[cfg_attr(not(dynamo_kernels_gpu_present), ignore = "no NVIDIA device on this machine")]
+#[cfg_attr(
+    not(dynamo_kernels_gpu_present),
+    ignore = "no NVIDIA device on this machine"
+)]
 fn batched_copy_matches_the_reference_with_pinned_host_memory() {
     if !device_or_skip("batched_copy pinned") {
         return;
@@ -260,7 +269,10 @@ fn batched_copy_matches_the_reference_with_pinned_host_memory() {
 }
 
 #[test]
-#[cfg_attr(not(dynamo_kernels_gpu_present), ignore = "no NVIDIA device on this machine")]
+#[cfg_attr(
+    not(dynamo_kernels_gpu_present),
+    ignore = "no NVIDIA device on this machine"
+)]
 fn batched_copy_runs_on_a_created_stream() {
     if !device_or_skip("batched_copy stream") {
         return;
@@ -354,7 +366,10 @@ fn layout_round_trip(spec: &LayoutSpec, num_blocks: usize, misalign: u64, seed: 
 }
 
 #[test]
-#[cfg_attr(not(dynamo_kernels_gpu_present), ignore = "no NVIDIA device on this machine")]
+#[cfg_attr(
+    not(dynamo_kernels_gpu_present),
+    ignore = "no NVIDIA device on this machine"
+)]
 fn layout_conversion_round_trips_every_dtype_and_layout() {
     if !device_or_skip("layout round trip") {
         return;

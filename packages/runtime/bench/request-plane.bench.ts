@@ -30,6 +30,8 @@ import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import { type Client, DistributedRuntime, loadRuntimeConfig } from '../src/index.js';
+// The same tick-batched writer the runtime's request plane uses, so the floor writes alike.
+import { tickBatchedWriter } from '../src/request-plane/tcp.js';
 import { type NatsTestServer, startNatsServer } from '../test/harness/nats.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -295,27 +297,10 @@ function frameReader(onFrame: (body: Buffer) => void): (chunk: Buffer) => void {
 
 const PING = frame('{"token_ids":[1,2,3,4,5,6,7,8]}');
 
-/** Writes everything written in one tick with one writev, as the runtime's request plane does. */
-function tickBatched(socket: Socket): (chunk: Buffer) => void {
-  let corked = false;
-  const uncork = () => {
-    corked = false;
-    socket.uncork();
-  };
-  return (chunk) => {
-    if (!corked) {
-      corked = true;
-      socket.cork();
-      process.nextTick(uncork);
-    }
-    socket.write(chunk);
-  };
-}
-
 /** Floor: `concurrency` request/response loops pipelined on one echo connection (FIFO pairing). */
 async function floorEchoPipelined(port: number, total: number): Promise<ShortResult> {
   const socket = await dial(port);
-  const write = tickBatched(socket);
+  const write = tickBatchedWriter(socket);
   let waiters: Array<() => void> = [];
   let head = 0;
   socket.on(

@@ -11,31 +11,18 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { Etcd3 } from 'etcd3';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { EtcdKvStore } from '../src/discovery/etcd.js';
-import type { KvEvent, KvStore } from '../src/discovery/kv-store.js';
+import type { KvStore } from '../src/discovery/kv-store.js';
 import { CannotConnect } from '../src/errors.js';
 import { hexId, parseJson, stringifyJson } from '../src/json.js';
 import { createLogging } from '../src/logger.js';
 import { EtcdServer } from './harness/etcd.js';
 import { freePort, waitFor } from './harness/free-port.js';
+import { watchInto } from './harness/watch-into.js';
 
 const log = createLogging({ filter: 'error' }).child('test.discovery.etcd');
 const here = dirname(fileURLToPath(import.meta.url));
 const packageDir = join(here, '..');
 
-function watchInto(store: KvStore, bucket: string, prefix: string) {
-  const abort = new AbortController();
-  const events: KvEvent[] = [];
-  const done = (async () => {
-    for await (const event of store.watch(bucket, prefix, abort.signal)) events.push(event);
-  })();
-  return {
-    events,
-    stop: async () => {
-      abort.abort();
-      await done;
-    },
-  };
-}
 
 describe('etcd discovery store', { timeout: 30_000 }, () => {
   let etcd: EtcdServer;

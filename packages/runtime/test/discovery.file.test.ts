@@ -7,28 +7,14 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FileKvStore, fileNameOfKey, keyOfFileName } from '../src/discovery/file.js';
-import type { KvEvent, KvStore } from '../src/discovery/kv-store.js';
 import { hexId, parseJson, stringifyJson } from '../src/json.js';
 import { createLogging } from '../src/logger.js';
 import { waitFor } from './harness/free-port.js';
+import { watchInto } from './harness/watch-into.js';
 
 const log = createLogging({ filter: 'error' }).child('test.discovery.file');
 const BUCKET = 'v1/instances';
 
-function watchInto(store: KvStore, bucket: string, prefix: string) {
-  const abort = new AbortController();
-  const events: KvEvent[] = [];
-  const done = (async () => {
-    for await (const event of store.watch(bucket, prefix, abort.signal)) events.push(event);
-  })();
-  return {
-    events,
-    stop: async () => {
-      abort.abort();
-      await done;
-    },
-  };
-}
 
 describe('file discovery store', { timeout: 20_000 }, () => {
   let root: string;
