@@ -7,7 +7,7 @@
  */
 
 export { LLMEngine, type EngineFactory } from './engine.js';
-export { Context, type ContextOptions } from '@dynamo/runtime';
+export { Context, type ContextOptions, type TraceContext } from '@dynamo/runtime';
 export {
   DynamoException,
   Unknown,

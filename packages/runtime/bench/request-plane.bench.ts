@@ -8,13 +8,19 @@
 //      64 pipelined echo loops on one socket, the same with a fresh connection per request (what
 //      the call-home response plane does for every request), and a one-way stream of
 //      length-prefixed frames;
-//   4. the worker's RSS (after a forced GC): idle after startup and after the short requests (the
-//      stream runs first, right after the idle reading), and the caller's heap after them.
+//      With the nats plane, also plain nats.js request/reply with an empty answer (the ack) at
+//      concurrency C: the NATS round trip alone, without a call-home.
+//   4. the worker's RSS (after a forced GC): idle after startup; right after the short requests
+//      (V8's young generation has grown to its maximum under the load); and idle again, once the
+//      worker's V8 has given the young generation back on its own (polled without forcing a GC, for
+//      up to BENCH_IDLE_SETTLE_S), which is what the growth target compares. The stream runs
+//      first, right after the idle reading. Also the caller's heap after them.
 // It prints a table with PASS/FAIL beside each target and always exits 0: it is a report.
 //
 // Knobs (environment): BENCH_PLANES=tcp,nats  BENCH_STREAM_ITEMS=500000  BENCH_REQUESTS=20000
 // BENCH_WARMUP=2000  BENCH_CONCURRENCY=64  BENCH_SOAK=100000 (short requests before the RSS check)
 // BENCH_FLOOR=0 (skip the node:net floor)  BENCH_PHASE_TIMEOUT_S=120 (per measurement)
+// BENCH_IDLE_SETTLE_S=60 (how long the idle worker may take to give memory back)
 // BENCH_RUNNER=node|tsx (how the children run: plain node on an esbuild bundle, the way a built
 // worker runs, or `node --import tsx` on the sources; node falls back to tsx when esbuild is
 // unavailable)  BENCH_CHILD_FLAGS='--cpu-prof --cpu-prof-dir=/tmp/prof' (extra node flags for the
@@ -29,6 +35,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
+import { connect as natsConnect, type NatsConnection } from '@nats-io/transport-node';
 import { type Client, DistributedRuntime, loadRuntimeConfig } from '../src/index.js';
 // The same tick-batched writer the runtime's request plane uses, so the floor writes alike.
 import { tickBatchedWriter } from '../src/request-plane/tcp.js';
@@ -50,6 +57,7 @@ const REQUESTS = intEnv('BENCH_REQUESTS', 20_000);
 const WARMUP = intEnv('BENCH_WARMUP', 2_000);
 const CONCURRENCY = intEnv('BENCH_CONCURRENCY', 64);
 const SOAK = Math.max(intEnv('BENCH_SOAK', 100_000), WARMUP + REQUESTS);
+const IDLE_SETTLE_MS = intEnv('BENCH_IDLE_SETTLE_S', 60) * 1000;
 const PLANES = (process.env['BENCH_PLANES'] ?? 'tcp,nats').split(',').map((p) => p.trim()).filter(Boolean) as Array<'tcp' | 'nats'>;
 const RUNNER_WANTED = process.env['BENCH_RUNNER'] === 'tsx' ? 'tsx' : 'node';
 const FLOOR = process.env['BENCH_FLOOR'] !== '0';
@@ -71,6 +79,8 @@ interface Memory {
   rss: number;
   heapUsed: number;
   heapTotal: number;
+  /** V8's young generation (new space), committed bytes. */
+  newSpace: number;
   external: number;
   arrayBuffers: number;
 }
@@ -152,11 +162,25 @@ class Child {
     });
   }
 
-  /** The child's memory after a forced GC. */
-  async memory(): Promise<Memory> {
-    const answer = this.#await('mem', 10_000);
-    this.#proc.send({ cmd: 'mem' });
+  /** The child's memory after a forced GC (`mem`), or as it is (`rss`). */
+  async memory(kind: 'mem' | 'rss' = 'mem'): Promise<Memory> {
+    const answer = this.#await(kind, 10_000);
+    this.#proc.send({ cmd: kind });
     return (await answer) as unknown as Memory;
+  }
+
+  /**
+   * Waits, without forcing a GC, until V8 has shrunk the child's young generation back to its
+   * idle size (`newSpace` bytes, plus 1 MiB), or `timeoutMs`; returns the seconds it took, or
+   * undefined when it did not happen in time.
+   */
+  async settle(newSpace: number, timeoutMs: number): Promise<number | undefined> {
+    const started = performance.now();
+    while (performance.now() - started < timeoutMs) {
+      if ((await this.memory('rss')).newSpace <= newSpace + 2 ** 20) return (performance.now() - started) / 1000;
+      await settle(1000);
+    }
+    return undefined;
   }
 
   /** The child's CPU time so far (user + system), in microseconds. */
@@ -336,6 +360,13 @@ async function floorEchoConnectPerRequest(port: number, total: number): Promise<
   });
 }
 
+/** Floor: plain nats.js requests answered with an empty payload by the floor child (the ack alone). */
+async function floorNatsRequest(nc: NatsConnection, total: number): Promise<ShortResult> {
+  return closedLoop(total, CONCURRENCY, async () => {
+    await nc.request('bench.floor.echo', PING, { timeout: 10_000 });
+  });
+}
+
 /**
  * Floor: one connection, the server writes `n` small length-prefixed frames (one write each, or
  * packed into 64 KiB buffers), counted here.
@@ -365,6 +396,8 @@ async function floorStream(port: number, n: number, packed: boolean): Promise<St
 interface FloorResults {
   pipelined: ShortResult;
   connectPerRequest: ShortResult;
+  /** Plain nats.js request/reply, when a NATS server runs. */
+  natsRequest?: ShortResult;
   stream: StreamResult;
   streamPacked: StreamResult;
 }
@@ -376,7 +409,11 @@ interface PlaneResults {
   stream: StreamResult;
   idle: Memory;
   afterMeasured: Memory;
+  /** Right after the soak (forced GC): the young generation is still expanded. */
   afterSoak: Memory;
+  /** Idle again after the soak (forced GC once V8 gave memory back, see `idleSettledS`). */
+  afterIdle: Memory;
+  idleSettledS: number | undefined;
   afterStream: Memory;
   peakRss: number | undefined;
   callerHeapIdle: number;
@@ -388,10 +425,21 @@ function progress(text: string): void {
   process.stderr.write(`  .. ${text}\n`);
 }
 
-async function runFloor(runner: Runner): Promise<FloorResults> {
-  const { child, ready } = await Child.start(runner, 'floor', {});
+async function runFloor(runner: Runner, nats: NatsTestServer | undefined): Promise<FloorResults> {
+  const { child, ready } = await Child.start(runner, 'floor', nats ? { NATS_SERVER: nats.url } : {});
   try {
-    return await phase('floor', () => floorPhases(ready));
+    const results = await phase('floor', () => floorPhases(ready));
+    if (nats) {
+      progress('floor: nats request/reply');
+      const nc = await natsConnect({ servers: nats.url, noAsyncTraces: true });
+      try {
+        await floorNatsRequest(nc, WARMUP);
+        results.natsRequest = await phase('floor nats', () => floorNatsRequest(nc, REQUESTS));
+      } finally {
+        await nc.close();
+      }
+    }
+    return results;
   } finally {
     await child.stop();
   }
@@ -488,7 +536,25 @@ async function runPlane(plane: 'tcp' | 'nats', runner: Runner, nats: NatsTestSer
     await settle(200);
     const afterSoak = await child.memory();
     const callerHeapAfterSoak = callerHeapUsed();
-    return { plane, short, soak, stream, idle, afterMeasured, afterSoak, afterStream, peakRss: child.peakRss(), shortTotal: SOAK, callerHeapIdle, callerHeapAfterSoak };
+    progress(`${plane}: waiting (at most ${IDLE_SETTLE_MS / 1000} s) for the idle worker to give its young generation back`);
+    const idleSettledS = await child.settle(idle.newSpace, IDLE_SETTLE_MS);
+    const afterIdle = await child.memory();
+    return {
+      plane,
+      short,
+      soak,
+      stream,
+      idle,
+      afterMeasured,
+      afterSoak,
+      afterIdle,
+      idleSettledS,
+      afterStream,
+      peakRss: child.peakRss(),
+      shortTotal: SOAK,
+      callerHeapIdle,
+      callerHeapAfterSoak,
+    };
   } finally {
     await caller.shutdown({ drainTimeoutMs: 2000 });
     await child.stop();
@@ -566,6 +632,10 @@ function report(env: string[], floor: FloorResults | undefined, planes: PlaneRes
     '',
     '',
   ]);
+  if (floor?.natsRequest) {
+    const f = floor.natsRequest;
+    rows.push(['  floor: plain nats.js request/reply, req/s (p50 / p99 ms)', '', '', `${fmtInt(f.rps)} (${fmtMs(f.p50)} / ${fmtMs(f.p99)})`, '']);
+  }
   rows.push([
     `  requests/s over the next ${fmtInt(SOAK - WARMUP - REQUESTS)}`,
     cell(tcp, (r) => fmtInt(r.soak.rps)),
@@ -574,13 +644,31 @@ function report(env: string[], floor: FloorResults | undefined, planes: PlaneRes
     '',
   ]);
   rows.push(['worker RSS idle, MB', cell(tcp, (r) => mb(r.idle.rss).toFixed(1)), cell(nats, (r) => mb(r.idle.rss).toFixed(1)), '', `< ${TARGETS.idleRssMb}`]);
-  const growth = (r: PlaneResults) => (r.afterSoak.rss / r.idle.rss - 1) * 100;
+  const pct = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(1)}%`;
+  const growth = (r: PlaneResults) => (r.afterIdle.rss / r.idle.rss - 1) * 100;
+  const loadGrowth = (r: PlaneResults) => (r.afterSoak.rss / r.idle.rss - 1) * 100;
   rows.push([
-    `worker RSS after ${fmtInt(SOAK)} requests, MB`,
-    cell(tcp, (r) => `${mb(r.afterSoak.rss).toFixed(1)} (${growth(r) >= 0 ? '+' : ''}${growth(r).toFixed(1)}%)`),
-    cell(nats, (r) => `${mb(r.afterSoak.rss).toFixed(1)} (${growth(r) >= 0 ? '+' : ''}${growth(r).toFixed(1)}%)`),
+    `worker RSS idle after ${fmtInt(SOAK)} requests, MB`,
+    cell(tcp, (r) => `${mb(r.afterIdle.rss).toFixed(1)} (${pct(growth(r))})`),
+    cell(nats, (r) => `${mb(r.afterIdle.rss).toFixed(1)} (${pct(growth(r))})`),
     '',
     `growth <= ${TARGETS.rssGrowthPct}%`,
+  ]);
+  const settled = (r: PlaneResults) => (r.idleSettledS === undefined ? `not within ${IDLE_SETTLE_MS / 1000}` : r.idleSettledS.toFixed(0));
+  rows.push(['  seconds idle until V8 gave memory back', cell(tcp, settled), cell(nats, settled), '', '']);
+  rows.push([
+    `  RSS right after the ${fmtInt(SOAK)}, MB`,
+    cell(tcp, (r) => `${mb(r.afterSoak.rss).toFixed(1)} (${pct(loadGrowth(r))})`),
+    cell(nats, (r) => `${mb(r.afterSoak.rss).toFixed(1)} (${pct(loadGrowth(r))})`),
+    '',
+    '',
+  ]);
+  rows.push([
+    '  young generation idle / loaded / idle again, MB',
+    cell(tcp, (r) => `${mb(r.idle.newSpace).toFixed(0)} / ${mb(r.afterSoak.newSpace).toFixed(0)} / ${mb(r.afterIdle.newSpace).toFixed(0)}`),
+    cell(nats, (r) => `${mb(r.idle.newSpace).toFixed(0)} / ${mb(r.afterSoak.newSpace).toFixed(0)} / ${mb(r.afterIdle.newSpace).toFixed(0)}`),
+    '',
+    '',
   ]);
   const steady = (r: PlaneResults) => (r.afterSoak.rss / r.afterMeasured.rss - 1) * 100;
   rows.push([
@@ -592,8 +680,8 @@ function report(env: string[], floor: FloorResults | undefined, planes: PlaneRes
   ]);
   rows.push([
     '  heap used idle -> after, MB',
-    cell(tcp, (r) => `${mb(r.idle.heapUsed).toFixed(1)} -> ${mb(r.afterSoak.heapUsed).toFixed(1)}`),
-    cell(nats, (r) => `${mb(r.idle.heapUsed).toFixed(1)} -> ${mb(r.afterSoak.heapUsed).toFixed(1)}`),
+    cell(tcp, (r) => `${mb(r.idle.heapUsed).toFixed(1)} -> ${mb(r.afterIdle.heapUsed).toFixed(1)}`),
+    cell(nats, (r) => `${mb(r.idle.heapUsed).toFixed(1)} -> ${mb(r.afterIdle.heapUsed).toFixed(1)}`),
     '',
     '',
   ]);
@@ -617,7 +705,11 @@ function report(env: string[], floor: FloorResults | undefined, planes: PlaneRes
   for (const r of planes) {
     checks.push({ what: `${r.plane} short requests >= 5k/s`, ok: r.short.rps >= TARGETS.shortRps, detail: `${fmtInt(r.short.rps)} req/s, p50 ${fmtMs(r.short.p50)} ms, p99 ${fmtMs(r.short.p99)} ms` });
     checks.push({ what: `${r.plane} worker RSS idle < 100 MB`, ok: mb(r.idle.rss) < TARGETS.idleRssMb, detail: `${mb(r.idle.rss).toFixed(1)} MB` });
-    checks.push({ what: `${r.plane} worker RSS growth <= 10% after ${fmtInt(r.shortTotal)} requests`, ok: growth(r) <= TARGETS.rssGrowthPct, detail: `${growth(r).toFixed(1)}%` });
+    checks.push({
+      what: `${r.plane} worker RSS growth <= 10% after ${fmtInt(r.shortTotal)} requests`,
+      ok: growth(r) <= TARGETS.rssGrowthPct,
+      detail: `${pct(growth(r))} idle (${pct(loadGrowth(r))} right after the load, young generation expanded)`,
+    });
     const errors = r.short.errors + (r.soak === r.short ? 0 : r.soak.errors);
     if (errors > 0) checks.push({ what: `${r.plane} short requests without errors`, ok: false, detail: `${errors} failed, first: ${r.short.firstError ?? r.soak.firstError}` });
   }
@@ -634,6 +726,9 @@ function report(env: string[], floor: FloorResults | undefined, planes: PlaneRes
   out.push('     opens a call-home connection from the worker to the caller, so the second figure bounds both planes);');
   out.push('     stream: u32-length-prefixed {"token_ids":[i]} frames, "one write per frame, corked per 256 / packed');
   out.push('     into 64 KiB writes"; the client only frames and counts them (no JSON.parse).');
+  out.push('   worker RSS: V8 grows the young generation (semi-spaces up to 16 MiB each on 64-bit Node) under any');
+  out.push('     sustained load and gives it back after a while idle; the growth target compares idle with idle, and');
+  out.push('     the "right after" row shows the loaded figure. Heap in use is the leak signal.');
   if (floor && floor.pipelined.errors + floor.connectPerRequest.errors > 0) {
     out.push(`   floor errors: ${floor.pipelined.errors + floor.connectPerRequest.errors} (${floor.pipelined.firstError ?? floor.connectPerRequest.firstError})`);
   }
@@ -660,35 +755,34 @@ async function main(): Promise<void> {
   const skipped: string[] = [];
   const failures: string[] = [];
 
-  let floor: FloorResults | undefined;
-  if (FLOOR) {
-    progress('loopback floor');
-    try {
-      floor = await runFloor(runner);
-    } catch (err) {
-      skipped.push(`floor: ${(err as Error).message}`);
-    }
-  } else {
-    skipped.push('floor (BENCH_FLOOR=0)');
-  }
-
   let nats: NatsTestServer | undefined;
+  if (PLANES.includes('nats')) {
+    try {
+      nats = await startNatsServer();
+      env.push(`nats: local nats-server at ${nats.url}`);
+    } catch (err) {
+      skipped.push(`nats: ${(err as Error).message.split('\n')[0]}`);
+    }
+  }
   const results: PlaneResults[] = [];
+  let floor: FloorResults | undefined;
   try {
+    if (FLOOR) {
+      progress('loopback floor');
+      try {
+        floor = await runFloor(runner, nats);
+      } catch (err) {
+        skipped.push(`floor: ${(err as Error).message}`);
+      }
+    } else {
+      skipped.push('floor (BENCH_FLOOR=0)');
+    }
     for (const plane of PLANES) {
       if (plane !== 'tcp' && plane !== 'nats') {
         skipped.push(`unknown plane '${plane}'`);
         continue;
       }
-      if (plane === 'nats') {
-        try {
-          nats ??= await startNatsServer();
-          env.push(`nats: local nats-server at ${nats.url}`);
-        } catch (err) {
-          skipped.push(`nats: ${(err as Error).message.split('\n')[0]}`);
-          continue;
-        }
-      }
+      if (plane === 'nats' && !nats) continue;
       try {
         results.push(await runPlane(plane, runner, nats));
       } catch (err) {

@@ -5,24 +5,42 @@
 // - `floor`: no runtime at all, just plain `node:net` servers for the loopback floor: an echo server
 //   (bytes back as they came) and a stream server (reads a u32 N, writes N length-prefixed items).
 //
+//   With NATS_SERVER set, the floor also answers NATS requests on `bench.floor.echo` (plain nats.js).
+//
 // It talks to the bench over the IPC channel: it sends {type:'ready', ...} once serving and answers
-// {cmd:'mem'} with its memory after a forced GC (start it with --expose-gc), {cmd:'cpu'} with its
-// process.cpuUsage() and {cmd:'stop'} by exiting. The runtime is imported dynamically so that the floor mode does not load it.
+// {cmd:'mem'} with its memory after a forced GC (start it with --expose-gc), {cmd:'rss'} with its
+// memory as it is (no GC: what V8 left committed on its own), {cmd:'cpu'} with its
+// process.cpuUsage() and {cmd:'stop'} by exiting. The runtime is imported dynamically so that the
+// floor mode does not load it.
 import { createServer, type AddressInfo, type Server, type Socket } from 'node:net';
+import { getHeapSpaceStatistics } from 'node:v8';
 
-type Control = { cmd: 'mem' } | { cmd: 'cpu' } | { cmd: 'stop' };
+type Control = { cmd: 'mem' } | { cmd: 'rss' } | { cmd: 'cpu' } | { cmd: 'stop' };
 
 function send(message: object): void {
   process.send?.(message);
 }
 
-function memory(): object {
+function memory(collect: boolean): object {
   const gc = (globalThis as { gc?: () => void }).gc;
-  // Twice: the first full GC may leave garbage only the second finalizes (weak refs, sockets).
-  gc?.();
-  gc?.();
+  if (collect) {
+    // Twice: the first full GC may leave garbage only the second finalizes (weak refs, sockets).
+    gc?.();
+    gc?.();
+  }
   const m = process.memoryUsage();
-  return { type: 'mem', gc: gc !== undefined, rss: m.rss, heapUsed: m.heapUsed, heapTotal: m.heapTotal, external: m.external, arrayBuffers: m.arrayBuffers };
+  // V8's young generation: it grows under sustained load and is given back once the process idles.
+  const newSpace = getHeapSpaceStatistics().find((space) => space.space_name === 'new_space')?.space_size ?? 0;
+  return {
+    type: collect ? 'mem' : 'rss',
+    gc: collect && gc !== undefined,
+    rss: m.rss,
+    heapUsed: m.heapUsed,
+    heapTotal: m.heapTotal,
+    newSpace,
+    external: m.external,
+    arrayBuffers: m.arrayBuffers,
+  };
 }
 
 function listen(server: Server): Promise<number> {
@@ -89,10 +107,20 @@ async function floor(): Promise<() => Promise<void>> {
     });
   });
   const [echoPort, streamPort] = await Promise.all([listen(echo), listen(stream)]);
-  send({ type: 'ready', echoPort, streamPort });
+  // The NATS floor: a plain nats.js responder answering every request with an empty payload,
+  // which is all a Dynamo worker sends back over NATS (the ack).
+  const natsServer = process.env['NATS_SERVER'];
+  const nc = natsServer ? await (await import('@nats-io/transport-node')).connect({ servers: natsServer, noAsyncTraces: true }) : undefined;
+  nc?.subscribe('bench.floor.echo', {
+    callback: (err, msg) => {
+      if (!err) msg.respond();
+    },
+  });
+  await nc?.flush();
+  send({ type: 'ready', echoPort, streamPort, nats: nc !== undefined });
   return async () => {
     for (const s of sockets) s.destroy();
-    await Promise.all([new Promise((r) => echo.close(r)), new Promise((r) => stream.close(r))]);
+    await Promise.all([new Promise((r) => echo.close(r)), new Promise((r) => stream.close(r)), nc?.close()]);
   };
 }
 
@@ -118,7 +146,7 @@ const shutdown = () => {
   void stop().finally(() => process.exit(0));
 };
 process.on('message', (message: Control) => {
-  if (message.cmd === 'mem') send(memory());
+  if (message.cmd === 'mem' || message.cmd === 'rss') send(memory(message.cmd === 'mem'));
   else if (message.cmd === 'cpu') send({ type: 'cpu', ...process.cpuUsage() });
   else if (message.cmd === 'stop') shutdown();
 });

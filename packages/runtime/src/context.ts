@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Cancelled } from './errors.js';
+import type { TraceContext } from './trace.js';
 
 /** Options for constructing a {@link Context} directly (tests, or an engine calling itself). */
 export interface ContextOptions {
@@ -7,6 +8,8 @@ export interface ContextOptions {
   id?: string;
   /** Initial request metadata. */
   metadata?: Iterable<readonly [string, string]> | Record<string, string>;
+  /** The W3C trace the request belongs to (from its `traceparent` header). */
+  trace?: TraceContext;
 }
 
 /**
@@ -20,9 +23,15 @@ export class Context {
   #killed = false;
   /** Free-form request metadata (trace ids, routing hints); mutable by the engine. */
   readonly metadata: Map<string, string>;
+  /**
+   * The W3C trace the caller sent in `traceparent` / `tracestate`, if any. Pass this context to a
+   * client call (`{ context }`) and the call continues the trace.
+   */
+  readonly trace: TraceContext | undefined;
 
   constructor(options: ContextOptions = {}) {
     this.#id = options.id ?? randomUUID();
+    this.trace = options.trace;
     const initial = options.metadata ?? [];
     this.metadata = new Map(Symbol.iterator in initial ? initial : Object.entries(initial));
   }

@@ -47,6 +47,7 @@ export { ResponseStreamServer, type PendingResponse } from './response-plane/str
 export { callHome, ResponseSender } from './response-plane/call-home.js';
 export { ResponseProtocolError } from './response-plane/frames.js';
 export { Context, type ContextOptions } from './context.js';
+export { parseTraceparent, traceHeaders, newSpanId, TRACEPARENT, TRACESTATE, type TraceContext } from './trace.js';
 export {
   DynamoException,
   Unknown,

@@ -190,6 +190,37 @@ describe('NATS request plane', () => {
     expect(workerLog.text()).toMatch(/rejected a malformed NATS request/);
   });
 
+  it('fails the requests still waiting for an ack when the client is closed, and refuses new ones', async () => {
+    const silent = workerNc.subscribe('ns_comp.slow-1', { callback: () => undefined });
+    await workerNc.flush();
+    try {
+      const client = new NatsRequestPlaneClient(callerNc, { requestTimeoutMs: 10_000 });
+      const waiting = client.send({ nats_tcp: 'ns_comp.slow-1' }, new Uint8Array(24), {}).catch((e: unknown) => e);
+      await new Promise((r) => setTimeout(r, 50));
+      await client.close();
+      const err = await waiting;
+      expect(err).toBeInstanceOf(CannotConnect);
+      expect((err as Error).message).toMatch(/client was closed.*ns_comp\.slow-1/);
+      await expect(client.send({ nats_tcp: 'ns_comp.slow-1' }, new Uint8Array(24), {})).rejects.toThrow(/closed/);
+    } finally {
+      silent.unsubscribe();
+    }
+  });
+
+  it('matches acks to their requests when many are in flight at once', async () => {
+    const transport = await worker().serve('ns', 'comp', 'mixed', 3n, (envelope) => (envelope[envelope.length - 1]! % 2 === 0 ? '' : `odd ${envelope[envelope.length - 1]}`));
+    const client = new NatsRequestPlaneClient(callerNc);
+    const outcomes = await Promise.all(
+      Array.from({ length: 200 }, (_, i) =>
+        client.send(transport, twoPart(new Uint8Array(1), new Uint8Array([i % 256])), {}).then(
+          () => 'ok',
+          (e: unknown) => (e as Error).message,
+        ),
+      ),
+    );
+    outcomes.forEach((outcome, i) => expect(outcome).toBe(i % 2 === 0 ? 'ok' : `odd ${i % 256}`));
+  });
+
   it("rejects an envelope over the server's max_payload with a clear error", async () => {
     const transport = await worker().serve('ns', 'comp', 'big', 2n, () => '');
     const maxPayload = callerNc.info!.max_payload;

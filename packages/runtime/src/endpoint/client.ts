@@ -9,6 +9,7 @@ import type { EndpointPath } from '../names.js';
 import { controlHeader, encodeRequestEnvelope } from '../request-plane/control.js';
 import type { RequestPlaneClient } from '../request-plane/request-plane.js';
 import type { ResponseStreamServer } from '../response-plane/stream-server.js';
+import { traceHeaders } from '../trace.js';
 import { unwrapAnnotated } from './annotated.js';
 
 /** What a client needs from its runtime, created on first use. */
@@ -23,10 +24,11 @@ export interface CallOptions {
   signal?: AbortSignal;
   /**
    * The request's context: its id becomes the request id; `stopGenerating()` on it sends a graceful
-   * `stop` (the worker finishes the stream), `kill()` a `kill`.
+   * `stop` (the worker finishes the stream), `kill()` a `kill`. When it carries a trace, the call
+   * continues it: `traceparent` with the same trace id and a new span id, `tracestate` as is.
    */
   context?: Context;
-  /** Request-plane headers (e.g. `traceparent`). */
+  /** Request-plane headers (e.g. `traceparent`); these win over the ones derived from `context`. */
   headers?: Record<string, string>;
   /** Metadata carried in the control header. */
   metadata?: Record<string, string>;
@@ -163,7 +165,8 @@ export class Client {
     try {
       const envelope = encodeRequestEnvelope(controlHeader(contextId, pending.connectionInfo, options.metadata), body);
       try {
-        await requestClient.send(record.transport, envelope, options.headers ?? {});
+        const headers = context?.trace ? { ...traceHeaders(context.trace), ...options.headers } : (options.headers ?? {});
+        await requestClient.send(record.transport, envelope, headers);
       } catch (err) {
         this.#down.set(id, Date.now() + TOMBSTONE_MS);
         pending.cancel(err as Error);

@@ -7,6 +7,7 @@ import { decodeRequestEnvelope, type RequestEnvelope } from '../request-plane/co
 import type { RequestAcceptor } from '../request-plane/request-plane.js';
 import { SERVER_OVERLOADED, SERVER_UNAVAILABLE } from '../request-plane/tcp.js';
 import { callHome, type ResponseSender } from '../response-plane/call-home.js';
+import { parseTraceparent, TRACEPARENT, TRACESTATE, type TraceContext } from '../trace.js';
 import { annotatedErrorJson, annotatedJson } from './annotated.js';
 import { type EndpointHandler, invokeHandler } from './handler.js';
 
@@ -24,6 +25,15 @@ export class EndpointIngress {
   readonly #handler: EndpointHandler;
   readonly #labels: EndpointLabels;
   readonly #metrics: RuntimeMetrics;
+  /** This endpoint's series, bound once: prom-client otherwise hashes the label set on every update. */
+  readonly #series: {
+    readonly inflight: { inc(): void; dec(): void };
+    readonly requests: { inc(n?: number): void };
+    readonly requestBytes: { inc(n?: number): void };
+    readonly responseBytes: { inc(n?: number): void };
+    readonly cancellations: { inc(n?: number): void };
+    readonly duration: { observe(seconds: number): void };
+  };
   readonly #log: Log;
   readonly #maxInflight: number;
   #inflight = 0;
@@ -34,6 +44,14 @@ export class EndpointIngress {
     this.#handler = handler;
     this.#labels = labels;
     this.#metrics = metrics;
+    this.#series = {
+      inflight: metrics.inflight.labels(labels),
+      requests: metrics.requests.labels(labels),
+      requestBytes: metrics.requestBytes.labels(labels),
+      responseBytes: metrics.responseBytes.labels(labels),
+      cancellations: metrics.cancellations.labels(labels),
+      duration: metrics.duration.labels(labels),
+    };
     this.#log = log;
     this.#maxInflight = options.maxInflight ?? 10_000;
   }
@@ -44,7 +62,7 @@ export class EndpointIngress {
   }
 
   /** The request-plane acceptor: validates synchronously, acknowledges, processes in the background. */
-  readonly accept: RequestAcceptor = (envelope) => {
+  readonly accept: RequestAcceptor = (envelope, headers) => {
     if (this.#closed) return `${SERVER_UNAVAILABLE}endpoint ${this.#labels.dynamo_endpoint} is not accepting new requests`;
     if (this.#inflight >= this.#maxInflight) return `${SERVER_OVERLOADED}${this.#inflight} requests in flight`;
     let request: RequestEnvelope;
@@ -56,14 +74,19 @@ export class EndpointIngress {
       return `invalid request: ${(err as Error).message}`;
     }
     this.#inflight++;
-    this.#metrics.inflight.inc(this.#labels);
-    this.#metrics.requests.inc(this.#labels);
-    this.#metrics.requestBytes.inc(this.#labels, request.body.length);
+    const series = this.#series;
+    series.inflight.inc();
+    series.requests.inc();
+    series.requestBytes.inc(request.body.length);
     const started = performance.now();
-    void this.#process(request).finally(() => {
+    const trace = parseTraceparent(headers[TRACEPARENT], headers[TRACESTATE]);
+    if (trace === undefined && headers[TRACEPARENT] !== undefined) {
+      this.#log.debug({ traceparent: headers[TRACEPARENT] }, 'ignoring a malformed traceparent header');
+    }
+    void this.#process(request, trace).finally(() => {
       this.#inflight--;
-      this.#metrics.inflight.dec(this.#labels);
-      this.#metrics.duration.observe(this.#labels, (performance.now() - started) / 1000);
+      series.inflight.dec();
+      series.duration.observe((performance.now() - started) / 1000);
       if (this.#inflight === 0) this.#drained?.();
     });
     return '';
@@ -88,7 +111,7 @@ export class EndpointIngress {
     return this.#inflight;
   }
 
-  async #process({ control, body }: RequestEnvelope): Promise<void> {
+  async #process({ control, body }: RequestEnvelope, trace: TraceContext | undefined): Promise<void> {
     const log = this.#log;
     let sender: ResponseSender;
     try {
@@ -112,7 +135,7 @@ export class EndpointIngress {
       await sender.prologue(`deserialization error: request body is not valid JSON: ${(err as Error).message}`).catch(() => {});
       return;
     }
-    const context = new Context({ id: control.id, metadata: stringValues(control.metadata) });
+    const context = new Context({ id: control.id, metadata: stringValues(control.metadata), ...(trace ? { trace } : {}) });
     sender.onCancel(() => (sender.killed ? context.kill() : context.stopGenerating()));
     let stream: AsyncIterable<unknown>;
     try {
@@ -148,8 +171,8 @@ export class EndpointIngress {
         sender.sendJson(annotatedErrorJson(err));
       }
     }
-    if (responseBytes > 0) this.#metrics.responseBytes.inc(this.#labels, responseBytes);
-    if (context.isStopped()) this.#metrics.cancellations.inc(this.#labels);
+    if (responseBytes > 0) this.#series.responseBytes.inc(responseBytes);
+    if (context.isStopped()) this.#series.cancellations.inc();
     if (sender.killed) return;
     await sender.complete().catch((err: unknown) => {
       this.#error('publish_final');

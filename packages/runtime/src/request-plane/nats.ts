@@ -13,6 +13,7 @@ import {
   type MsgHdrs,
   type NatsConnection,
   type Subscription,
+  createInbox,
   Empty,
   errors as natsErrors,
   headers as natsHeaders,
@@ -293,18 +294,47 @@ export interface NatsRequestPlaneClientOptions {
   log?: NatsLogger;
 }
 
+/** A request waiting for its ack. */
+interface PendingAck {
+  readonly subject: string;
+  readonly deadline: number;
+  readonly resolve: () => void;
+  readonly reject: (err: Error) => void;
+}
+
+/** A request waiting for the next tick's batched publish. */
+interface QueuedPublish {
+  readonly subject: string;
+  readonly envelope: Uint8Array;
+  readonly reply: string;
+  readonly headers: MsgHdrs | undefined;
+}
+
 /**
  * The caller side of the NATS request plane: one NATS request per envelope, resolved by the
  * worker's empty ack. Rejects with `CannotConnect` when nobody serves the subject, the ack does
  * not arrive in time, the connection is closed, or the worker answers with an error text (the
  * message is that text); with `InvalidArgument` when the envelope exceeds the server's
  * `max_payload` or the transport is not a NATS one.
+ *
+ * Acks come back on one wildcard inbox subscription (`_INBOX.{nuid}.*`), matched by the last
+ * token, and requests made in one event-loop turn leave in one socket write: this is the hot path
+ * of every request, and nats.js's `request()` costs a timer, two promises and an Error object per
+ * call. All requests share one timeout, so they expire in the order they were sent.
  */
 export class NatsRequestPlaneClient implements RequestPlaneClient {
   readonly kind = 'nats' as const;
   readonly #nc: NatsConnection;
   readonly #timeoutMs: number;
   readonly #log: NatsLogger | undefined;
+  #inbox: string | undefined;
+  #sub: Subscription | undefined;
+  #seq = 0;
+  /** Insertion order is deadline order (one timeout for all). */
+  readonly #pending = new Map<string, PendingAck>();
+  #queue: QueuedPublish[] = [];
+  #timer: NodeJS.Timeout | undefined;
+  #closed = false;
 
   constructor(nc: NatsConnection, options: NatsRequestPlaneClientOptions = {}) {
     this.#nc = nc;
@@ -312,59 +342,130 @@ export class NatsRequestPlaneClient implements RequestPlaneClient {
     this.#log = options.log;
   }
 
-  async send(transport: Transport, envelope: Uint8Array, headers: Record<string, string>): Promise<void> {
+  send(transport: Transport, envelope: Uint8Array, headers: Record<string, string>): Promise<void> {
     if (!('nats_tcp' in transport) || typeof transport.nats_tcp !== 'string' || transport.nats_tcp === '') {
-      throw new InvalidArgument(
-        `instance transport ${JSON.stringify(transport)} is not a NATS subject; frontend and workers must use the same DYN_REQUEST_PLANE`,
+      return Promise.reject(
+        new InvalidArgument(
+          `instance transport ${JSON.stringify(transport)} is not a NATS subject; frontend and workers must use the same DYN_REQUEST_PLANE`,
+        ),
       );
     }
     const subject = transport.nats_tcp;
     let hdrs: MsgHdrs | undefined;
     let headerBytes = 0;
-    const entries = Object.entries(headers);
-    if (entries.length > 0) {
-      hdrs = natsHeaders();
+    for (const key in headers) {
+      hdrs ??= natsHeaders();
+      const value = headers[key]!;
       try {
-        for (const [k, v] of entries) {
-          hdrs.set(k, v);
-          headerBytes += k.length + v.length + 4;
-        }
+        hdrs.set(key, value);
       } catch (err) {
-        throw new InvalidArgument(`request headers cannot be sent over NATS: ${message(err)}`, { cause: err });
+        return Promise.reject(new InvalidArgument(`request headers cannot be sent over NATS: ${message(err)}`, { cause: err }));
       }
+      headerBytes += key.length + value.length + 4;
     }
     const maxPayload = this.#nc.info?.max_payload;
     if (maxPayload !== undefined && envelope.length + headerBytes > maxPayload) {
-      throw new InvalidArgument(
-        `request of ${envelope.length} bytes (plus ${headerBytes} bytes of headers) exceeds the NATS server's max_payload of ${maxPayload} bytes (subject '${subject}')`,
+      return Promise.reject(
+        new InvalidArgument(
+          `request of ${envelope.length} bytes (plus ${headerBytes} bytes of headers) exceeds the NATS server's max_payload of ${maxPayload} bytes (subject '${subject}')`,
+        ),
       );
     }
-    const started = performance.now();
-    let reply: Msg;
-    try {
-      reply = await this.#nc.request(subject, envelope, { timeout: this.#timeoutMs, ...(hdrs ? { headers: hdrs } : {}) });
-    } catch (err) {
-      const mapped = this.#mapError(subject, err);
-      this.#log?.debug({ subject, err: mapped.message, ms: Math.round(performance.now() - started) }, 'NATS request failed');
-      throw mapped;
+    if (this.#closed || this.#nc.isClosed() || this.#nc.isDraining()) {
+      return Promise.reject(new CannotConnect(`NATS connection is closed; cannot send to '${subject}'`));
     }
-    if (reply.headers?.hasError) {
-      throw new CannotConnect(`NATS answered '${subject}' with status ${reply.headers.code} ${reply.headers.description}`.trim());
-    }
-    if (reply.data.length > 0) throw new CannotConnect(decoder.decode(reply.data));
+    const inbox = this.#inbox ?? this.#subscribe();
+    const token = (this.#seq++).toString(36);
+    return new Promise<void>((resolve, reject) => {
+      this.#pending.set(token, { subject, deadline: performance.now() + this.#timeoutMs, resolve, reject });
+      this.#timer ??= setTimeout(this.#expire, this.#timeoutMs).unref();
+      if (this.#queue.push({ subject, envelope, reply: inbox + token, headers: hdrs }) === 1) setImmediate(this.#flush);
+    });
   }
 
-  /** The connection belongs to the caller; nothing is pooled here. */
-  async close(): Promise<void> {}
+  /** Stops listening for acks; requests still waiting fail with `CannotConnect`. The connection stays open. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#sub && !this.#nc.isClosed()) this.#sub.unsubscribe();
+    this.#failAll('the NATS request-plane client was closed');
+  }
+
+  #subscribe(): string {
+    const inbox = `${createInbox()}.`;
+    this.#inbox = inbox;
+    this.#sub = this.#nc.subscribe(`${inbox}*`, {
+      callback: (err, msg) => {
+        if (err) this.#failAll(`NATS ack subscription failed: ${message(err)}`);
+        else this.#onAck(msg);
+      },
+    });
+    void this.#nc.closed().then(() => this.#failAll('NATS connection is closed'));
+    return inbox;
+  }
+
+  readonly #flush = (): void => {
+    const queue = this.#queue;
+    this.#queue = [];
+    // Published in one synchronous run, nats.js writes them to the socket together.
+    for (const q of queue) {
+      try {
+        this.#nc.publish(q.subject, q.envelope, { reply: q.reply, ...(q.headers ? { headers: q.headers } : {}) });
+      } catch (err) {
+        const token = q.reply.slice(this.#inbox!.length);
+        const pending = this.#pending.get(token);
+        if (!pending) continue;
+        this.#pending.delete(token);
+        const mapped = this.#mapError(q.subject, err);
+        this.#log?.debug({ subject: q.subject, err: mapped.message }, 'NATS request failed');
+        pending.reject(mapped);
+      }
+    }
+  };
+
+  #onAck(msg: Msg): void {
+    const token = msg.subject.slice(this.#inbox!.length);
+    const pending = this.#pending.get(token);
+    if (!pending) return; // late ack of a request that already timed out
+    this.#pending.delete(token);
+    const status = msg.headers;
+    if (status?.hasError) {
+      pending.reject(
+        status.code === 503
+          ? new CannotConnect(`no responders on NATS subject '${pending.subject}': the instance is not serving (stopped or not registered yet)`)
+          : new CannotConnect(`NATS answered '${pending.subject}' with status ${status.code} ${status.description}`.trim()),
+      );
+    } else if (msg.data.length > 0) {
+      pending.reject(new CannotConnect(decoder.decode(msg.data)));
+    } else {
+      pending.resolve();
+    }
+  }
+
+  readonly #expire = (): void => {
+    this.#timer = undefined;
+    const now = performance.now();
+    for (const [token, pending] of this.#pending) {
+      if (pending.deadline > now) {
+        this.#timer = setTimeout(this.#expire, Math.max(1, pending.deadline - now)).unref();
+        return;
+      }
+      this.#pending.delete(token);
+      this.#log?.debug({ subject: pending.subject, ms: this.#timeoutMs }, 'NATS request timed out');
+      pending.reject(new CannotConnect(`no acknowledgement from '${pending.subject}' within ${this.#timeoutMs} ms (NATS request timed out)`));
+    }
+  };
+
+  #failAll(reason: string): void {
+    for (const pending of this.#pending.values()) pending.reject(new CannotConnect(`${reason}; cannot send to '${pending.subject}'`));
+    this.#pending.clear();
+    this.#queue = [];
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+  }
 
   #mapError(subject: string, err: unknown): Error {
     const cause = { cause: err };
-    if (err instanceof natsErrors.RequestError && err.isNoResponders()) {
-      return new CannotConnect(`no responders on NATS subject '${subject}': the instance is not serving (stopped or not registered yet)`, cause);
-    }
-    if (err instanceof natsErrors.TimeoutError || (err instanceof natsErrors.RequestError && err.cause instanceof natsErrors.TimeoutError)) {
-      return new CannotConnect(`no acknowledgement from '${subject}' within ${this.#timeoutMs} ms (NATS request timed out)`, cause);
-    }
     if (err instanceof natsErrors.InvalidArgumentError && /max_payload/.test(err.message)) {
       return new InvalidArgument(`request exceeds the NATS server's max_payload (subject '${subject}'): ${err.message}`, cause);
     }
