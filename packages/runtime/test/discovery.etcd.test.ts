@@ -12,11 +12,12 @@ import { Etcd3 } from 'etcd3';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { EtcdKvStore } from '../src/discovery/etcd.js';
 import type { KvStore } from '../src/discovery/kv-store.js';
-import { CannotConnect } from '../src/errors.js';
+import { CannotConnect, InvalidArgument } from '../src/errors.js';
 import { hexId, parseJson, stringifyJson } from '../src/json.js';
 import { createLogging } from '../src/logger.js';
 import { EtcdServer } from './harness/etcd.js';
 import { freePort, waitFor } from './harness/free-port.js';
+import { makeTestTlsFiles } from './harness/tls.js';
 import { watchInto } from './harness/watch-into.js';
 
 const log = createLogging({ filter: 'error' }).child('test.discovery.etcd');
@@ -221,6 +222,40 @@ describe('etcd discovery store', { timeout: 30_000 }, () => {
       expect((error as Error).message).not.toContain('wrong-pass');
     } finally {
       await secured.dispose();
+    }
+  });
+
+  it('connects over TLS with ETCD_AUTH_CA, presents a client certificate when etcd requires one, and refuses an untrusted server', async () => {
+    const tls = makeTestTlsFiles();
+    const clientCert = { certFile: tls.clientCertFile, keyFile: tls.clientKeyFile };
+    const secured = await EtcdServer.start({ tls: { caFile: tls.caFile, certFile: tls.certFile, keyFile: tls.keyFile, clientCert } });
+    try {
+      expect(secured.endpoint).toMatch(/^https:\/\//);
+      const mtls = { endpoints: [secured.endpoint], caCert: tls.caFile, clientCert: tls.clientCertFile, clientKey: tls.clientKeyFile, leaseTtlSecs: 2, log };
+      const worker = await EtcdKvStore.connect(mtls);
+      const frontend = await EtcdKvStore.connect(mtls);
+      stores.push(worker, frontend);
+      await worker.create('v1/instances', 'dynamo/backend/generate/1', '{"over":"tls"}');
+      expect(await frontend.list('v1/instances')).toEqual([{ key: 'dynamo/backend/generate/1', value: '{"over":"tls"}' }]);
+      // The record is bound to the worker's lease, over TLS like everything else.
+      const watch = watchInto(frontend, 'v1/instances', '');
+      await waitFor('the record', () => watch.events.length >= 1);
+      await worker.close();
+      stores.splice(stores.indexOf(worker), 1);
+      await waitFor('the delete on lease revoke', () => watch.events.some((e) => e.type === 'delete'), 10_000);
+      await watch.stop();
+
+      const withoutClientCert = await EtcdKvStore.connect({ endpoints: [secured.endpoint], caCert: tls.caFile, connectTimeoutSecs: 2, log }).catch((e: unknown) => e);
+      expect(withoutClientCert).toBeInstanceOf(CannotConnect);
+      expect((withoutClientCert as Error).message).toContain(secured.endpoint);
+      const untrusted = await EtcdKvStore.connect({ endpoints: [secured.endpoint], connectTimeoutSecs: 2, log }).catch((e: unknown) => e);
+      expect(untrusted).toBeInstanceOf(CannotConnect);
+      const missingCa = await EtcdKvStore.connect({ endpoints: [secured.endpoint], caCert: join(tls.caFile, 'nope.pem'), log }).catch((e: unknown) => e);
+      expect(missingCa).toBeInstanceOf(InvalidArgument);
+      expect((missingCa as Error).message).toMatch(/etcd TLS: cannot read the CA certificate at .*nope\.pem/);
+    } finally {
+      await secured.dispose();
+      tls.remove();
     }
   });
 

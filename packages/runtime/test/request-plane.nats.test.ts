@@ -14,7 +14,8 @@ import {
 import { NatsRequestPlaneClient, NatsRequestPlaneServer, natsEndpointSubject } from '../src/request-plane/nats.js';
 import type { RequestAcceptor } from '../src/request-plane/request-plane.js';
 import { freePort, waitFor } from './harness/free-port.js';
-import { type NatsTestServer, makeTestTlsFiles, startNatsServer } from './harness/nats.js';
+import { type NatsTestServer, startNatsServer } from './harness/nats.js';
+import { makeTestTlsFiles } from './harness/tls.js';
 
 // A pino logger is a NatsLogger as is (checked by the compiler).
 const _pinoFits: NatsLogger = pino({ enabled: false });

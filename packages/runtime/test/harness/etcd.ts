@@ -1,6 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
+import { request as httpsRequest } from 'node:https';
+import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { freePort } from './free-port.js';
@@ -31,31 +33,44 @@ function findEtcd(): string {
 }
 
 /**
+ * TLS for the client port: the server's certificate, and, with `clientCert`, clients must present
+ * a certificate signed by `caFile` (this one is what the harness's health checks present).
+ */
+export interface EtcdTls {
+  caFile: string;
+  certFile: string;
+  keyFile: string;
+  clientCert?: { certFile: string; keyFile: string };
+}
+
+/**
  * A single-member etcd on free loopback ports with its own data directory, for tests that need
  * the real thing: leases expiring, watches surviving restarts, a server that lost its data.
  */
 export class EtcdServer {
-  /** The client URL, e.g. `http://127.0.0.1:40123`. */
+  /** The client URL, e.g. `http://127.0.0.1:40123` (`https://` with TLS). */
   readonly endpoint: string;
   readonly #binary: string;
+  readonly #tls: EtcdTls | undefined;
   readonly #dataDir: string;
   readonly #peerUrl: string;
   #child: ChildProcess | undefined;
   #stderr = '';
 
-  private constructor(binary: string, dataDir: string, clientPort: number, peerPort: number) {
+  private constructor(binary: string, dataDir: string, clientPort: number, peerPort: number, tls: EtcdTls | undefined) {
     this.#binary = binary;
     this.#dataDir = dataDir;
-    this.endpoint = `http://127.0.0.1:${clientPort}`;
+    this.#tls = tls;
+    this.endpoint = `${tls ? 'https' : 'http'}://127.0.0.1:${clientPort}`;
     this.#peerUrl = `http://127.0.0.1:${peerPort}`;
   }
 
   /** Starts a fresh etcd and waits until it serves requests. */
-  static async start(): Promise<EtcdServer> {
+  static async start(options: { tls?: EtcdTls } = {}): Promise<EtcdServer> {
     const binary = findEtcd();
     installExitHook();
     const dataDir = await mkdtemp(join(tmpdir(), 'dynamo-test-etcd-'));
-    const server = new EtcdServer(binary, dataDir, await freePort(), await freePort());
+    const server = new EtcdServer(binary, dataDir, await freePort(), await freePort(), options.tls);
     try {
       await server.#launch();
     } catch (err) {
@@ -124,6 +139,9 @@ export class EtcdServer {
         '--initial-cluster', `test=${this.#peerUrl}`,
         '--logger', 'zap',
         '--log-level', 'error',
+        ...(this.#tls
+          ? ['--cert-file', this.#tls.certFile, '--key-file', this.#tls.keyFile, ...(this.#tls.clientCert ? ['--client-cert-auth', '--trusted-ca-file', this.#tls.caFile] : [])]
+          : []),
       ],
       { stdio: ['ignore', 'ignore', 'pipe'] },
     );
@@ -153,14 +171,42 @@ export class EtcdServer {
         throw new Error(`could not start etcd (${this.#binary}) on ${this.endpoint}: ${exit ?? `timed out: ${lastError}`}\n${this.#stderr.trim()}`);
       }
       try {
-        const res = await fetch(`${this.endpoint}/health`, { signal: AbortSignal.timeout(1000) });
-        const body = (await res.json()) as { health?: string };
-        if (res.ok && body.health === 'true') return;
+        const body = (await this.#health()) as { health?: string };
+        if (body.health === 'true') return;
         lastError = `health ${JSON.stringify(body)}`;
       } catch (err) {
         lastError = (err as Error).message;
       }
       await new Promise((r) => setTimeout(r, 50));
     }
+  }
+
+  /** GET /health, over TLS (trusting the test CA, with the client certificate) when configured. */
+  async #health(): Promise<unknown> {
+    const url = `${this.endpoint}/health`;
+    const tls = this.#tls;
+    if (!tls) {
+      const res = await fetch(url, { signal: AbortSignal.timeout(1000) });
+      if (!res.ok) throw new Error(`health: HTTP ${res.status}`);
+      return res.json();
+    }
+    const client = tls.clientCert ? { cert: readFileSync(tls.clientCert.certFile), key: readFileSync(tls.clientCert.keyFile) } : {};
+    return new Promise((resolve, reject) => {
+      const req = httpsRequest(url, { ca: readFileSync(tls.caFile), ...client, timeout: 1000 }, (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => (text += chunk));
+        res.on('end', () => {
+          try {
+            resolve(JSON.parse(text));
+          } catch (err) {
+            reject(err as Error);
+          }
+        });
+      });
+      req.on('timeout', () => req.destroy(new Error('health: timed out')));
+      req.on('error', reject);
+      req.end();
+    });
   }
 }

@@ -1,4 +1,4 @@
-import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
+import { type ChildProcess, spawn } from 'node:child_process';
 import { accessSync, constants, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect as dial } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -187,36 +187,3 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
   };
 }
 
-/** PEM files for a TLS test: a CA, and a server certificate it signed for 127.0.0.1/localhost. */
-export interface TestTlsFiles {
-  caFile: string;
-  certFile: string;
-  keyFile: string;
-  /** Deletes the files. */
-  remove(): void;
-}
-
-/** Makes a throwaway CA and server certificate with `openssl` (EC P-256, one day). */
-export function makeTestTlsFiles(): TestTlsFiles {
-  const dir = mkdtempSync(join(tmpdir(), 'nats-tls-'));
-  scratchDirs.add(dir);
-  installExitHook();
-  const at = (name: string) => join(dir, name);
-  const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
-  openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1',
-    '-subj', '/CN=dynamo-ts test CA', '-keyout', at('ca.key'), '-out', at('ca.pem'));
-  openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
-    '-subj', '/CN=127.0.0.1', '-keyout', at('server.key'), '-out', at('server.csr'));
-  writeFileSync(at('ext.cnf'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
-  openssl('x509', '-req', '-in', at('server.csr'), '-CA', at('ca.pem'), '-CAkey', at('ca.key'), '-CAcreateserial',
-    '-days', '1', '-extfile', at('ext.cnf'), '-out', at('server.pem'));
-  return {
-    caFile: at('ca.pem'),
-    certFile: at('server.pem'),
-    keyFile: at('server.key'),
-    remove() {
-      rmSync(dir, { recursive: true, force: true });
-      scratchDirs.delete(dir);
-    },
-  };
-}
