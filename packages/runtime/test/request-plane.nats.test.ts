@@ -208,6 +208,13 @@ describe('NATS request plane', () => {
     }
   });
 
+  it('publishes per event-loop turn with batchWindowMs 0, and refuses a window out of range', async () => {
+    const transport = await worker().serve('ns', 'comp', 'unbatched', 4n, () => '');
+    const client = new NatsRequestPlaneClient(callerNc, { batchWindowMs: 0 });
+    await Promise.all(Array.from({ length: 20 }, () => client.send(transport, twoPart(new Uint8Array(1), new Uint8Array(1)), {})));
+    expect(() => new NatsRequestPlaneClient(callerNc, { batchWindowMs: -1 })).toThrow(/batchWindowMs/);
+  });
+
   it('matches acks to their requests when many are in flight at once', async () => {
     const transport = await worker().serve('ns', 'comp', 'mixed', 3n, (envelope) => (envelope[envelope.length - 1]! % 2 === 0 ? '' : `odd ${envelope[envelope.length - 1]}`));
     const client = new NatsRequestPlaneClient(callerNc);

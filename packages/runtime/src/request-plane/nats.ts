@@ -284,12 +284,20 @@ export class NatsRequestPlaneServer implements RequestPlaneServer {
 const clientOptionsSchema = z.object({
   /** Ack timeout (`DYN_NATS_REQUEST_TIMEOUT_SECS` × 1000); default 10 s. */
   requestTimeoutMs: z.number().positive().finite().default(DEFAULT_NATS_REQUEST_TIMEOUT_MS),
+  batchWindowMs: z.number().min(0).max(100).default(1),
 });
 
 /** Options of {@link NatsRequestPlaneClient}. */
 export interface NatsRequestPlaneClientOptions {
   /** How long to wait for the worker's ack (`DYN_NATS_REQUEST_TIMEOUT_SECS` × 1000); default 10 000. */
   requestTimeoutMs?: number;
+  /**
+   * Under load, publish requests at most once per this many milliseconds, together (default 1; 0
+   * = once per event-loop turn). A request that comes after a quiet spell leaves at once; under
+   * load, fewer and larger writes save the caller, the NATS server and the worker a syscall and a
+   * wake-up per request, for at most this much added latency.
+   */
+  batchWindowMs?: number;
   /** Where per-request failures are reported (debug level). */
   log?: NatsLogger;
 }
@@ -318,14 +326,15 @@ interface QueuedPublish {
  * `max_payload` or the transport is not a NATS one.
  *
  * Acks come back on one wildcard inbox subscription (`_INBOX.{nuid}.*`), matched by the last
- * token, and requests made in one event-loop turn leave in one socket write: this is the hot path
- * of every request, and nats.js's `request()` costs a timer, two promises and an Error object per
+ * token, and requests are published in batches (see `batchWindowMs`): this is the hot path of
+ * every request, and nats.js's `request()` costs a timer, two promises and an Error object per
  * call. All requests share one timeout, so they expire in the order they were sent.
  */
 export class NatsRequestPlaneClient implements RequestPlaneClient {
   readonly kind = 'nats' as const;
   readonly #nc: NatsConnection;
   readonly #timeoutMs: number;
+  readonly #batchWindowMs: number;
   readonly #log: NatsLogger | undefined;
   #inbox: string | undefined;
   #sub: Subscription | undefined;
@@ -333,12 +342,15 @@ export class NatsRequestPlaneClient implements RequestPlaneClient {
   /** Insertion order is deadline order (one timeout for all). */
   readonly #pending = new Map<string, PendingAck>();
   #queue: QueuedPublish[] = [];
+  #lastFlush = 0;
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
 
   constructor(nc: NatsConnection, options: NatsRequestPlaneClientOptions = {}) {
     this.#nc = nc;
-    this.#timeoutMs = parseOrThrow(clientOptionsSchema, { requestTimeoutMs: options.requestTimeoutMs }, 'nats request plane').requestTimeoutMs;
+    const parsed = parseOrThrow(clientOptionsSchema, { requestTimeoutMs: options.requestTimeoutMs, batchWindowMs: options.batchWindowMs }, 'nats request plane');
+    this.#timeoutMs = parsed.requestTimeoutMs;
+    this.#batchWindowMs = parsed.batchWindowMs;
     this.#log = options.log;
   }
 
@@ -379,7 +391,7 @@ export class NatsRequestPlaneClient implements RequestPlaneClient {
     return new Promise<void>((resolve, reject) => {
       this.#pending.set(token, { subject, deadline: performance.now() + this.#timeoutMs, resolve, reject });
       this.#timer ??= setTimeout(this.#expire, this.#timeoutMs).unref();
-      if (this.#queue.push({ subject, envelope, reply: inbox + token, headers: hdrs }) === 1) setImmediate(this.#flush);
+      if (this.#queue.push({ subject, envelope, reply: inbox + token, headers: hdrs }) === 1) this.#scheduleFlush();
     });
   }
 
@@ -404,7 +416,14 @@ export class NatsRequestPlaneClient implements RequestPlaneClient {
     return inbox;
   }
 
+  #scheduleFlush(): void {
+    const since = performance.now() - this.#lastFlush;
+    if (since >= this.#batchWindowMs) setImmediate(this.#flush);
+    else setTimeout(this.#flush, this.#batchWindowMs - since);
+  }
+
   readonly #flush = (): void => {
+    this.#lastFlush = performance.now();
     const queue = this.#queue;
     this.#queue = [];
     // Published in one synchronous run, nats.js writes them to the socket together.
