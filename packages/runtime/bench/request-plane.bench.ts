@@ -21,11 +21,12 @@
 // BENCH_WARMUP=2000  BENCH_CONCURRENCY=64  BENCH_SOAK=100000 (short requests before the RSS check)
 // BENCH_FLOOR=0 (skip the node:net floor)  BENCH_PHASE_TIMEOUT_S=120 (per measurement)
 // BENCH_IDLE_SETTLE_S=60 (how long the idle worker may take to give memory back)
-// BENCH_RUNNER=node|tsx (how the children run: plain node on an esbuild bundle, the way a built
-// worker runs, or `node --import tsx` on the sources; node falls back to tsx when esbuild is
-// unavailable)  BENCH_CHILD_FLAGS='--cpu-prof --cpu-prof-dir=/tmp/prof' (extra node flags for the
+// BENCH_RUNNER=node|tsx (how the caller and the children run: plain node on esbuild bundles, the
+// way a built frontend and worker run, or with the tsx loader on the sources; node falls back to
+// tsx when esbuild is unavailable)  BENCH_CHILD_FLAGS='--cpu-prof --cpu-prof-dir=/tmp/prof' (extra node flags for the
 // children; profile the caller with `node --cpu-prof --import tsx bench/request-plane.bench.ts`).
 import { type ChildProcess, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { connect, type Socket } from 'node:net';
@@ -41,7 +42,8 @@ import { type Client, DistributedRuntime, loadRuntimeConfig } from '../src/index
 import { tickBatchedWriter } from '../src/request-plane/tcp.js';
 import { type NatsTestServer, startNatsServer } from '../test/harness/nats.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
+// The bench re-runs itself from a bundle in bench/.build (see main), which passes its real directory.
+const here = process.env['BENCH_HERE'] ?? dirname(fileURLToPath(import.meta.url));
 const packageRoot = join(here, '..');
 
 function intEnv(name: string, fallback: number): number {
@@ -92,23 +94,29 @@ type Runner = { kind: 'node'; bundle: string } | { kind: 'tsx' };
  * children run on plain node without a TypeScript loader: tsx's off-thread loader alone adds
  * ~30 MB of RSS, which is not the runtime's and not what a built worker carries.
  */
+/** Bundles `bench/{name}.ts` and the sources it imports (dependencies left external) into bench/.build. */
+async function bundle(name: string): Promise<string> {
+  const tsxRequire = createRequire(createRequire(import.meta.url).resolve('tsx/package.json'));
+  const esbuild = tsxRequire('esbuild') as { build(options: Record<string, unknown>): Promise<unknown> };
+  const outfile = join(here, '.build', `${name}.mjs`);
+  await esbuild.build({
+    entryPoints: [join(here, `${name}.ts`)],
+    outfile,
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    packages: 'external',
+    logLevel: 'silent',
+  });
+  return outfile;
+}
+
 async function prepareRunner(): Promise<{ runner: Runner; note: string }> {
   if (RUNNER_WANTED === 'tsx') return { runner: { kind: 'tsx' }, note: 'node --import tsx (TypeScript loader thread included in RSS)' };
   try {
-    const tsxRequire = createRequire(createRequire(import.meta.url).resolve('tsx/package.json'));
-    const esbuild = tsxRequire('esbuild') as { build(options: Record<string, unknown>): Promise<unknown> };
-    const bundle = join(here, '.build', 'worker.mjs');
-    await esbuild.build({
-      entryPoints: [join(here, 'worker.ts')],
-      outfile: bundle,
-      bundle: true,
-      platform: 'node',
-      format: 'esm',
-      target: 'node20',
-      packages: 'external',
-      logLevel: 'silent',
-    });
-    return { runner: { kind: 'node', bundle }, note: 'plain node on an esbuild bundle of bench/worker.ts + src (deps external)' };
+    const worker = await bundle('worker');
+    return { runner: { kind: 'node', bundle: worker }, note: 'plain node on an esbuild bundle of bench/worker.ts + src (deps external)' };
   } catch (err) {
     return { runner: { kind: 'tsx' }, note: `node --import tsx (esbuild unavailable: ${(err as Error).message.split('\n')[0]})` };
   }
@@ -742,6 +750,24 @@ function report(env: string[], floor: FloorResults | undefined, planes: PlaneRes
   console.log(out.join('\n'));
 }
 
+/**
+ * Runs this bench again from a bundle on plain node, so that the caller side is measured the way a
+ * built frontend runs rather than under tsx (whose transformed code adds a helper call to every
+ * closure). Returns the exit code, or undefined when the bench should go on in this process.
+ */
+async function rerunBundled(): Promise<number | undefined> {
+  if (RUNNER_WANTED !== 'node' || process.env['BENCH_BUNDLED'] === '1') return undefined;
+  let self: string;
+  try {
+    self = await bundle('request-plane.bench');
+  } catch {
+    return undefined;
+  }
+  const child = spawn(process.execPath, [self], { stdio: 'inherit', env: { ...process.env, BENCH_BUNDLED: '1', BENCH_HERE: here } });
+  const [code, signal] = (await once(child, 'exit')) as [number | null, NodeJS.Signals | null];
+  return code ?? (signal ? 1 : 0);
+}
+
 async function main(): Promise<void> {
   const started = performance.now();
   const { runner, note } = await prepareRunner();
@@ -749,7 +775,7 @@ async function main(): Promise<void> {
   const env = [
     `node ${process.version} (${platform()} ${arch()}, kernel ${release()}), ${cpu.length} cores (${cpu[0]?.model.trim() ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB RAM`,
     `worker: separate process, file discovery in a temp dir, DYN_LOG=error; ${note}`,
-    `caller: this process (tsx); warm-up ${fmtInt(WARMUP)} requests / 50k items before each measurement`,
+    `caller: this process (${process.env['BENCH_BUNDLED'] === '1' ? 'plain node on an esbuild bundle of the bench + src' : 'tsx'}); warm-up ${fmtInt(WARMUP)} requests / 50k items before each measurement`,
   ];
   console.log(`request-plane bench: ${env[0]}`);
   const skipped: string[] = [];
@@ -796,6 +822,8 @@ async function main(): Promise<void> {
   report(env, floor, results, skipped, failures);
 }
 
+const bundledExit = await rerunBundled();
+if (bundledExit !== undefined) process.exit(bundledExit);
 await main();
 // Open handles (discovery watchers, NATS) must not keep a finished report alive.
 process.exit(0);
