@@ -114,8 +114,13 @@ export class ResponseSender {
       if (this.#phase !== 'ending') this.#onKill(`response stream failed: ${err.message}`);
     });
     socket.on('end', () => {
-      // The caller closing is the expected end after our sentinel; any earlier it means kill.
-      if (this.#phase !== 'ending' && this.#phase !== 'closed') this.#onKill('caller closed the response stream');
+      // The caller closing is the expected end after our sentinel: everything we wrote has been
+      // read, so close outright. Any earlier it means kill; flush what is queued, then close.
+      if (this.#phase === 'ending') {
+        socket.destroy();
+        return;
+      }
+      if (this.#phase !== 'closed') this.#onKill('caller closed the response stream');
       if (!socket.destroyed) socket.end();
     });
     socket.on('close', () => {
