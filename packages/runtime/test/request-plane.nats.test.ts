@@ -202,7 +202,7 @@ describe('NATS request plane', () => {
       const err = await waiting;
       expect(err).toBeInstanceOf(CannotConnect);
       expect((err as Error).message).toMatch(/client was closed.*ns_comp\.slow-1/);
-      await expect(client.send({ nats_tcp: 'ns_comp.slow-1' }, new Uint8Array(24), {})).rejects.toThrow(/closed/);
+      await expect(client.send({ nats_tcp: 'ns_comp.slow-1' }, new Uint8Array(24), {})).rejects.toThrow(/request-plane client is closed/);
     } finally {
       silent.unsubscribe();
     }

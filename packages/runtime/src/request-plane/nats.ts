@@ -383,7 +383,8 @@ export class NatsRequestPlaneClient implements RequestPlaneClient {
         ),
       );
     }
-    if (this.#closed || this.#nc.isClosed() || this.#nc.isDraining()) {
+    if (this.#closed) return Promise.reject(new CannotConnect(`the NATS request-plane client is closed; cannot send to '${subject}'`));
+    if (this.#nc.isClosed() || this.#nc.isDraining()) {
       return Promise.reject(new CannotConnect(`NATS connection is closed; cannot send to '${subject}'`));
     }
     const inbox = this.#inbox ?? this.#subscribe();
