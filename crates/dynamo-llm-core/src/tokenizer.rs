@@ -1,0 +1,107 @@
+//! A Hugging Face tokenizer loaded the way Dynamo loads one: `tokenizer.json`, with the special
+//! tokens that `tokenizer_config.json` declares registered so they match atomically, and no
+//! truncation or padding.
+
+use std::path::Path;
+
+use serde_json::Value;
+use tokenizers::{AddedToken, Tokenizer as HfTokenizer};
+
+use crate::error::{LlmError, Result};
+
+/// A loaded tokenizer. Cheap to share behind an `Arc`; every method takes `&self`.
+pub struct Tokenizer {
+    inner: HfTokenizer,
+}
+
+impl Tokenizer {
+    /// Loads `tokenizer.json` and, when given, the special tokens of `tokenizer_config.json`.
+    pub fn from_files(tokenizer_json: &Path, tokenizer_config_json: Option<&Path>) -> Result<Self> {
+        let bytes = std::fs::read(tokenizer_json).map_err(|e| LlmError::io(tokenizer_json, e))?;
+        let mut tokenizer = Self::from_bytes(&bytes).map_err(|e| match e {
+            LlmError::Tokenizer(msg) => LlmError::bad_file(tokenizer_json, msg),
+            other => other,
+        })?;
+        if let Some(path) = tokenizer_config_json {
+            let text = std::fs::read_to_string(path).map_err(|e| LlmError::io(path, e))?;
+            let config: Value = serde_json::from_str(&text)
+                .map_err(|e| LlmError::bad_file(path, format!("not valid JSON: {e}")))?;
+            tokenizer.add_config_special_tokens(&config).map_err(|msg| LlmError::bad_file(path, msg))?;
+        }
+        Ok(tokenizer)
+    }
+
+    /// Parses a `tokenizer.json` document.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self> {
+        let mut inner = HfTokenizer::from_bytes(bytes).map_err(|e| LlmError::Tokenizer(format!("not a valid tokenizer.json: {e}")))?;
+        inner.with_truncation(None).map_err(|e| LlmError::Tokenizer(e.to_string()))?;
+        inner.with_padding(None);
+        Ok(Self { inner })
+    }
+
+    /// Wraps a tokenizer built in code (the GGUF vocabularies).
+    pub(crate) fn from_hf(inner: HfTokenizer) -> Self {
+        Self { inner }
+    }
+
+    /// Registers `added_tokens_decoder` entries marked `"special": true`.
+    fn add_config_special_tokens(&mut self, config: &Value) -> std::result::Result<(), String> {
+        let Some(decoder) = config.get("added_tokens_decoder") else { return Ok(()) };
+        let entries = decoder.as_object().ok_or("added_tokens_decoder must be an object")?;
+        let mut specials = Vec::new();
+        for (id, entry) in entries {
+            let content = entry
+                .get("content")
+                .and_then(Value::as_str)
+                .ok_or_else(|| format!("added_tokens_decoder.{id}.content must be a string"))?;
+            if entry.get("special").and_then(Value::as_bool) != Some(true) {
+                continue;
+            }
+            let flag = |name: &str, default: bool| entry.get(name).and_then(Value::as_bool).unwrap_or(default);
+            specials.push(
+                AddedToken::from(content.to_owned(), true)
+                    .single_word(flag("single_word", false))
+                    .lstrip(flag("lstrip", false))
+                    .rstrip(flag("rstrip", false))
+                    .normalized(flag("normalized", false)),
+            );
+        }
+        self.inner.add_special_tokens(&specials);
+        Ok(())
+    }
+
+    /// Token ids of `text`; `add_special_tokens` adds what the post-processor adds (BOS...).
+    pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
+        let encoding = self.inner.encode(text, add_special_tokens).map_err(|e| LlmError::Tokenizer(e.to_string()))?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
+    /// Token ids of each text, encoded in parallel.
+    pub fn encode_batch(&self, texts: Vec<String>, add_special_tokens: bool) -> Result<Vec<Vec<u32>>> {
+        let encodings = self
+            .inner
+            .encode_batch(texts, add_special_tokens)
+            .map_err(|e| LlmError::Tokenizer(e.to_string()))?;
+        Ok(encodings.into_iter().map(|e| e.get_ids().to_vec()).collect())
+    }
+
+    /// The text of `ids`; `skip_special_tokens` drops special tokens from it.
+    pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
+        self.inner.decode(ids, skip_special_tokens).map_err(|e| LlmError::Tokenizer(e.to_string()))
+    }
+
+    /// Vocabulary size including added tokens.
+    pub fn vocab_size(&self) -> usize {
+        self.inner.get_vocab_size(true)
+    }
+
+    /// The id of a token string, if it is in the vocabulary.
+    pub fn token_to_id(&self, token: &str) -> Option<u32> {
+        self.inner.token_to_id(token)
+    }
+
+    /// The token string of an id, if the id is in the vocabulary.
+    pub fn id_to_token(&self, id: u32) -> Option<String> {
+        self.inner.id_to_token(id)
+    }
+}
