@@ -6,6 +6,7 @@ pub mod block_hash;
 pub mod checksum;
 pub mod detokenizer;
 pub mod error;
+pub mod gguf;
 pub mod prompt;
 pub mod template;
 pub mod tokenizer;

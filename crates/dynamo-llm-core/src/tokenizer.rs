@@ -39,11 +39,6 @@ impl Tokenizer {
         Ok(Self { inner })
     }
 
-    /// Wraps a tokenizer built in code (the GGUF vocabularies).
-    pub(crate) fn from_hf(inner: HfTokenizer) -> Self {
-        Self { inner }
-    }
-
     /// Registers `added_tokens_decoder` entries marked `"special": true`.
     fn add_config_special_tokens(&mut self, config: &Value) -> std::result::Result<(), String> {
         let Some(decoder) = config.get("added_tokens_decoder") else { return Ok(()) };

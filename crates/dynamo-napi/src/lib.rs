@@ -1,7 +1,13 @@
 //! Thin napi-rs binding: converts types and errors between JS and the pure crates, nothing else.
 #![deny(clippy::all)]
 
+mod block_hash;
 mod conformance;
+mod detokenizer;
+mod gguf;
 mod js_engine;
 mod kernels;
 mod lifecycle;
+mod prompt;
+mod tokenizer;
+mod work;

@@ -1,0 +1,77 @@
+//! `PromptFormatter`: a model's chat template applied to OpenAI chat requests.
+
+use std::sync::Arc;
+
+use dynamo_llm_core::prompt::{PromptFormatter as Core, RenderOptions, TemplateSources};
+use napi::bindgen_prelude::AsyncTask;
+use napi::{Error, Status};
+use napi_derive::napi;
+use serde_json::Value;
+
+use crate::work::{js_error, Work};
+
+/// Where the chat template comes from, as file contents (the first one present wins, in this order).
+#[napi(object)]
+pub struct ChatTemplateSources {
+    /// A template given at registration.
+    pub custom: Option<String>,
+    /// `chat_template.jinja`.
+    pub chat_template_jinja: Option<String>,
+    /// `chat_template.json`, as text.
+    pub chat_template_json: Option<String>,
+    /// `tokenizer_config.json`, as text: its `chat_template` and special tokens.
+    pub tokenizer_config: Option<String>,
+}
+
+/// Model options that change rendering.
+#[napi(object)]
+pub struct PromptFormatterOptions {
+    /// Leave `tools` out when `tool_choice` is `"none"` (default true).
+    pub exclude_tools_when_tool_choice_none: Option<bool>,
+}
+
+fn parse(name: &str, text: Option<String>) -> napi::Result<Option<Value>> {
+    text.map(|t| serde_json::from_str(&t).map_err(|e| Error::new(Status::InvalidArg, format!("{name} is not valid JSON: {e}"))))
+        .transpose()
+}
+
+/// Renders prompts from OpenAI chat-completions bodies with the model's chat template.
+#[napi]
+pub struct PromptFormatter {
+    inner: Arc<Core>,
+}
+
+#[napi]
+impl PromptFormatter {
+    /// Picks and compiles the template; throws naming the source when it is missing or broken.
+    #[napi(constructor)]
+    pub fn new(sources: ChatTemplateSources, options: Option<PromptFormatterOptions>) -> napi::Result<Self> {
+        let sources = TemplateSources {
+            custom: sources.custom,
+            chat_template_jinja: sources.chat_template_jinja,
+            chat_template_json: parse("chat_template.json", sources.chat_template_json)?,
+            tokenizer_config: parse("tokenizer_config.json", sources.tokenizer_config)?,
+        };
+        let options = RenderOptions {
+            exclude_tools_when_tool_choice_none: options.and_then(|o| o.exclude_tools_when_tool_choice_none).unwrap_or(true),
+        };
+        Ok(Self { inner: Arc::new(Core::new(&sources, options).map_err(js_error)?) })
+    }
+
+    /// The prompt for a chat request given as JSON text, off the JS thread.
+    #[napi(ts_return_type = "Promise<string>")]
+    pub fn render(&self, request_json: String) -> AsyncTask<Work<String, String>> {
+        let inner = self.inner.clone();
+        AsyncTask::new(Work::new(move || inner.render(&parse_request(&request_json)?), |s| s))
+    }
+
+    /// The prompt for a chat request given as JSON text, on the calling thread.
+    #[napi]
+    pub fn render_sync(&self, request_json: String) -> napi::Result<String> {
+        parse_request(&request_json).and_then(|r| self.inner.render(&r)).map_err(js_error)
+    }
+}
+
+fn parse_request(text: &str) -> dynamo_llm_core::Result<Value> {
+    serde_json::from_str(text).map_err(|e| dynamo_llm_core::LlmError::InvalidArgument(format!("request is not valid JSON: {e}")))
+}
