@@ -1,8 +1,7 @@
-//! GGUF metadata and file checksums, read off the JS thread.
+//! GGUF metadata, read off the JS thread.
 
 use std::path::PathBuf;
 
-use dynamo_llm_core::checksum::file_checksum;
 use dynamo_llm_core::gguf::read_metadata;
 use napi::bindgen_prelude::AsyncTask;
 use napi_derive::napi;
@@ -19,10 +18,4 @@ const MAX_ARRAY: usize = 64;
 #[napi(ts_return_type = "Promise<string>")]
 pub fn read_gguf_metadata_json(path: String) -> AsyncTask<Work<String, String>> {
     AsyncTask::new(Work::new(move || Ok(read_metadata(&PathBuf::from(path))?.summary(MAX_ARRAY).to_string()), |s| s))
-}
-
-/// The `blake3:<hex>` checksum of a file, as model deployment cards carry it.
-#[napi(ts_return_type = "Promise<string>")]
-pub fn file_checksum_blake3(path: String) -> AsyncTask<Work<String, String>> {
-    AsyncTask::new(Work::new(move || file_checksum(&PathBuf::from(path)), |s| s))
 }

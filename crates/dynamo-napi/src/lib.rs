@@ -2,6 +2,7 @@
 #![deny(clippy::all)]
 
 mod block_hash;
+mod checksum;
 mod conformance;
 mod detokenizer;
 mod gguf;

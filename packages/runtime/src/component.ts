@@ -71,6 +71,7 @@ export class Endpoint {
   readonly name: string;
   #serving: { ingress: EndpointIngress; stopped: Promise<void>; resolveStopped: () => void } | undefined;
   #stopping: Promise<void> | undefined;
+  readonly #stopHooks: Array<() => Promise<void> | void> = [];
 
   constructor(component: Component, name: string) {
     this.component = component;
@@ -123,6 +124,14 @@ export class Endpoint {
     };
   }
 
+  /**
+   * Runs `hook` each time this endpoint stops serving, right after it leaves discovery (e.g. to
+   * remove the model card registered for it). A failing hook is logged, not thrown.
+   */
+  onStop(hook: () => Promise<void> | void): void {
+    this.#stopHooks.push(hook);
+  }
+
   /** @internal Graceful stop of this handle's serving; see {@link ServedEndpoint.stop}. */
   stopServing(options: { drainTimeoutMs?: number } = {}): Promise<void> {
     this.#stopping ??= this.#stop(options.drainTimeoutMs ?? 30_000);
@@ -137,6 +146,13 @@ export class Endpoint {
     const log = runtime.log(`runtime.endpoint.${endpoint}`);
     // Leave discovery first so routers stop picking us, then refuse stragglers and drain.
     await runtime.discovery.unregisterEndpoint(namespace, component, endpoint).catch((err: unknown) => log.warn({ err }, 'unregister failed'));
+    for (const hook of this.#stopHooks) {
+      try {
+        await hook();
+      } catch (err) {
+        log.warn({ err }, 'endpoint stop hook failed');
+      }
+    }
     runtime.systemStatus?.setStatus(endpoint, 'notready');
     serving.ingress.stopAdmission();
     const left = await serving.ingress.drain(drainTimeoutMs);

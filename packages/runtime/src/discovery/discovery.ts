@@ -63,6 +63,12 @@ export class Discovery {
     await this.#write(MDC_BUCKET, key, encodeRecord(record));
   }
 
+  /** Removes this process's `Model` record for an endpoint (the one with `suffix`, if given). */
+  async unregisterModel(namespace: string, component: string, endpoint: string, suffix?: string): Promise<void> {
+    const key = instanceKey(namespace, component, endpoint, this.instanceId) + (suffix === undefined ? '' : `/${suffix}`);
+    await this.store.delete(MDC_BUCKET, key);
+  }
+
   /** The live instances of an endpoint. Records that fail to parse are logged and skipped. */
   async listInstances(namespace: string, component: string, endpoint: string): Promise<EndpointRecord[]> {
     const entries = await this.store.list(INSTANCES_BUCKET, endpointPrefix(namespace, component, endpoint));

@@ -1,0 +1,33 @@
+/**
+ * `@dynamo/llm`: Dynamo's LLM layer for TypeScript. Register a model for an endpoint so a
+ * Dynamo frontend serves it ({@link registerLlm}), and preprocess / postprocess OpenAI requests
+ * the way a Dynamo frontend does ({@link Preprocessor}, {@link postprocess}).
+ */
+export { ModelInput, ModelInputSchema } from './model-input.js';
+export { ModelType, type ModelTypeFlags, modelTypeToWire, modelTypeFromWire, normalizeModelType } from './model-type.js';
+export {
+  CheckedFileSchema,
+  type CheckedFile,
+  ModelDeploymentCardSchema,
+  type ModelDeploymentCard,
+  RuntimeConfigSchema,
+  type RuntimeConfig,
+  type RuntimeConfigInput,
+} from './card/schema.js';
+export { buildCard, type CardOptions } from './card/build.js';
+export { mdcsum } from './card/mdcsum.js';
+export { slugify } from './card/slug.js';
+export { LocalModel, type LoadModelOptions, type ModelFile, type FileSlot, type GgufSummary } from './local-model.js';
+export { registerLlm, unregisterLlm, type RegisterLlmOptions, type RegisteredModel } from './register.js';
+export { resolveModelPath, type ResolvedModelPath, type ResolveOptions } from './model-path/index.js';
+export { ChatCompletionRequestSchema, type ChatCompletionRequest, CompletionRequestSchema, type CompletionRequest } from './preprocess/openai.js';
+export {
+  PreprocessedRequestSchema,
+  type PreprocessedRequest,
+  StopConditionsSchema,
+  SamplingOptionsSchema,
+  OutputOptionsSchema,
+} from './preprocess/preprocessed-request.js';
+export { Preprocessor } from './preprocess/preprocessor.js';
+export { postprocess, EngineOutputSchema, type EngineOutput, type TextDelta } from './postprocess/postprocessor.js';
+export { Tokenizer, PromptFormatter, Detokenizer, computeBlockHashes, computeSequenceHashes } from '@dynamo/core';

@@ -1,0 +1,75 @@
+import { type Endpoint, InvalidArgument } from '@dynamo/runtime';
+
+import { buildCard, type CardOptions } from './card/build.js';
+import type { ModelDeploymentCard } from './card/schema.js';
+import { type LoadModelOptions, LocalModel } from './local-model.js';
+import { ModelInput } from './model-input.js';
+import { normalizeModelType, type ModelTypeFlags } from './model-type.js';
+
+/** Options of {@link registerLlm}. */
+export interface RegisterLlmOptions extends Omit<CardOptions, 'modelInput' | 'modelType'>, Omit<LoadModelOptions, 'customTemplatePath'> {
+  /** A Jinja file that replaces the model's chat template. */
+  customTemplatePath?: string;
+}
+
+/** A registered model: its card, and how to take it back. */
+export interface RegisteredModel {
+  card: ModelDeploymentCard;
+  model: LocalModel;
+  /** Removes the card from discovery (idempotent). */
+  unregister(): Promise<void>;
+}
+
+const registrations = new WeakMap<Endpoint, RegisteredModel>();
+
+/**
+ * Registers a model for `endpoint`: reads the model at `modelPath` (a directory, a `.gguf` file,
+ * or a Hugging Face repo id fetched into the local cache), builds its model deployment card and
+ * publishes it under `v1/mdc/{ns}/{comp}/{ep}/{instance}` through the runtime's discovery. A
+ * Dynamo frontend then serves the model. The card goes away when the endpoint stops, the
+ * runtime shuts down, or {@link unregisterLlm} is called.
+ *
+ * `registerLlm(ModelType.Backend, endpoint, modelPath)`, the first releases' form, means Tokens
+ * input with chat and completions.
+ */
+export async function registerLlm(modelInput: ModelInput, modelType: ModelTypeFlags, endpoint: Endpoint, modelPath: string, options?: RegisterLlmOptions): Promise<RegisteredModel>;
+export async function registerLlm(modelType: ModelTypeFlags, endpoint: Endpoint, modelPath: string, options?: RegisterLlmOptions): Promise<RegisteredModel>;
+export async function registerLlm(...args: unknown[]): Promise<RegisteredModel> {
+  const legacy = typeof args[0] === 'number';
+  const [modelInput, modelType, endpoint, modelPath, options = {}] = (legacy ? [ModelInput.Tokens, ...args] : args) as [ModelInput, ModelTypeFlags, Endpoint, string, RegisterLlmOptions?];
+  if (!Object.values(ModelInput).includes(modelInput)) throw new InvalidArgument(`modelInput must be one of ${Object.values(ModelInput).join(', ')}, got ${String(modelInput)}`);
+  const { flags, legacyBackend } = normalizeModelType(modelType);
+  if (legacyBackend && modelInput !== ModelInput.Tokens) throw new InvalidArgument('ModelType.Backend takes Tokens input');
+  if (typeof modelPath !== 'string' || modelPath === '') throw new InvalidArgument('modelPath must be a non-empty string');
+  if (typeof endpoint?.onStop !== 'function') throw new InvalidArgument('endpoint must be an Endpoint of @dynamo/runtime');
+
+  const model = await LocalModel.load(modelPath, options);
+  const card = buildCard(model, { ...options, modelInput, modelType: flags });
+  const runtime = endpoint.component.namespace.runtime;
+  const { namespace, component, endpoint: name } = endpoint.path;
+  await registrations.get(endpoint)?.unregister();
+  await runtime.discovery.registerModel(namespace, component, name, card);
+  runtime.log('llm.register').info({ model: card.display_name, namespace, component, endpoint: name, model_type: card.model_type, model_input: card.model_input }, 'registered model');
+
+  let removed: Promise<void> | undefined;
+  const registered: RegisteredModel = {
+    card,
+    model,
+    unregister: () => {
+      removed ??= (async () => {
+        if (registrations.get(endpoint) === registered) registrations.delete(endpoint);
+        await runtime.discovery.unregisterModel(namespace, component, name);
+      })();
+      return removed;
+    },
+  };
+  registrations.set(endpoint, registered);
+  endpoint.onStop(() => registered.unregister());
+  runtime.onShutdown(() => registered.unregister());
+  return registered;
+}
+
+/** Removes the card {@link registerLlm} published for `endpoint`; does nothing if there is none. */
+export async function unregisterLlm(endpoint: Endpoint): Promise<void> {
+  await registrations.get(endpoint)?.unregister();
+}
