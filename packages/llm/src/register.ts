@@ -44,6 +44,8 @@ export async function registerLlm(...args: unknown[]): Promise<RegisteredModel> 
   if (typeof endpoint?.onStop !== 'function') throw new InvalidArgument('endpoint must be an Endpoint of @dynamo/runtime');
 
   const model = await LocalModel.load(modelPath, options);
+  // A broken tokenizer fails here, naming its file, not later in every frontend.
+  await model.tokenizer();
   const card = buildCard(model, { ...options, modelInput, modelType: flags });
   const runtime = endpoint.component.namespace.runtime;
   const { namespace, component, endpoint: name } = endpoint.path;

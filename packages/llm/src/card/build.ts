@@ -40,6 +40,7 @@ export function buildCard(model: LocalModel, options: CardOptions): ModelDeploym
   if (maxContext !== undefined && contextLength > maxContext) {
     throw new InvalidArgument(`contextLength ${contextLength} is larger than the model's maximum of ${maxContext} tokens`);
   }
+  const local = (file: ModelFile): CheckedFile => ({ path: file.path, checksum: file.checksum, size: file.size });
   const where = (file: ModelFile): CheckedFile => ({
     path: model.source.repoId ? `hf://${model.source.repoId}/${file.name}` : file.path,
     checksum: file.checksum,
@@ -47,27 +48,29 @@ export function buildCard(model: LocalModel, options: CardOptions): ModelDeploym
   });
   const { files } = model;
   const template = files.customTemplate ?? files.chatTemplateJinja;
+  const customTemplate = template !== undefined && template === files.customTemplate;
+  // Slots a model lacks are left out, as stock Dynamo writes its cards.
   const card = {
     display_name: displayName,
     slug: slugify(displayName),
     source_path: model.source.repoId ?? model.source.path,
-    model_info: files.config ? { hf_config_json: where(files.config) } : null,
-    tokenizer: files.tokenizer ? { hf_tokenizer_json: where(files.tokenizer) } : files.gguf ? { gguf: { path: files.gguf.path, checksum: files.gguf.checksum, size: files.gguf.size } } : null,
-    prompt_formatter: files.tokenizerConfig ? { hf_tokenizer_config_json: where(files.tokenizerConfig) } : null,
-    chat_template_file: template
-      ? { hf_chat_template: { is_custom: template === files.customTemplate, file: template === files.customTemplate ? { path: template.path, checksum: template.checksum, size: template.size } : where(template) } }
-      : files.chatTemplateJson
-        ? { hf_chat_template_json: { is_custom: false, file: where(files.chatTemplateJson) } }
-        : null,
-    gen_config: files.generationConfig ? { hf_generation_config_json: where(files.generationConfig) } : null,
-    prompt_context: null,
+    ...(files.config && { model_info: { hf_config_json: where(files.config) } }),
+    ...(files.tokenizer && { tokenizer: { hf_tokenizer_json: where(files.tokenizer) } }),
+    ...(files.gguf && { tokenizer: { gguf: local(files.gguf) } }),
+    ...(files.tokenizerConfig && { prompt_formatter: { hf_tokenizer_config_json: where(files.tokenizerConfig) } }),
+    ...(template && { chat_template_file: { hf_chat_template: { is_custom: customTemplate, file: customTemplate ? local(template) : where(template) } } }),
+    ...(!template && files.chatTemplateJson && { chat_template_file: { hf_chat_template_json: { is_custom: false, file: where(files.chatTemplateJson) } } }),
+    ...(files.generationConfig && { gen_config: { hf_generation_config_json: where(files.generationConfig) } }),
+    ...(maxContext !== undefined && { architectural_max_context_length: maxContext }),
     context_length: contextLength,
     kv_cache_block_size: nonNegativeInt('kvCacheBlockSize', options.kvCacheBlockSize ?? 16, 1),
     migration_limit: nonNegativeInt('migrationLimit', options.migrationLimit ?? 0),
     model_type: modelTypeToWire(options.modelType),
     model_input: options.modelInput,
-    user_data: options.userData ?? null,
-    runtime_config: { ...options.runtimeConfig, ...(options.contextLength === undefined ? {} : { context_length: contextLength }) },
+    worker_type: 'aggregated',
+    needs: [],
+    ...(options.userData !== undefined && { user_data: options.userData }),
+    runtime_config: { ...options.runtimeConfig, ...(contextLength > 0 && { context_length: contextLength }) },
     media_decoder: null,
     media_fetcher: null,
   };

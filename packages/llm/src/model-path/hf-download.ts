@@ -56,7 +56,8 @@ async function sizeOf(path: string): Promise<number> {
   );
 }
 
-async function downloadBlob(ctx: DownloadContext, file: string, meta: FileMetadata): Promise<void> {
+async function downloadBlob(ctx: DownloadContext, file: string, first: FileMetadata): Promise<void> {
+  let meta = first;
   const blob = ctx.cache.blobPath(meta.etag);
   const partial = `${blob}.incomplete`;
   await mkdir(dirname(blob), { recursive: true });
@@ -69,6 +70,8 @@ async function downloadBlob(ctx: DownloadContext, file: string, meta: FileMetada
         await rm(partial, { force: true });
         have = 0;
       }
+      // A retry asks the Hub again: redirect targets are signed URLs that expire.
+      if (attempt > 1) meta = { ...(await ctx.client.fileMetadata(ctx.repoId, ctx.commit, file)), etag: meta.etag };
       if (total === undefined || have < total) total = await transfer(ctx, file, meta, partial, have, progress);
       await verify(partial, meta.etag, total);
       await rename(partial, blob);

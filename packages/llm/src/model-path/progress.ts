@@ -59,7 +59,7 @@ function logProgress(repoId: string, log: ModelPathLog): Progress {
 function barProgress(stream: NodeJS.WritableStream): Progress {
   let bars: cliProgress.MultiBar | undefined;
   const payload = (file: string, value: number, total: number | undefined) => ({
-    file,
+    file: file.length > 28 ? `…${file.slice(-27)}` : file.padEnd(28),
     done: formatBytes(value),
     size: total === undefined ? '?' : formatBytes(total),
   });
