@@ -126,8 +126,9 @@ fn gpt2(meta: &GgufMetadata, tokens: &[String], types: &[i64]) -> std::result::R
     let bos = token_id(meta, "tokenizer.ggml.bos_token_id", tokens.len())?;
     let eos = token_id(meta, "tokenizer.ggml.eos_token_id", tokens.len())?;
     let pre = meta.get("tokenizer.ggml.pre").and_then(GgufValue::as_str).unwrap_or("default");
+    // No normalizer: transformers' GGUF conversion adds none, and that is the reference.
     let (regex, normalizer) = match pre {
-        "qwen2" | "deepseek-r1-qwen" => (QWEN2_REGEX, json!({"type": "NFC"})),
+        "qwen2" | "deepseek-r1-qwen" => (QWEN2_REGEX, Json::Null),
         "llama3" | "llama-bpe" | "llama-v3" | "smaug-bpe" => (LLAMA3_REGEX, Json::Null),
         _ => (GPT2_REGEX, Json::Null),
     };
@@ -161,7 +162,8 @@ fn llama(meta: &GgufMetadata, tokens: &[String], types: &[i64]) -> std::result::
     };
     let bos = token_id(meta, "tokenizer.ggml.bos_token_id", tokens.len())?;
     let eos = token_id(meta, "tokenizer.ggml.eos_token_id", tokens.len())?;
-    let unk = token_id(meta, "tokenizer.ggml.unknown_token_id", tokens.len())?.or_else(|| types.iter().position(|&t| t == TYPE_UNKNOWN));
+    // Unknown characters fall back to byte tokens, so the model needs no unk token.
+    token_id(meta, "tokenizer.ggml.unknown_token_id", tokens.len())?;
     let add_prefix_space = flag(meta, "tokenizer.ggml.add_space_prefix", true);
     let add_bos = flag(meta, "tokenizer.ggml.add_bos_token", true);
     let add_eos = flag(meta, "tokenizer.ggml.add_eos_token", false);
@@ -169,11 +171,6 @@ fn llama(meta: &GgufMetadata, tokens: &[String], types: &[i64]) -> std::result::
     let ids: HashMap<&str, usize> = tokens.iter().enumerate().map(|(i, t)| (t.as_str(), i)).collect();
     let merges = sentencepiece_merges(tokens, &scores, &ids);
 
-    let mut normalizers = Vec::new();
-    if add_prefix_space {
-        normalizers.push(json!({"type": "Prepend", "prepend": "\u{2581}"}));
-    }
-    normalizers.push(json!({"type": "Replace", "pattern": {"String": " "}, "content": "\u{2581}"}));
     let mut decoders = vec![
         json!({"type": "Replace", "pattern": {"String": "\u{2581}"}, "content": " "}),
         json!({"type": "ByteFallback"}),
@@ -188,11 +185,12 @@ fn llama(meta: &GgufMetadata, tokens: &[String], types: &[i64]) -> std::result::
         "truncation": null,
         "padding": null,
         "added_tokens": added_tokens(tokens, types, &[bos, eos]),
-        "normalizer": {"type": "Sequence", "normalizers": normalizers},
-        "pre_tokenizer": null,
+        "normalizer": null,
+        // "first": only the text before the first added token gets the leading "▁".
+        "pre_tokenizer": {"type": "Metaspace", "replacement": "\u{2581}", "prepend_scheme": if add_prefix_space { "first" } else { "never" }, "split": false},
         "post_processor": template_processing(tokens, bos, eos, add_bos, add_eos),
         "decoder": {"type": "Sequence", "decoders": decoders},
-        "model": {"type": "BPE", "dropout": null, "unk_token": unk.map(|u| tokens[u].clone()), "continuing_subword_prefix": null,
+        "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null,
                   "end_of_word_suffix": null, "fuse_unk": true, "byte_fallback": true, "ignore_merges": false,
                   "vocab": vocab, "merges": merges},
     }))
