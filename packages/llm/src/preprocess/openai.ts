@@ -69,12 +69,11 @@ export type ChatCompletionRequest = z.output<typeof ChatCompletionRequestSchema>
 export const CompletionRequestSchema = z
   .looseObject({
     model: z.string().min(1),
-    prompt: z.union([
-      z.string(),
-      z.array(nonNegInt).min(1),
-      z.array(z.string()).length(1, 'batch prompts are not supported: give one prompt'),
-      z.array(z.array(nonNegInt).min(1)).length(1, 'batch prompts are not supported: give one prompt'),
-    ]),
+    prompt: z
+      .union([z.string(), z.array(nonNegInt).min(1), z.array(z.string()).min(1), z.array(z.array(nonNegInt).min(1)).min(1)], {
+        error: 'must be a string, an array of token ids, or a one-element array of either',
+      })
+      .refine((p) => typeof p === 'string' || typeof p[0] === 'number' || p.length === 1, 'batch prompts are not supported: give one prompt'),
     logprobs: z.number().int().min(0).max(5).nullish(),
     echo: z.boolean().nullish(),
     ...sampling,

@@ -1,0 +1,82 @@
+import { rmSync } from 'node:fs';
+import { InvalidArgument } from '@dynamo/runtime';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { LocalModel, postprocess, type PreprocessedRequest, type TextDelta, type Tokenizer } from '../src/index.js';
+import { qwen3ModelDir } from './helpers/qwen3.js';
+
+let dir: string;
+let tokenizer: Tokenizer;
+const IM_END = 151645;
+
+beforeAll(async () => {
+  dir = qwen3ModelDir();
+  tokenizer = await (await LocalModel.load(dir)).tokenizer();
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function request(overrides: Partial<PreprocessedRequest> = {}): PreprocessedRequest {
+  return { model: 'qwen3', token_ids: [1, 2, 3], eos_token_ids: [IM_END], stop_conditions: { stop_token_ids_hidden: [IM_END] }, ...overrides };
+}
+
+async function* chunks(items: unknown[], seen?: { closed: boolean }): AsyncGenerator<unknown> {
+  try {
+    for (const item of items) yield item;
+  } finally {
+    if (seen) seen.closed = true;
+  }
+}
+
+async function collect(req: PreprocessedRequest, items: unknown[], seen?: { closed: boolean }): Promise<TextDelta[]> {
+  const out: TextDelta[] = [];
+  for await (const delta of postprocess(tokenizer, req, chunks(items, seen))) out.push(delta);
+  return out;
+}
+
+const ids = (text: string) => Array.from(tokenizer.encodeSync(text, false));
+
+describe('postprocess', () => {
+  it('turns token chunks into text deltas and passes the engine finish reason through', async () => {
+    const [a, b, c] = [ids('Hello'), ids(' wonderful'), ids(' world')];
+    const out = await collect(request(), [{ token_ids: a }, { token_ids: b }, { token_ids: c, finish_reason: 'length', completion_usage: { prompt_tokens: 3, completion_tokens: 3, total_tokens: 6 } }]);
+    expect(out.map((d) => d.text).join('')).toBe('Hello wonderful world');
+    expect(out.at(-1)).toMatchObject({ finishReason: 'length', openaiFinishReason: 'length', completionTokens: a.length + b.length + c.length, usage: { total_tokens: 6 } });
+  });
+
+  it('ends at EOS without rendering it and closes the engine stream', async () => {
+    const seen = { closed: false };
+    const out = await collect(request(), [{ token_ids: [...ids('Done.'), IM_END, ...ids(' extra')] }, { token_ids: ids(' never') }], seen);
+    expect(out.map((d) => d.text).join('')).toBe('Done.');
+    expect(out.at(-1)).toMatchObject({ finishReason: 'eos', openaiFinishReason: 'stop' });
+    expect(seen.closed).toBe(true);
+  });
+
+  it('stops at a stop string across chunks, hidden by default and included on request', async () => {
+    const items = ids('The answer is 42. END here').map((id) => ({ token_ids: [id] }));
+    const hidden = await collect(request({ stop_conditions: { stop: ['. END'], stop_token_ids_hidden: [IM_END] } }), items);
+    expect(hidden.map((d) => d.text).join('')).toBe('The answer is 42');
+    expect(hidden.at(-1)).toMatchObject({ finishReason: 'stop', stopReason: '. END' });
+    const included = await collect(request({ stop_conditions: { stop: ['. END'] }, sampling_options: { include_stop_str_in_output: true } }), items);
+    expect(included.map((d) => d.text).join('')).toBe('The answer is 42. END');
+  });
+
+  it('maps abort to cancelled and error objects to an error finish', async () => {
+    const cancelled = await collect(request(), [{ token_ids: ids('Hi') }, { token_ids: [], finish_reason: 'abort' }]);
+    expect(cancelled.at(-1)).toMatchObject({ finishReason: 'cancelled', openaiFinishReason: 'stop' });
+    const failed = await collect(request(), [{ token_ids: ids('Hi'), finish_reason: { error: 'GPU fell over' } }]);
+    expect(failed.at(-1)).toMatchObject({ finishReason: 'error', error: 'GPU fell over', text: 'Hi' });
+  });
+
+  it('uses text the engine already decoded', async () => {
+    const out = await collect(request(), [{ token_ids: [9], text: 'pre-' }, { token_ids: [10], text: 'decoded', finish_reason: 'stop' }]);
+    expect(out.map((d) => d.text).join('')).toBe('pre-decoded');
+  });
+
+  it('names a malformed engine chunk', async () => {
+    const err = await collect(request(), [{ token_ids: ids('ok') }, { token_ids: [-1] }]).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidArgument);
+    expect((err as Error).message).toMatch(/^engine output chunk 1: token_ids\.0: /);
+    const bad = await collect(request(), [{ token_ids: [1], finish_reason: 'exploded' }]).catch((e: unknown) => e);
+    expect((bad as Error).message).toContain('engine output chunk 0: finish_reason');
+  });
+});
