@@ -596,10 +596,18 @@ def main():
     if llama_path.stat().st_size > LLAMA_SIZE_LIMIT:
         raise SystemExit(f"llama-tiny.gguf is {llama_path.stat().st_size} bytes; lower --llama-max-id")
 
-    torch_note = ensure_torch_importable()
     import gguf
     import tokenizers
     import transformers
+
+    if int(transformers.__version__.split(".")[0]) < 5 and importlib.util.find_spec("torch") is None:
+        # transformers 4 only reaches its GGUF tokenizer conversion through load_gguf_checkpoint,
+        # which refuses to run unless torch is installed.
+        raise SystemExit(
+            f"wrote {qwen_path.name} and {llama_path.name}, but the oracle needs transformers >= 5 "
+            f"(torch-free GGUF tokenizer path) or torch installed; found transformers {transformers.__version__} without torch"
+        )
+    torch_note = ensure_torch_importable()
     from transformers.utils import logging as hf_logging
 
     hf_logging.set_verbosity_error()

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -148,16 +148,19 @@ describe('private repos', () => {
   });
   afterAll(() => gated.close());
 
-  it('sends HF_TOKEN as a bearer token', async () => {
+  it('sends HF_TOKEN as a bearer token to the Hub and not to the blob store', async () => {
     const resolved = await resolveModelPath(PRIVATE, { env: env({ HF_ENDPOINT: gated.url, HF_TOKEN: 'hf_test_token' }), ...quiet });
     expect(resolved.revision).toBe(PRIVATE_SHA);
     const hubCalls = gated.requests.filter((r) => !r.path.startsWith('/cdn/'));
     expect(hubCalls.length).toBeGreaterThan(0);
     expect(hubCalls.every((r) => r.authorization === 'Bearer hf_test_token')).toBe(true);
+    // The blob store is another origin: the token never leaves the Hub.
+    const cdnCalls = gated.requests.filter((r) => r.path.startsWith('/cdn/'));
+    expect(cdnCalls.length).toBeGreaterThan(0);
+    expect(cdnCalls.every((r) => r.authorization === undefined)).toBe(true);
   });
 
   it('reads the token from $HF_HOME/token when HF_TOKEN is unset', async () => {
-    const { writeFileSync } = await import('node:fs');
     writeFileSync(join(home, 'token'), 'hf_test_token\n');
     await expect(resolveModelPath(PRIVATE, { env: env({ HF_ENDPOINT: gated.url }), ...quiet })).resolves.toMatchObject({ repoId: PRIVATE });
   });

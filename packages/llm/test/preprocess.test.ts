@@ -1,9 +1,22 @@
-import { rmSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { InvalidArgument } from '@dynamo/runtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { buildCard, LocalModel, ModelInput, ModelType, mdcsum, Preprocessor } from '../src/index.js';
+import { buildCard, LocalModel, ModelDeploymentCardSchema, ModelInput, ModelType, mdcsum, Preprocessor } from '../src/index.js';
 import { qwen3ModelDir } from './helpers/qwen3.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const stockDir = join(here, '../../../test/interop/fixtures/llm-1.6.1');
+const readJson = (path: string) => JSON.parse(readFileSync(path, 'utf8'));
+
+/** What the stock 1.6.1 frontend sent a worker for each request (test/interop/capture-llm.sh). */
+const stockRequests = readJson(join(stockDir, 'preprocessed-requests.json')) as Array<{ name: string; path: string; request: Record<string, unknown>; received: Record<string, unknown> }>;
+/** What the stock 1.6.1 frontend answered to bad (and borderline) requests. */
+const stockErrors = readJson(join(stockDir, 'errors.json')) as Array<{ name: string; path: string; status: number; request?: unknown; body?: unknown; response?: { message?: string } }>;
+/** The cards the stock workers registered (default and small context). */
+const stockCards = Object.values(readJson(join(stockDir, 'mdc-records.llm-workers.json')) as Record<string, string>).map((r) => JSON.parse(r).card_json);
 
 let dir: string;
 let pre: Preprocessor;
@@ -17,45 +30,47 @@ beforeAll(async () => {
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
-const chat = (extra: Record<string, unknown> = {}) => ({ model: 'qwen3', messages: [{ role: 'user', content: 'Hello there' }], ...extra });
+async function preprocess(p: Preprocessor, path: string, body: unknown) {
+  return path.endsWith('/chat/completions') ? [(await p.preprocessChat(body)).request] : p.preprocessCompletions(body);
+}
+
+describe('Preprocessor against the stock Dynamo 1.6.1 frontend', () => {
+  it.each(stockRequests.map((c) => [c.name, c] as const))('sends what stock sends for %s', async (name, c) => {
+    const p = name.startsWith('small-ctx') ? small : pre;
+    const [ours] = await preprocess(p, c.path, c.request);
+    // mdc_sum covers the model's path, which differs between machines; it is pinned below.
+    expect({ ...ours, mdc_sum: 'x' }).toStrictEqual({ ...c.received, mdc_sum: 'x' });
+    expect(Object.keys(ours!)).toEqual(Object.keys(c.received));
+  });
+
+  it('computes the mdc_sum stock computes for the same card', () => {
+    const ours = stockCards.map((card) => mdcsum(ModelDeploymentCardSchema.parse(card)));
+    for (const sum of new Set(stockRequests.map((c) => c.received.mdc_sum))) expect(ours).toContain(sum);
+  });
+
+  const refused = stockErrors.filter((c) => c.status === 400 && c.request !== undefined && typeof c.request === 'object' && !Array.isArray(c.request));
+  // Unknown root fields are refused by stock from its own list of accepted fields (not ours to guess).
+  const notOurs = new Set(['unknown-root-field']);
+  it.each(refused.filter((c) => !notOurs.has(c.name)).map((c) => [c.name, c] as const))('refuses %s like stock', async (_name, c) => {
+    const err = await preprocess(pre, c.path, c.request).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidArgument);
+    const stock = c.response?.message ?? '';
+    if (stock.startsWith('Validation: ')) expect((err as Error).message).toBe(stock);
+  });
+
+  const accepted = stockErrors.filter((c) => c.status === 200 && c.request !== undefined);
+  it.each(accepted.map((c) => [c.name, c] as const))('accepts %s like stock', async (name, c) => {
+    const requests = await preprocess(name.startsWith('prompt-') ? small : pre, c.path, c.request);
+    expect(requests.length).toBeGreaterThan(0);
+  });
+});
 
 describe('Preprocessor', () => {
-  it('renders the chat template, tokenizes, and fills stop conditions with the model EOS', async () => {
-    const out = await pre.preprocessChat(chat({ max_tokens: 12, temperature: 0.5, stop: 'END', seed: 7 }));
-    expect(out.formatted_prompt).toBe('<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n');
-    expect(out.token_ids).toEqual(Array.from(pre.tokenizer.encodeSync(out.formatted_prompt, false)));
-    expect(out).toMatchObject({
-      model: 'qwen3',
-      stop_conditions: { max_tokens: 12, stop: ['END'], stop_token_ids_hidden: [151645] },
-      sampling_options: { temperature: 0.5, seed: 7 },
-      eos_token_ids: [151645],
-      mdc_sum: mdcsum(pre.card),
-    });
-  });
-
-  it('defaults max_tokens to what is left of the context', async () => {
-    const out = await small.preprocessChat({ model: 'qwen3', messages: [{ role: 'user', content: 'Hi' }] });
-    expect(out.stop_conditions?.max_tokens).toBe(32 - out.token_ids.length);
-  });
-
-  it('passes chat_template_kwargs to the template', async () => {
-    const out = await pre.preprocessChat(chat({ chat_template_kwargs: { enable_thinking: false } }));
-    expect(out.formatted_prompt.endsWith('<|im_start|>assistant\n<think>\n\n</think>\n\n')).toBe(true);
-  });
-
-  it('clears EOS and stop strings with ignore_eos', async () => {
-    const out = await pre.preprocessChat(chat({ ignore_eos: true, stop: ['x'] }));
-    expect(out.eos_token_ids).toEqual([]);
-    expect(out.stop_conditions).toMatchObject({ ignore_eos: true, stop: null, stop_token_ids_hidden: null });
-  });
-
-  it('takes a completions prompt as text or as token ids', async () => {
-    const text = await pre.preprocessCompletion({ model: 'qwen3', prompt: 'Once upon a time', max_tokens: 5 });
-    expect(text.token_ids).toEqual(Array.from(pre.tokenizer.encodeSync('Once upon a time', false)));
-    const ids = await pre.preprocessCompletion({ model: 'qwen3', prompt: [1, 2, 3], max_tokens: 5 });
-    expect(ids.token_ids).toEqual([1, 2, 3]);
-    const one = await pre.preprocessCompletion({ model: 'qwen3', prompt: ['Once upon a time'] });
-    expect(one.token_ids).toEqual(text.token_ids);
+  it('renders the chat template and tokenizes the prompt', async () => {
+    const { request, prompt } = await pre.preprocessChat({ model: 'qwen3', messages: [{ role: 'user', content: 'Hello there' }] });
+    expect(prompt).toBe('<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n');
+    expect(request.token_ids).toEqual(Array.from(pre.tokenizer.encodeSync(prompt, false)));
+    expect(request.mdc_sum).toBe(mdcsum(pre.card));
   });
 
   it('encodes a long prompt off the JS thread with the same result', async () => {
@@ -68,40 +83,12 @@ describe('Preprocessor', () => {
     const out = await pre.preprocessCompletion({ model: 'qwen3', prompt: 'a\0b' });
     expect(out.token_ids).toEqual(Array.from(pre.tokenizer.encodeSync('ab', false)));
   });
-});
 
-describe('Preprocessor with bad input', () => {
-  it.each([
-    [{ temperature: 3 }, 'request.temperature'],
-    [{ temperature: -1 }, 'request.temperature'],
-    [{ top_p: 1.5 }, 'request.top_p'],
-    [{ top_p: 0 }, 'request.top_p'],
-    [{ frequency_penalty: 3 }, 'request.frequency_penalty'],
-    [{ presence_penalty: -3 }, 'request.presence_penalty'],
-    [{ n: 0 }, 'request.n'],
-    [{ max_tokens: 0 }, 'request.max_tokens'],
-    [{ max_tokens: -5 }, 'request.max_tokens'],
-    [{ top_logprobs: 21, logprobs: true }, 'request.top_logprobs'],
-    [{ min_tokens: 9, max_tokens: 3 }, 'request.min_tokens'],
-    [{ stop: ['a', 'b', 'c', 'd', 'e'] }, 'request.stop'],
-    [{ messages: [] }, 'request.messages'],
-    [{ messages: 'hi' }, 'request.messages'],
-    [{ model: '' }, 'request.model'],
-  ])('refuses %j naming %s', async (fields, name) => {
-    const err = await pre.preprocessChat(chat(fields)).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(InvalidArgument);
-    expect((err as Error).message).toContain(name);
-  });
-
-  it('refuses a prompt longer than the context, and a prompt plus max_tokens over it', async () => {
-    await expect(small.preprocessChat({ model: 'qwen3', messages: [{ role: 'user', content: 'word '.repeat(40) }] })).rejects.toThrow(
-      /maximum context length is 32 tokens\. However, your messages resulted in \d+ tokens/,
-    );
-    await expect(small.preprocessChat({ model: 'qwen3', messages: [{ role: 'user', content: 'Hi' }], max_tokens: 30 })).rejects.toThrow(/you requested \d+ tokens/);
-  });
-
-  it('refuses batch completions and names a template error', async () => {
-    await expect(pre.preprocessCompletion({ model: 'qwen3', prompt: ['a', 'b'] })).rejects.toThrow('batch prompts are not supported');
-    await expect(pre.preprocessChat(chat({ chat_template_kwargs: 'yes' }))).rejects.toThrow('request.chat_template_kwargs');
+  it('names the field of a mistyped body and a template error', async () => {
+    await expect(pre.preprocessChat({ model: 'qwen3', messages: 'hi' })).rejects.toThrow('request.messages');
+    await expect(pre.preprocessChat({ model: 'qwen3', messages: [{ role: 'user', content: 'x' }], chat_template_kwargs: 'yes' })).rejects.toThrow('request.chat_template_kwargs');
+    await expect(pre.preprocessCompletion({ model: 'qwen3', prompt: ['a', 'b'] })).rejects.toThrow('holds 2 prompts; use preprocessCompletions');
+    const nullContent = { model: 'qwen3', messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: null }] };
+    await expect(pre.preprocessChat(nullContent)).rejects.toThrow(/^request: /);
   });
 });

@@ -70,7 +70,8 @@ export function buildCard(model: LocalModel, options: CardOptions): ModelDeploym
     worker_type: 'aggregated',
     needs: [],
     ...(options.userData !== undefined && { user_data: options.userData }),
-    runtime_config: { ...options.runtimeConfig, ...(contextLength > 0 && { context_length: contextLength }) },
+    // Stock writes runtime_config.context_length only when one was set.
+    runtime_config: { ...options.runtimeConfig, ...(options.contextLength !== undefined && { context_length: contextLength }) },
     media_decoder: null,
     media_fetcher: null,
   };

@@ -2,9 +2,13 @@ import { blake3HexDigest } from '@dynamo/core';
 
 import type { ModelDeploymentCard } from './schema.js';
 
+/** mdcsum's byte for each worker type. */
+const WORKER_TYPE_CODE: Record<string, number> = { '': 0, prefill: 1, decode: 2, encode: 3, aggregated: 4 };
+
 /**
  * The card's checksum (`mdcsum`): BLAKE3 over what makes two workers interchangeable (name,
- * source, file checksums, context length, block size). Frontends group workers of a model by
+ * source, file checksums, context length, block size, worker type, needs), byte for byte as
+ * stock Dynamo 1.6.1 computes it for aggregated workers. Frontends group workers of a model by
  * it and copy it into each request as `mdc_sum`.
  */
 export function mdcsum(card: ModelDeploymentCard): string {
@@ -29,5 +33,12 @@ export function mdcsum(card: ModelDeploymentCard): string {
   }
   u32(card.context_length);
   u32(card.kv_cache_block_size);
+  parts.push(Uint8Array.of(WORKER_TYPE_CODE[card.worker_type] ?? 0));
+  u32(card.needs.length);
+  for (const alternative of card.needs) {
+    const names = Buffer.from(alternative.join(','), 'utf8');
+    u32(names.length);
+    parts.push(names);
+  }
   return blake3HexDigest(Buffer.concat(parts));
 }

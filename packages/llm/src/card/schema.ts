@@ -34,8 +34,8 @@ export const RuntimeConfigSchema = z.looseObject({
   data_parallel_start_rank: u32.default(0),
   data_parallel_size: u32.min(1).default(1),
   enable_local_indexer: z.boolean().default(true),
-  enable_eagle: z.boolean().default(false),
   runtime_data: z.record(z.string(), z.unknown()).optional(),
+  enable_eagle: z.boolean().default(false),
 });
 export type RuntimeConfig = z.output<typeof RuntimeConfigSchema>;
 /** What a caller may pass as runtime config (every field optional). */

@@ -99,8 +99,9 @@ export class HubClient {
   }
 
   /**
-   * `HEAD /{repo}/resolve/{commit}/{file}` without following redirects to another host (relative
-   * ones, e.g. for a renamed repo, are followed), as `huggingface_hub` does.
+   * `HEAD /{repo}/resolve/{commit}/{file}`, following redirects within the Hub (a renamed repo)
+   * but not to another host (a CDN's signed URL): the file's metadata is on that redirect, as
+   * `huggingface_hub` reads it.
    */
   async fileMetadata(repoId: string, commit: string, file: string): Promise<FileMetadata> {
     const path = file.split('/').map(encodeURIComponent).join('/');
@@ -108,8 +109,9 @@ export class HubClient {
     for (let hop = 0; hop < 5; hop++) {
       const res = await this.metadataRequest('HEAD', url, { repoId, revision: commit, file });
       const location = res.headers.get('location');
-      if (res.status >= 300 && res.status < 400 && location?.startsWith('/')) {
-        url = new URL(location, url).toString();
+      const target = location ? new URL(location, url) : undefined;
+      if (res.status >= 300 && res.status < 400 && target?.origin === new URL(url).origin) {
+        url = target.toString();
         continue;
       }
       const etag = res.headers.get('x-linked-etag') ?? res.headers.get('etag');
@@ -117,7 +119,7 @@ export class HubClient {
       return {
         etag: normalizeEtag(etag),
         size: optionalSize(res.headers.get('x-linked-size') ?? res.headers.get('content-length')),
-        url: location ? new URL(location, url).toString() : url,
+        url: target?.toString() ?? url,
       };
     }
     throw new InvalidArgument(`too many redirects for '${repoId}/${file}' from ${this.options.endpoint}`);

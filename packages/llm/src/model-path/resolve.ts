@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import { resolve } from 'node:path';
-import { Cancelled, InvalidArgument } from '@dynamo/runtime';
+import { Cancelled, DynamoException, InvalidArgument } from '@dynamo/runtime';
 import { selectFiles } from './files.js';
 import { HfRepoCache } from './hf-cache.js';
 import { fetchFile, type DownloadContext } from './hf-download.js';
@@ -82,7 +82,13 @@ async function resolveFromHub(repoId: string, revision: string, hf: HfEnv, optio
   const key = JSON.stringify([hf.hubCache, hf.endpoint, repoId, revision, ignoreWeights]);
   let pending = inflight.get(key);
   if (pending === undefined) {
-    pending = download(repoId, revision, ignoreWeights, cache, hf, options, log).finally(() => inflight.delete(key));
+    pending = download(repoId, revision, ignoreWeights, cache, hf, options, log)
+      .catch((err: unknown) => {
+        // An abort surfacing as a plain AbortError (from a timer or a lock wait) is still a cancellation.
+        if (options.signal?.aborted && !(err instanceof DynamoException)) throw new Cancelled(`resolving model '${repoId}' cancelled`, { cause: err });
+        throw err;
+      })
+      .finally(() => inflight.delete(key));
     inflight.set(key, pending);
     return pending;
   }
@@ -100,12 +106,15 @@ async function download(
   log: ModelPathLog,
 ): Promise<ResolvedModelPath> {
   const token = hf.token ?? (await readFile(hf.tokenPath, 'utf8').then((t) => t.trim() || undefined, () => undefined));
+  // Aborted by the caller, or by the first failed file so the others stop too.
+  const stop = new AbortController();
+  const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
   const client = new HubClient({
     endpoint: hf.endpoint,
     token,
     fetch: options.fetch ?? globalThis.fetch,
     metadataTimeoutMs: hf.metadataTimeoutMs,
-    signal: options.signal,
+    signal,
     log,
   });
   const listing = await client.listFiles(repoId, revision);
@@ -119,8 +128,6 @@ async function download(
     { repo: repoId, revision, commit: listing.sha, files: files.length, cache: cache.root },
     `downloading ${files.length} files of ${repoId}@${revision} into the Hugging Face cache`,
   );
-  const stop = new AbortController();
-  const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
   const progress = createProgress(options.progress ?? 'auto', repoId, log, { disableBars: hf.disableProgressBars });
   const ctx: DownloadContext = {
     client,

@@ -52,7 +52,9 @@ export async function* postprocess(tokenizer: Tokenizer, request: PreprocessedRe
   const detokenizer = new Detokenizer(tokenizer, {
     stop: stopConditions.stop ?? [],
     includeStopStrInOutput: request.sampling_options?.include_stop_str_in_output ?? false,
-    stopTokenIdsHidden: stopConditions.stop_token_ids_hidden ?? request.eos_token_ids ?? [],
+    // Client stop_token_ids end the output like EOS does; visible ones are rendered first.
+    stopTokenIdsHidden: [...(stopConditions.stop_token_ids_hidden ?? request.eos_token_ids ?? []), ...(stopConditions.stop_token_ids ?? [])],
+    stopTokenIdsVisible: stopConditions.stop_token_ids_visible ?? [],
     eosTokenIds: request.eos_token_ids ?? [],
     minTokens: stopConditions.min_tokens ?? 0,
     skipSpecialTokens: request.output_options?.skip_special_tokens ?? false,

@@ -6,9 +6,12 @@ const ids = z.array(z.number().int().nonnegative());
 export const StopConditionsSchema = z.looseObject({
   max_tokens: z.number().int().nonnegative().nullish(),
   stop: z.array(z.string()).nullish(),
+  stop_token_ids: ids.nullish(),
+  stop_token_ids_visible: ids.nullish(),
   stop_token_ids_hidden: ids.nullish(),
   min_tokens: z.number().int().nonnegative().nullish(),
   ignore_eos: z.boolean().nullish(),
+  max_thinking_tokens: z.number().int().nonnegative().nullish(),
 });
 
 /** Dynamo's `sampling_options`. */
@@ -22,8 +25,11 @@ export const SamplingOptionsSchema = z.looseObject({
   top_p: z.number().nullish(),
   top_k: z.number().int().nullish(),
   min_p: z.number().nullish(),
+  use_beam_search: z.boolean().nullish(),
+  length_penalty: z.number().nullish(),
   seed: z.number().int().nullish(),
   include_stop_str_in_output: z.boolean().nullish(),
+  guided_decoding: z.unknown().nullish(),
 });
 
 /** Dynamo's `output_options`. */
@@ -31,6 +37,8 @@ export const OutputOptionsSchema = z.looseObject({
   logprobs: z.number().int().nullish(),
   prompt_logprobs: z.number().int().nullish(),
   skip_special_tokens: z.boolean().nullish(),
+  formatted_prompt: z.boolean().nullish(),
+  return_tokens_as_token_ids: z.boolean().nullish(),
 });
 
 /**
@@ -46,5 +54,7 @@ export const PreprocessedRequestSchema = z.looseObject({
   eos_token_ids: ids.default([]),
   mdc_sum: z.string().nullish(),
   annotations: z.array(z.string()).default([]),
+  routing: z.record(z.string(), z.unknown()).nullish(),
+  router_config_override: z.unknown().nullish(),
 });
 export type PreprocessedRequest = z.input<typeof PreprocessedRequestSchema>;

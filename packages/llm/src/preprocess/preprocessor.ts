@@ -6,16 +6,20 @@ import type { ModelDeploymentCard } from '../card/schema.js';
 import type { LocalModel } from '../local-model.js';
 import { type ChatCompletionRequest, ChatCompletionRequestSchema, type CompletionRequest, CompletionRequestSchema } from './openai.js';
 import type { PreprocessedRequest } from './preprocessed-request.js';
+import { validateSampling } from './validate.js';
 
 /** Prompts up to this many characters are encoded on the JS thread (a thread hop costs more). */
 const SYNC_ENCODE_CHARS = 4096;
 
 type SamplingFields = ChatCompletionRequest | CompletionRequest;
 
+/** Stock Dynamo carries sampling floats as f32; the worker sees them widened back. */
+const f32 = (v: number | null | undefined): number | null => (v == null ? null : Math.fround(v));
+
 /**
  * Turns OpenAI chat and completions bodies into the `PreprocessedRequest` a Tokens-input worker
- * receives, the way a Dynamo frontend does: chat template, tokenization, stop conditions with
- * the model's EOS ids, sampling and output options, prompt-length check.
+ * receives, field for field as the stock Dynamo 1.6.1 frontend sends it: chat template,
+ * tokenization, stop conditions with the model's EOS ids, sampling and output options.
  */
 export class Preprocessor {
   readonly card: ModelDeploymentCard;
@@ -42,7 +46,13 @@ export class Preprocessor {
 
   /** The prompt a chat body renders to (no tokenization). */
   async renderChat(body: unknown): Promise<string> {
-    return this.#render(parseOrThrow(ChatCompletionRequestSchema, body, 'request'));
+    return this.#render(this.#parseChat(body));
+  }
+
+  #parseChat(body: unknown): ChatCompletionRequest {
+    const request = parseOrThrow(ChatCompletionRequestSchema, body, 'request');
+    validateSampling(request, 'chat');
+    return request;
   }
 
   async #render(request: ChatCompletionRequest): Promise<string> {
@@ -54,22 +64,37 @@ export class Preprocessor {
     }
   }
 
-  /** The `PreprocessedRequest` for an OpenAI chat-completions body. */
-  async preprocessChat(body: unknown): Promise<PreprocessedRequest & { formatted_prompt: string }> {
-    const request = parseOrThrow(ChatCompletionRequestSchema, body, 'request');
-    const prompt = await this.#render(request);
-    const tokenIds = request.nvext?.token_data ?? (await this.#encode(prompt));
-    const maxTokens = request.max_completion_tokens ?? request.max_tokens;
-    const topLogprobs = request.logprobs ? (request.top_logprobs ?? 0) : undefined;
-    return { ...this.#build(request, tokenIds, maxTokens, topLogprobs), formatted_prompt: prompt };
+  /** The `PreprocessedRequest` for an OpenAI chat-completions body, and the prompt it rendered. */
+  async preprocessChat(body: unknown): Promise<{ request: PreprocessedRequest; prompt: string }> {
+    const chat = this.#parseChat(body);
+    const prompt = await this.#render(chat);
+    const tokenIds = chat.nvext?.token_data ?? (await this.#encode(prompt));
+    const logprobs = chat.logprobs ? (chat.top_logprobs ?? 0) : null;
+    return { request: this.#build(chat, tokenIds, chat.max_completion_tokens ?? chat.max_tokens, logprobs), prompt };
   }
 
-  /** The `PreprocessedRequest` for an OpenAI completions body (a string prompt or token ids). */
+  /**
+   * The `PreprocessedRequest`s for an OpenAI completions body: one per prompt (a batch of
+   * prompts is one request each, as in stock Dynamo).
+   */
+  async preprocessCompletions(body: unknown): Promise<PreprocessedRequest[]> {
+    const completion = parseOrThrow(CompletionRequestSchema, body, 'request');
+    validateSampling(completion, 'completions');
+    const { prompt } = completion;
+    const prompts: Array<string | number[]> = typeof prompt === 'string' || typeof prompt[0] === 'number' ? [prompt as string | number[]] : (prompt as Array<string | number[]>);
+    return Promise.all(
+      prompts.map(async (p) => {
+        const tokenIds = completion.nvext?.token_data ?? (typeof p === 'string' ? await this.#encode(p) : p);
+        return this.#build(completion, tokenIds, completion.max_tokens, completion.logprobs ?? null);
+      }),
+    );
+  }
+
+  /** The `PreprocessedRequest` for a completions body with one prompt. */
   async preprocessCompletion(body: unknown): Promise<PreprocessedRequest> {
-    const request = parseOrThrow(CompletionRequestSchema, body, 'request');
-    const prompt = Array.isArray(request.prompt) && request.prompt.length === 1 && typeof request.prompt[0] !== 'number' ? request.prompt[0]! : request.prompt;
-    const tokenIds = request.nvext?.token_data ?? (typeof prompt === 'string' ? await this.#encode(prompt) : (prompt as number[]));
-    return this.#build(request, tokenIds, request.max_tokens, request.logprobs ?? undefined);
+    const requests = await this.preprocessCompletions(body);
+    if (requests.length !== 1) throw new InvalidArgument(`request.prompt: holds ${requests.length} prompts; use preprocessCompletions for a batch`);
+    return requests[0]!;
   }
 
   async #encode(prompt: string): Promise<number[]> {
@@ -79,53 +104,54 @@ export class Preprocessor {
     return Array.from(ids);
   }
 
-  #build(request: SamplingFields, tokenIds: number[], maxTokens: number | null | undefined, logprobs: number | undefined): PreprocessedRequest {
-    const contextLength = this.card.context_length;
-    if (contextLength > 0 && tokenIds.length >= contextLength) {
-      throw new InvalidArgument(
-        `This model's maximum context length is ${contextLength} tokens. However, your messages resulted in ${tokenIds.length} tokens. Please reduce the length of the messages.`,
-      );
-    }
-    if (contextLength > 0 && maxTokens != null && tokenIds.length + maxTokens > contextLength) {
-      throw new InvalidArgument(
-        `This model's maximum context length is ${contextLength} tokens. However, you requested ${tokenIds.length + maxTokens} tokens (${tokenIds.length} in the messages, ${maxTokens} in the completion). Please reduce the length of the messages or completion.`,
-      );
-    }
-    const ignoreEos = request.ignore_eos ?? request.nvext?.ignore_eos ?? undefined;
+  #build(request: SamplingFields, tokenIds: number[], maxTokens: number | null | undefined, logprobs: number | null): PreprocessedRequest {
+    const ignoreEos = request.ignore_eos ?? request.nvext?.ignore_eos ?? null;
     const stop = request.stop == null ? null : typeof request.stop === 'string' ? [request.stop] : request.stop;
-    const eos = ignoreEos ? [] : [...this.eosTokenIds];
     const greedy = request.nvext?.greed_sampling === true;
+    const format = request.response_format;
+    const guided = format?.type === 'json_schema' && format.json_schema?.schema !== undefined ? { json: format.json_schema.schema } : format?.type === 'json_object' ? { json: { type: 'object' } } : null;
+    // Field order and explicit nulls as the stock frontend sends them.
     return {
       model: request.model,
       token_ids: tokenIds,
       stop_conditions: {
-        max_tokens: maxTokens ?? (contextLength > 0 ? contextLength - tokenIds.length : null),
-        stop: ignoreEos ? null : stop,
-        stop_token_ids_hidden: ignoreEos ? null : [...eos, ...(request.stop_token_ids ?? [])],
+        max_tokens: maxTokens ?? null,
+        stop,
+        stop_token_ids: request.stop_token_ids ?? null,
+        stop_token_ids_visible: null,
+        stop_token_ids_hidden: ignoreEos ? null : [...this.eosTokenIds],
         min_tokens: request.min_tokens ?? null,
-        ignore_eos: ignoreEos ?? null,
+        ignore_eos: ignoreEos,
+        max_thinking_tokens: null,
       },
       sampling_options: {
         n: request.n ?? null,
         best_of: request.best_of ?? null,
-        presence_penalty: request.presence_penalty ?? null,
-        frequency_penalty: request.frequency_penalty ?? null,
-        repetition_penalty: request.repetition_penalty ?? null,
-        temperature: greedy ? null : (request.temperature ?? null),
-        top_p: greedy ? null : (request.top_p ?? null),
+        presence_penalty: f32(request.presence_penalty),
+        frequency_penalty: f32(request.frequency_penalty),
+        repetition_penalty: f32(request.repetition_penalty),
+        temperature: greedy ? null : f32(request.temperature),
+        top_p: greedy ? null : f32(request.top_p),
         top_k: request.top_k ?? null,
-        min_p: request.min_p ?? null,
+        min_p: f32(request.min_p),
+        use_beam_search: request.use_beam_search ?? null,
+        length_penalty: f32(request.length_penalty),
         seed: request.seed ?? null,
         include_stop_str_in_output: request.include_stop_str_in_output ?? null,
+        guided_decoding: guided,
       },
       output_options: {
-        logprobs: logprobs ?? null,
+        logprobs,
         prompt_logprobs: null,
         skip_special_tokens: request.skip_special_tokens ?? null,
+        formatted_prompt: null,
+        return_tokens_as_token_ids: null,
       },
-      eos_token_ids: eos,
+      eos_token_ids: ignoreEos ? [] : [...this.eosTokenIds],
       mdc_sum: this.mdcSum,
       annotations: request.nvext?.annotations ?? [],
+      routing: {},
+      router_config_override: null,
     };
   }
 }

@@ -1,7 +1,7 @@
 /**
  * A local stand-in for the Hugging Face Hub, over real HTTP on 127.0.0.1: serves repo revisions
  * from directories of files with the Hub's URLs, redirects and headers, so model-path tests never
- * touch the internet.
+ * touch the internet. `huggingface_hub` itself can download from it too (it also serves `/tree`).
  */
 import { createHash } from 'node:crypto';
 import { copyFileSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
@@ -94,6 +94,8 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
   const requests: HubRequest[] = [];
   const drops = new Map<string, number>();
   let url = '';
+  /** Blob storage lives on its own port, a different origin, as the Hub's CDN is another host. */
+  let cdnUrl = '';
 
   const json = (res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) => {
     res.writeHead(status, { 'content-type': 'application/json', ...headers });
@@ -137,11 +139,11 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
     res.end(body);
   };
 
-  const server = createServer((req, res) => {
+  const handler = (req: IncomingMessage, res: ServerResponse) => {
     const path = req.url ?? '/';
     requests.push({ method: req.method ?? 'GET', path, range: req.headers.range, authorization: req.headers.authorization });
 
-    // Blob storage ("CDN") for LFS files: no auth, like the Hub's signed URLs.
+    // Blob storage ("CDN") for LFS files: no auth, like the Hub's signed URLs. (Both ports answer every path.)
     const cdn = /^\/cdn\/([0-9a-f]{64})$/.exec(path);
     if (cdn) {
       const blob = blobs.get(cdn[1] as string);
@@ -149,16 +151,27 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
       return sendFile(req, res, blob, { etag: `"${blob.etag}"` });
     }
 
-    const api = /^\/api\/models\/([^/]+\/[^/]+)\/revision\/([^/?]+)$/.exec(path);
+    const api = /^\/api\/models\/([^/]+\/[^/]+)\/(revision|tree)\/([^/?]+)(?:\?.*)?$/.exec(path);
     const resolve = /^\/([^/]+\/[^/]+)\/resolve\/([^/]+)\/(.+)$/.exec(path);
     const repoId = decodeURIComponent((api ?? resolve)?.[1] ?? '');
     if (!api && !resolve) return json(res, 404, { error: 'not found' });
     if (!authorized(req, res)) return;
     const repo = repos.get(repoId);
     if (!repo) return json(res, 404, { error: 'Repository not found' }, { 'x-error-code': 'RepoNotFound' });
-    const rev = repo.get(decodeURIComponent((api ?? resolve)?.[2] ?? ''));
+    const rev = repo.get(decodeURIComponent((api ? api[3] : resolve?.[2]) ?? ''));
     if (!rev) return json(res, 404, { error: 'Invalid rev id' }, { 'x-error-code': 'RevisionNotFound' });
 
+    if (api?.[2] === 'tree') {
+      // The listing newer huggingface_hub clients use (flat, as with ?recursive=true).
+      const tree = [...rev.files.values()].map((f) => ({
+        type: 'file',
+        path: f.name,
+        size: f.body.length,
+        oid: f.lfs ? createHash('sha1').update(`blob ${f.body.length}\0`).update(f.body).digest('hex') : f.etag,
+        ...(f.lfs ? { lfs: { oid: f.etag, size: f.body.length, pointerSize: 134 } } : {}),
+      }));
+      return json(res, 200, tree);
+    }
     if (api) {
       return json(res, 200, { id: repoId, sha: rev.sha, siblings: [...rev.files.keys()].map((rfilename) => ({ rfilename })) });
     }
@@ -170,7 +183,7 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
       // LFS: redirect to the blob, with the file's identity in X-Linked-* headers.
       res.writeHead(302, {
         ...common,
-        location: `${url}/cdn/${file.etag}`,
+        location: `${cdnUrl}/cdn/${file.etag}`,
         etag: `"${file.etag}"`,
         'x-linked-etag': `"${file.etag}"`,
         'x-linked-size': String(file.body.length),
@@ -180,19 +193,30 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
     }
     // A regular git file: served directly, ETag = git blob sha1.
     return sendFile(req, res, file, { ...common, etag: `"${file.etag}"` });
-  });
+  };
 
-  await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
-  url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const servers = [createServer(handler), createServer(handler)];
+  const ports: number[] = [];
+  for (const server of servers) {
+    await new Promise<void>((ok) => server.listen(0, '127.0.0.1', ok));
+    ports.push((server.address() as AddressInfo).port);
+  }
+  url = `http://127.0.0.1:${ports[0]}`;
+  cdnUrl = `http://127.0.0.1:${ports[1]}`;
   return {
     url,
     requests,
     dropConnection: (file, bytes) => void drops.set(file, bytes),
     close: () =>
-      new Promise<void>((ok) => {
-        server.closeAllConnections();
-        server.close(() => ok());
-      }),
+      Promise.all(
+        servers.map(
+          (server) =>
+            new Promise<void>((ok) => {
+              server.closeAllConnections();
+              server.close(() => ok());
+            }),
+        ),
+      ).then(() => undefined),
   };
 }
 
