@@ -11,6 +11,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
+use crate::byte_level::incomplete_tail;
 use crate::error::Result;
 use crate::tokenizer::Tokenizer;
 
@@ -59,6 +60,8 @@ pub struct Detokenizer {
     config: StopConfig,
     hidden: HashSet<u32>,
     visible: HashSet<u32>,
+    /// Byte-level vocabularies: decoded bytes not yet released (an incomplete character).
+    pending: Vec<u8>,
     ids: Vec<u32>,
     prefix_offset: usize,
     read_offset: usize,
@@ -82,6 +85,7 @@ impl Detokenizer {
             config,
             hidden,
             visible,
+            pending: Vec::new(),
             ids: Vec::new(),
             prefix_offset: 0,
             read_offset: 0,
@@ -129,16 +133,13 @@ impl Detokenizer {
         }
         match text {
             Some(text) => self.jail.push_str(text),
-            None => {
-                self.ids.extend_from_slice(&ids[..render]);
-                self.decode_step(false)?;
-            }
+            None => self.decode_ids(&ids[..render], false)?,
         }
         if token_stop.is_some() {
             // The output ends here: whatever is still held back is released (or cut at a stop
             // string that completes inside it).
             if text.is_none() {
-                self.decode_step(true)?;
+                self.decode_ids(&[], true)?;
             }
             let mut step = self.release(true);
             if step.stop.is_none() {
@@ -156,16 +157,38 @@ impl Detokenizer {
         if self.stopped {
             return Ok(Step::default());
         }
-        self.decode_step(true)?;
+        self.decode_ids(&[], true)?;
         let step = self.release(true);
         self.stopped = true;
         Ok(step)
+    }
+
+    /// Decodes `ids` into the jail. Byte-level vocabularies concatenate each token's bytes;
+    /// others re-decode a short window of ids (see the module docs).
+    fn decode_ids(&mut self, ids: &[u32], flush: bool) -> Result<()> {
+        let tokenizer = self.tokenizer.clone();
+        let Some(vocab) = tokenizer.byte_level() else {
+            self.ids.extend_from_slice(ids);
+            return self.decode_step(flush);
+        };
+        for &id in ids {
+            vocab.push(id, self.config.skip_special_tokens, &mut self.pending);
+        }
+        let ready = self.pending.len() - if flush { 0 } else { incomplete_tail(&self.pending) };
+        self.jail.push_str(&String::from_utf8_lossy(&self.pending[..ready]));
+        self.pending.drain(..ready);
+        Ok(())
     }
 
     /// Decodes the ids past the read offset into the jail. Unless `flush`, text that ends in an
     /// incomplete character waits for the next ids.
     fn decode_step(&mut self, flush: bool) -> Result<()> {
         if self.read_offset == self.ids.len() {
+            return Ok(());
+        }
+        // Byte-fallback decoders read a run of byte tokens (`<0xE4>`...) as one piece, all of it
+        // replaced if any of it is invalid: wait for the run to end so it is read whole.
+        if !flush && self.ids.last().is_some_and(|&id| self.tokenizer.is_byte_fallback_token(id)) {
             return Ok(());
         }
         let prefix_text = match self.prefix_text.take() {

@@ -3,6 +3,7 @@
 //! KV block hashing and GGUF metadata. No I/O beyond reading the model files it is pointed at.
 
 pub mod block_hash;
+mod byte_level;
 pub mod checksum;
 pub mod detokenizer;
 pub mod error;

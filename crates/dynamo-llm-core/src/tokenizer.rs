@@ -3,15 +3,18 @@
 //! truncation or padding.
 
 use std::path::Path;
+use std::sync::OnceLock;
 
 use serde_json::Value;
 use tokenizers::{AddedToken, Tokenizer as HfTokenizer};
 
+use crate::byte_level::ByteLevelVocab;
 use crate::error::{LlmError, Result};
 
 /// A loaded tokenizer. Cheap to share behind an `Arc`; every method takes `&self`.
 pub struct Tokenizer {
     inner: HfTokenizer,
+    byte_level: OnceLock<Option<ByteLevelVocab>>,
 }
 
 impl Tokenizer {
@@ -36,7 +39,7 @@ impl Tokenizer {
         let mut inner = HfTokenizer::from_bytes(bytes).map_err(|e| LlmError::Tokenizer(format!("not a valid tokenizer.json: {e}")))?;
         inner.with_truncation(None).map_err(|e| LlmError::Tokenizer(e.to_string()))?;
         inner.with_padding(None);
-        Ok(Self { inner })
+        Ok(Self { inner, byte_level: OnceLock::new() })
     }
 
     /// Registers `added_tokens_decoder` entries marked `"special": true`.
@@ -83,6 +86,17 @@ impl Tokenizer {
     /// The text of `ids`; `skip_special_tokens` drops special tokens from it.
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
         self.inner.decode(ids, skip_special_tokens).map_err(|e| LlmError::Tokenizer(e.to_string()))
+    }
+
+    /// Per-token bytes when the decoder is byte-level (built on first use), for fast
+    /// incremental decoding.
+    pub(crate) fn byte_level(&self) -> Option<&ByteLevelVocab> {
+        self.byte_level.get_or_init(|| ByteLevelVocab::of(&self.inner)).as_ref()
+    }
+
+    /// Whether `id` is a SentencePiece byte-fallback token (`<0x00>` ... `<0xFF>`).
+    pub(crate) fn is_byte_fallback_token(&self, id: u32) -> bool {
+        self.inner.id_to_token(id).is_some_and(|t| t.len() == 6 && t.starts_with("<0x") && t.ends_with('>') && u8::from_str_radix(&t[3..5], 16).is_ok())
     }
 
     /// Vocabulary size including added tokens.

@@ -77,6 +77,25 @@ fn joined_deltas_equal_decoding_the_whole_sequence_for_1000_random_sequences() {
 }
 
 #[test]
+fn a_sentencepiece_vocabulary_also_detokenizes_like_decoding_the_whole_sequence() {
+    // Llama's decoder (Metaspace, byte fallback, strip) takes the windowed re-decode path.
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/llama-tiny.gguf");
+    let tok = Arc::new(dynamo_llm_core::gguf::tokenizer_from_file(&path).unwrap());
+    let vocab = tok.vocab_size() as u32;
+    let mut rng = SmallRng::seed_from_u64(7);
+    for case in 0..300 {
+        let len = rng.random_range(1..48);
+        // Byte tokens (<0x00>..<0xFF>, ids 3..259) split characters; the rest are pieces.
+        let ids: Vec<u32> = (0..len).map(|_| if rng.random_range(0..4) == 0 { rng.random_range(3..259) } else { rng.random_range(0..vocab) }).collect();
+        let chunks = random_chunks(&mut rng, ids.len());
+        for skip in [false, true] {
+            let (deltas, _) = run(&tok, StopConfig { skip_special_tokens: skip, ..Default::default() }, &ids, &chunks);
+            assert_eq!(deltas.concat(), tok.decode(&ids, skip).unwrap(), "case {case} skip={skip} ids={ids:?} chunks={chunks:?}");
+        }
+    }
+}
+
+#[test]
 fn a_character_split_across_tokens_is_never_emitted_as_replacement_characters() {
     let tok = qwen3();
     let text = "naïve café — 你好世界 👩‍👩‍👧 🇫🇷 done";

@@ -1,6 +1,7 @@
 //! `Detokenizer`: one request's incremental detokenization and stop handling, one call per chunk.
 
 use dynamo_llm_core::detokenizer::{Detokenizer as Core, Step, StopConfig, StopHit};
+use napi::Either;
 use napi_derive::napi;
 
 use crate::tokenizer::Tokenizer;
@@ -80,9 +81,12 @@ impl Detokenizer {
     }
 
     /// Feeds one chunk's token ids (and its text, when the engine produced text itself).
-    #[napi]
-    pub fn push(&mut self, token_ids: &[u32], text: Option<String>) -> napi::Result<DetokenizerStep> {
-        self.inner.push(token_ids, text.as_deref()).map(to_js).map_err(js_error)
+    /// Returns the text the chunk adds, or, on the chunk that ended the output, a step saying why
+    /// (a plain string in the common case keeps the per-chunk crossing cheap).
+    #[napi(ts_return_type = "string | DetokenizerStep")]
+    pub fn push(&mut self, token_ids: &[u32], text: Option<String>) -> napi::Result<Either<String, DetokenizerStep>> {
+        let step = self.inner.push(token_ids, text.as_deref()).map_err(js_error)?;
+        Ok(if step.stop.is_none() { Either::A(step.text) } else { Either::B(to_js(step)) })
     }
 
     /// Ends the output: releases everything held back.

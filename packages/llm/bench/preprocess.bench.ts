@@ -127,7 +127,10 @@ try {
     const run = () => {
       const d = new Detokenizer(tokenizer, { stop: ['</answer>'], stopTokenIdsHidden: [151645], eosTokenIds: [151645] });
       let n = 0;
-      for (const chunk of chunks) n += d.push(chunk).text.length;
+      for (const chunk of chunks) {
+        const step = d.push(chunk);
+        n += typeof step === 'string' ? step.length : step.text.length;
+      }
       n += d.finish().text.length;
       return n;
     };

@@ -6,14 +6,15 @@ import { describeIssues } from './validate.js';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveSecs = z.coerce.number().positive().finite();
-const bool = z
+/** An on/off environment variable: 1/0, true/false, yes/no or on/off (any case); empty is off. */
+export const envFlag = z
   .string()
   .trim()
   .toLowerCase()
   .transform((v, ctx) => {
     if (['1', 'true', 'yes', 'on'].includes(v)) return true;
     if (['0', 'false', 'no', 'off', ''].includes(v)) return false;
-    ctx.addIssue({ code: 'custom', message: `expected true/false, got '${v}'` });
+    ctx.addIssue({ code: 'custom', message: `expected 1/0, true/false, yes/no or on/off, got '${v}'` });
     return z.NEVER;
   });
 const list = z
@@ -62,7 +63,7 @@ const envSchema = z.object({
   DYN_SYSTEM_LIVE_PATH: z.string().startsWith('/').default('/live'),
   DYN_SYSTEM_STARTING_HEALTH_STATUS: z.enum(['ready', 'notready']).default('notready'),
   DYN_LOG: z.string().default('info'),
-  DYN_LOGGING_JSONL: bool.default(false),
+  DYN_LOGGING_JSONL: envFlag.default(false),
 });
 
 type Env = z.output<typeof envSchema>;

@@ -1,18 +1,8 @@
 import { homedir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { z } from 'zod';
-import { InvalidArgument, describeIssues } from '@dynamo/runtime';
+import { InvalidArgument, describeIssues, envFlag as flag } from '@dynamo/runtime';
 
-const flag = z
-  .string()
-  .trim()
-  .toLowerCase()
-  .transform((v, ctx) => {
-    if (['1', 'true', 'yes', 'on'].includes(v)) return true;
-    if (['0', 'false', 'no', 'off', ''].includes(v)) return false;
-    ctx.addIssue({ code: 'custom', message: `expected 1/0, true/false, yes/no or on/off, got '${v}'` });
-    return z.NEVER;
-  });
 const seconds = z.coerce.number().positive().finite();
 
 /**

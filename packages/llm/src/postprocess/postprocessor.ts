@@ -69,7 +69,8 @@ export async function* postprocess(tokenizer: Tokenizer, request: PreprocessedRe
     index += 1;
     const chunk = parsed.data;
     const ids = Uint32Array.from(chunk.token_ids);
-    const step = detokenizer.push(ids, chunk.text ?? undefined);
+    const pushed = detokenizer.push(ids, chunk.text ?? undefined);
+    const step = typeof pushed === 'string' ? { text: pushed, stop: undefined, stopReason: undefined } : pushed;
     completionTokens += chunk.token_ids.length;
     const usage = chunk.completion_usage ?? undefined;
     if (step.stop) {
