@@ -42,29 +42,28 @@ impl Tokenizer {
         Ok(Self { inner, byte_level: OnceLock::new() })
     }
 
-    /// Registers `added_tokens_decoder` entries marked `"special": true`.
+    /// Registers the `added_tokens_decoder` entries, as transformers does: special ones as special
+    /// tokens (matched whole, skippable when decoding), the others as plain added tokens.
     fn add_config_special_tokens(&mut self, config: &Value) -> std::result::Result<(), String> {
         let Some(decoder) = config.get("added_tokens_decoder") else { return Ok(()) };
         let entries = decoder.as_object().ok_or("added_tokens_decoder must be an object")?;
-        let mut specials = Vec::new();
+        let (mut specials, mut plain) = (Vec::new(), Vec::new());
         for (id, entry) in entries {
             let content = entry
                 .get("content")
                 .and_then(Value::as_str)
                 .ok_or_else(|| format!("added_tokens_decoder.{id}.content must be a string"))?;
-            if entry.get("special").and_then(Value::as_bool) != Some(true) {
-                continue;
-            }
             let flag = |name: &str, default: bool| entry.get(name).and_then(Value::as_bool).unwrap_or(default);
-            specials.push(
-                AddedToken::from(content.to_owned(), true)
-                    .single_word(flag("single_word", false))
-                    .lstrip(flag("lstrip", false))
-                    .rstrip(flag("rstrip", false))
-                    .normalized(flag("normalized", false)),
-            );
+            let special = flag("special", false);
+            let token = AddedToken::from(content.to_owned(), special)
+                .single_word(flag("single_word", false))
+                .lstrip(flag("lstrip", false))
+                .rstrip(flag("rstrip", false))
+                .normalized(flag("normalized", !special));
+            if special { specials.push(token) } else { plain.push(token) }
         }
         self.inner.add_special_tokens(&specials);
+        self.inner.add_tokens(&plain);
         Ok(())
     }
 
