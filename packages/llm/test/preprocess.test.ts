@@ -79,6 +79,19 @@ describe('Preprocessor', () => {
     expect(out.token_ids).toEqual(Array.from(pre.tokenizer.encodeSync(long, false)));
   });
 
+  it('keeps the JS thread free while a long prompt is encoded', async () => {
+    const long = 'The quick brown fox jumps over the lazy dog. '.repeat(12_000);
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 1);
+    const started = performance.now();
+    await pre.preprocessCompletion({ model: 'qwen3', prompt: long });
+    const elapsed = performance.now() - started;
+    clearInterval(timer);
+    // Timers kept firing during the encode: it ran off the event loop.
+    expect(elapsed).toBeGreaterThan(20);
+    expect(ticks).toBeGreaterThan(elapsed / 10);
+  });
+
   it('strips NUL characters before tokenizing', async () => {
     const out = await pre.preprocessCompletion({ model: 'qwen3', prompt: 'a\0b' });
     expect(out.token_ids).toEqual(Array.from(pre.tokenizer.encodeSync('ab', false)));
