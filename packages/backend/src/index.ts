@@ -7,6 +7,7 @@
  */
 
 export { LLMEngine, type EngineFactory } from './engine.js';
+export { engineHandler, type EngineHandlerOptions } from './worker/engine-handler.js';
 export { Context, type ContextOptions, type TraceContext } from '@dynamo/runtime';
 export {
   DynamoException,

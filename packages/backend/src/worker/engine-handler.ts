@@ -1,0 +1,80 @@
+import { normalizeFinishReason } from '@dynamo/core';
+import { type Context, DynamoException, type Log, parseOrThrow, toDynamoException, Unknown } from '@dynamo/runtime';
+
+import type { LLMEngine } from '../engine.js';
+import { type GenerateChunk, GenerateChunkSchema } from '../protocol/chunk.js';
+import { GenerateRequestSchema } from '../protocol/request.js';
+
+/** What {@link engineHandler} needs besides the engine. */
+export interface EngineHandlerOptions {
+  /** The engine's name in logs and errors (default: its class name). */
+  engineName?: string;
+  log: Log;
+}
+
+/**
+ * The endpoint handler that serves an engine, one call per request:
+ * - the request is validated (`InvalidArgument` naming the field);
+ * - every chunk is validated, `"abort"` becomes `"cancelled"`, and the terminal chunk is held
+ *   until the engine's stream ends, so a chunk after it, or a stream with no terminal, is
+ *   reported to that caller as an error naming the engine instead of a silent truncation;
+ * - `engine.abort(context)` runs once when the caller stops or kills the request, never when a
+ *   stream simply ends;
+ * - anything the engine throws reaches the caller as a Dynamo error (a `DynamoException` keeps its
+ *   type; `StreamIncomplete` ends the stream without its final marker, so the frontend may migrate).
+ * Whatever an engine does wrong, only its own request fails.
+ */
+export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions): (request: unknown, context: Context) => AsyncGenerator<GenerateChunk> {
+  const name = options.engineName ?? engine.constructor.name;
+  const log = options.log;
+  const fail = (context: Context, message: string): never => {
+    log.warn({ engine: name, id: context.id() }, message);
+    throw new Unknown(`engine ${name}: ${message}`);
+  };
+
+  return async function* serve(body: unknown, context: Context): AsyncGenerator<GenerateChunk> {
+    const request = parseOrThrow(GenerateRequestSchema, body, 'request');
+    let aborted = false;
+    const onCancel = () => {
+      if (aborted) return;
+      aborted = true;
+      log.debug({ engine: name, id: context.id(), killed: context.isKilled() }, 'request cancelled; calling engine.abort');
+      Promise.resolve()
+        .then(() => engine.abort(context))
+        .catch((err: unknown) => log.debug({ engine: name, id: context.id(), err: (err as Error).message }, 'engine.abort failed'));
+    };
+    context.signal.addEventListener('abort', onCancel, { once: true });
+    let stream: AsyncIterator<unknown> | undefined;
+    try {
+      stream = engine.generate(request, context)[Symbol.asyncIterator]();
+      let terminal: GenerateChunk | undefined;
+      for (let index = 0; ; index++) {
+        const next = await stream.next();
+        if (next.done) break;
+        if (terminal) fail(context, `yielded chunk ${index} after its terminal chunk (finish_reason ${JSON.stringify(terminal.finish_reason)})`);
+        const parsed = GenerateChunkSchema.safeParse(next.value);
+        if (!parsed.success) {
+          const issues = parsed.error.issues.map((i) => `${i.path.join('.') || 'chunk'}: ${i.message}`).join('; ');
+          fail(context, `yielded a malformed chunk ${index}: ${issues}`);
+        }
+        const chunk = parsed.data!;
+        if (chunk.finish_reason == null) {
+          yield chunk;
+          continue;
+        }
+        terminal = { ...chunk, finish_reason: normalizeFinishReason(chunk.finish_reason) as GenerateChunk['finish_reason'] };
+      }
+      if (!terminal) fail(context, 'ended its stream without a terminal chunk (one with finish_reason)');
+      yield terminal!;
+    } catch (err) {
+      if (err instanceof DynamoException && err.message.startsWith(`engine ${name}: `)) throw err;
+      if (!(err instanceof DynamoException)) log.warn({ engine: name, id: context.id(), err }, 'engine failed a request');
+      throw toDynamoException(err);
+    } finally {
+      context.signal.removeEventListener('abort', onCancel);
+      // A caller that went away, or a bad chunk, leaves the engine's generator open: close it so its
+      // `finally` blocks run.
+      await stream?.return?.().catch(() => {});
+    }
+  };
+}
