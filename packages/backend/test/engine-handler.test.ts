@@ -3,7 +3,6 @@ import { Cancelled, Context, Disconnected, DistributedRuntime, loadRuntimeConfig
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { engineHandler, InvalidArgument, type GenerateChunk, type GenerateRequest, usage } from '../src/index.js';
-
 import { GoodEngine } from './engines.js';
 
 /** An engine whose behaviour per request comes from the request's `extra_args.mode`. */
