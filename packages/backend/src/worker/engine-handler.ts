@@ -67,7 +67,7 @@ export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions):
       if (!terminal) fail(context, 'ended its stream without a terminal chunk (one with finish_reason)');
       yield terminal!;
     } catch (err) {
-      if (err instanceof DynamoException && err.message.startsWith(`engine ${name}: `)) throw err;
+      // Dynamo errors (ours from `fail` included) pass through as they are.
       if (!(err instanceof DynamoException)) log.warn({ engine: name, id: context.id(), err }, 'engine failed a request');
       throw toDynamoException(err);
     } finally {

@@ -1,4 +1,4 @@
-import { Detokenizer, type Tokenizer } from '@dynamo/core';
+import { Detokenizer, type DetokenizerStep, type Tokenizer } from '@dynamo/core';
 import { InvalidArgument } from '@dynamo/runtime';
 import { z } from 'zod';
 
@@ -69,8 +69,9 @@ export async function* postprocess(tokenizer: Tokenizer, request: PreprocessedRe
     index += 1;
     const chunk = parsed.data;
     const ids = Uint32Array.from(chunk.token_ids);
+    // A plain string unless this chunk ended the output.
     const pushed = detokenizer.push(ids, chunk.text ?? undefined);
-    const step = typeof pushed === 'string' ? { text: pushed, stop: undefined, stopReason: undefined } : pushed;
+    const step: DetokenizerStep = typeof pushed === 'string' ? { text: pushed } : pushed;
     completionTokens += chunk.token_ids.length;
     const usage = chunk.completion_usage ?? undefined;
     if (step.stop) {
