@@ -47,7 +47,8 @@ pub enum Stage {
     StopAdmission,
     /// Wait for running requests to finish.
     Inflight,
-    /// Prefill workers: wait for KV blocks to be pulled by decode workers.
+    /// The engine's `drain()` hook, then (prefill workers) wait for KV blocks to be pulled by
+    /// decode workers.
     KvTransfer,
     /// Call the engine's cleanup (at most once).
     Cleanup,

@@ -120,10 +120,10 @@ pub struct ShutdownPlanner {
 #[napi]
 impl ShutdownPlanner {
     /// `settings` as returned by `resolveShutdownSettings().settings`; `situation` is
-    /// `{served, prefill, engine_kv_transfer_fallback}`.
+    /// `{served, prefill, engine_kv_transfer_fallback, drain}`.
     #[napi(
         constructor,
-        ts_args_type = "settings: ResolvedShutdownSettings['settings'], situation: { served?: boolean; prefill?: boolean; engine_kv_transfer_fallback?: 'wait' | 'skip' | null }"
+        ts_args_type = "settings: ResolvedShutdownSettings['settings'], situation: { served?: boolean; prefill?: boolean; engine_kv_transfer_fallback?: 'wait' | 'skip' | null; drain?: boolean }"
     )]
     pub fn new(settings: Value, situation: Value) -> Result<Self> {
         let settings: ShutdownSettings = decode("shutdown settings", settings)?;

@@ -7,9 +7,9 @@ import type { WorkerConfig } from './protocol/worker-config.js';
 
 /**
  * The contract between an inference engine and Dynamo. Subclass it, implement `start`,
- * `generate` and `cleanup` (and `fromArgs`). The framework that serves it (the worker's `run()`,
- * which comes with the runtime) owns signals, registration, serving, cancellation and graceful
- * shutdown; `runConformance` checks the engine's side of the contract today.
+ * `generate` and `cleanup` (and `fromArgs`). The framework that serves it (`run()`) owns signals,
+ * registration, serving, cancellation and graceful shutdown; `runConformance` checks the engine's
+ * side of the contract.
  *
  * Lifecycle guarantees the framework gives you:
  * - `start` is called once, after the runtime is connected; once it returns, `generate` must
@@ -53,6 +53,14 @@ export abstract class LLMEngine {
    * release engine-side work such as a scheduler slot. Default: nothing.
    */
   async abort(_context: Context): Promise<void> {}
+
+  /**
+   * Runs once during graceful shutdown, after this worker has left discovery, the router grace
+   * period has passed and in-flight requests have finished, while discovery and the request plane
+   * are still up: flush state, hand work over, say goodbye to peers. Bounded by the drain timeout
+   * (`DYN_PREFILL_DRAIN_TIMEOUT_S`, 30 s by default) and the shutdown budget. Default: nothing.
+   */
+  async drain(): Promise<void> {}
 
   /**
    * Polled during shutdown on prefill workers: true once no KV transfer is outstanding, false

@@ -1,13 +1,17 @@
 /**
  * `@dynamo/backend`: put an inference engine behind NVIDIA Dynamo from TypeScript.
  *
- * Subclass {@link LLMEngine} and keep it honest with {@link runConformance}.
+ * Subclass {@link LLMEngine}, serve it with {@link run} and keep it honest with {@link runConformance}.
  *
  * @packageDocumentation
  */
 
 export { LLMEngine, type EngineFactory } from './engine.js';
 export { engineHandler, type EngineHandlerOptions } from './worker/engine-handler.js';
+export { run, type EngineClass, type EngineFromArgs, type RunOptions } from './worker/run.js';
+export { Worker, type WorkerOptions } from './worker/worker.js';
+export { modelRegistration, parseEndpointTypes, type ModelRegistration } from './worker/registration.js';
+export { resolveHealthCheck, parseHealthCheckPayload, HEALTH_CHECK_PAYLOAD_ENV } from './worker/health-payload.js';
 export { Context, type ContextOptions, type TraceContext } from '@dynamo/runtime';
 export {
   DynamoException,

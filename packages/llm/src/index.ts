@@ -13,6 +13,8 @@ export {
   RuntimeConfigSchema,
   type RuntimeConfig,
   type RuntimeConfigInput,
+  WorkerTypeSchema,
+  type WorkerType,
 } from './card/schema.js';
 export { buildCard, type CardOptions } from './card/build.js';
 export { mdcsum } from './card/mdcsum.js';

@@ -1,5 +1,6 @@
 import { Client } from './endpoint/client.js';
 import type { EndpointHandler } from './endpoint/handler.js';
+import { HealthCanary, type HealthCheck } from './endpoint/canary.js';
 import { EndpointIngress } from './endpoint/ingress.js';
 import { InvalidArgument } from './errors.js';
 import type { EndpointLabels } from './metrics.js';
@@ -51,6 +52,11 @@ export class Component {
 export interface ServeOptions {
   /** Requests processed at once before new ones are refused as overloaded (default 10000). */
   maxInflight?: number;
+  /**
+   * The payload of this endpoint's health canary. When `DYN_HEALTH_CHECK_ENABLED` is on, an endpoint
+   * idle for `DYN_CANARY_WAIT_TIME` sends it to its own handler and `/health` follows the result.
+   */
+  healthCheck?: HealthCheck;
 }
 
 /** A served endpoint: stop it, or await `closed` to block like Dynamo's `serve_endpoint`. */
@@ -59,7 +65,16 @@ export interface ServedEndpoint {
   readonly instanceId: bigint;
   /** Requests in flight right now. */
   readonly inflight: number;
-  /** Leaves discovery, refuses new requests, drains in-flight ones (up to `drainTimeoutMs`). */
+  /**
+   * First step of a staged shutdown: leaves discovery (the instance record, then the stop hooks,
+   * e.g. the model card) so routers stop picking this worker. Requests are still accepted.
+   */
+  unregister(): Promise<void>;
+  /** Refuses new requests from now on ("worker is not accepting new requests"); running ones go on. */
+  stopAdmission(): void;
+  /** Resolves once no request is in flight, or after `timeoutMs` (none: no bound); returns how many are left. */
+  drain(timeoutMs?: number): Promise<number>;
+  /** Leaves discovery, refuses new requests, drains in-flight ones (up to `drainTimeoutMs`) and stops serving. */
   stop(options?: { drainTimeoutMs?: number }): Promise<void>;
   /** Resolves once the endpoint has stopped serving (by `stop()` or runtime shutdown). */
   readonly closed: Promise<void>;
@@ -69,7 +84,9 @@ export interface ServedEndpoint {
 export class Endpoint {
   readonly component: Component;
   readonly name: string;
-  #serving: { ingress: EndpointIngress; stopped: Promise<void>; resolveStopped: () => void } | undefined;
+  #serving:
+    | { ingress: EndpointIngress; canary: HealthCanary | undefined; stopped: Promise<void>; resolveStopped: () => void; unregistered?: Promise<void> }
+    | undefined;
   #stopping: Promise<void> | undefined;
   readonly #stopHooks: Array<() => Promise<void> | void> = [];
 
@@ -98,7 +115,15 @@ export class Endpoint {
     if (this.#serving) throw new InvalidArgument(`endpoint ${this.#label()} is already served by this handle`);
     const { namespace, component, endpoint } = this.path;
     const labels: EndpointLabels = { dynamo_namespace: namespace, dynamo_component: component, dynamo_endpoint: endpoint };
-    const ingress = new EndpointIngress(handler, labels, runtime.metrics, runtime.log(`runtime.endpoint.${endpoint}`), options);
+    const log = runtime.log(`runtime.endpoint.${endpoint}`);
+    const health = runtime.config.health;
+    const canary =
+      options.healthCheck && health.enabled && runtime.systemStatus
+        ? new HealthCanary(handler, options.healthCheck, { waitMs: health.canaryWaitSecs * 1000, timeoutMs: health.requestTimeoutSecs * 1000 }, log, (ready) =>
+            runtime.systemStatus?.setStatus(endpoint, ready ? 'ready' : 'notready'),
+          )
+        : undefined;
+    const ingress = new EndpointIngress(handler, labels, runtime.metrics, log, { ...options, ...(canary && { onSuccess: () => canary.succeeded() }) });
     const server = await runtime.requestServer();
     const transport = await server.serve(namespace, component, endpoint, runtime.instanceId, ingress.accept);
     try {
@@ -109,16 +134,20 @@ export class Endpoint {
     }
     let resolveStopped!: () => void;
     const stopped = new Promise<void>((resolve) => (resolveStopped = resolve));
-    this.#serving = { ingress, stopped, resolveStopped };
+    this.#serving = { ingress, canary, stopped, resolveStopped };
     this.#stopping = undefined;
     runtime.trackServed(this, true);
     runtime.systemStatus?.track(endpoint);
     runtime.systemStatus?.setStatus(endpoint, 'ready');
+    canary?.start();
     return {
       instanceId: runtime.instanceId,
       get inflight() {
         return ingress.inflight;
       },
+      unregister: () => this.#unregister(),
+      stopAdmission: () => ingress.stopAdmission(),
+      drain: (timeoutMs) => ingress.drain(timeoutMs),
       stop: (opts) => this.stopServing(opts),
       closed: stopped,
     };
@@ -138,6 +167,28 @@ export class Endpoint {
     return this.#stopping;
   }
 
+  /** Leaves discovery once per serving; the stop hooks run right after. */
+  #unregister(): Promise<void> {
+    const serving = this.#serving;
+    if (!serving) return Promise.resolve();
+    serving.unregistered ??= (async () => {
+      serving.canary?.stop();
+      const runtime = this.#runtime;
+      const { namespace, component, endpoint } = this.path;
+      const log = runtime.log(`runtime.endpoint.${endpoint}`);
+      await runtime.discovery.unregisterEndpoint(namespace, component, endpoint).catch((err: unknown) => log.warn({ err }, 'unregister failed'));
+      for (const hook of this.#stopHooks) {
+        try {
+          await hook();
+        } catch (err) {
+          log.warn({ err }, 'endpoint stop hook failed');
+        }
+      }
+      runtime.systemStatus?.setStatus(endpoint, 'notready');
+    })();
+    return serving.unregistered;
+  }
+
   async #stop(drainTimeoutMs: number): Promise<void> {
     const serving = this.#serving;
     if (!serving) return;
@@ -145,15 +196,7 @@ export class Endpoint {
     const { namespace, component, endpoint } = this.path;
     const log = runtime.log(`runtime.endpoint.${endpoint}`);
     // Leave discovery first so routers stop picking us, then refuse stragglers and drain.
-    await runtime.discovery.unregisterEndpoint(namespace, component, endpoint).catch((err: unknown) => log.warn({ err }, 'unregister failed'));
-    for (const hook of this.#stopHooks) {
-      try {
-        await hook();
-      } catch (err) {
-        log.warn({ err }, 'endpoint stop hook failed');
-      }
-    }
-    runtime.systemStatus?.setStatus(endpoint, 'notready');
+    await this.#unregister();
     serving.ingress.stopAdmission();
     const left = await serving.ingress.drain(drainTimeoutMs);
     if (left > 0) log.warn({ inflight: left, drainTimeoutMs }, 'requests still in flight after the drain timeout');

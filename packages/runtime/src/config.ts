@@ -62,6 +62,9 @@ const envSchema = z.object({
   DYN_SYSTEM_HEALTH_PATH: z.string().startsWith('/').default('/health'),
   DYN_SYSTEM_LIVE_PATH: z.string().startsWith('/').default('/live'),
   DYN_SYSTEM_STARTING_HEALTH_STATUS: z.enum(['ready', 'notready']).default('notready'),
+  DYN_HEALTH_CHECK_ENABLED: envFlag.default(false),
+  DYN_CANARY_WAIT_TIME: positiveSecs.default(10),
+  DYN_HEALTH_CHECK_REQUEST_TIMEOUT: positiveSecs.default(3),
   DYN_LOG: z.string().default('info'),
   DYN_LOGGING_JSONL: envFlag.default(false),
 });
@@ -107,6 +110,8 @@ export interface RuntimeConfig {
   };
   /** null: the system status server is off. */
   system: { port: number; host: string; healthPath: string; livePath: string; startingStatus: 'ready' | 'notready' } | null;
+  /** The canary: endpoints served with a health-check payload probe themselves after `canaryWaitSecs` idle. */
+  health: { enabled: boolean; canaryWaitSecs: number; requestTimeoutSecs: number };
   log: { filter: string; jsonl: boolean };
 }
 
@@ -199,6 +204,7 @@ export function loadRuntimeConfig(
             livePath: e.DYN_SYSTEM_LIVE_PATH,
             startingStatus: e.DYN_SYSTEM_STARTING_HEALTH_STATUS,
           },
+    health: { enabled: e.DYN_HEALTH_CHECK_ENABLED, canaryWaitSecs: e.DYN_CANARY_WAIT_TIME, requestTimeoutSecs: e.DYN_HEALTH_CHECK_REQUEST_TIMEOUT },
     log: { filter: e.DYN_LOG, jsonl: e.DYN_LOGGING_JSONL },
   };
   return deepFreeze(config);

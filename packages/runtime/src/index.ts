@@ -19,6 +19,7 @@ export { DistributedRuntime, type RuntimeOptions } from './runtime.js';
 export { Namespace, Component, Endpoint, type ServeOptions, type ServedEndpoint } from './component.js';
 export { Client, type CallOptions } from './endpoint/client.js';
 export type { EndpointHandler } from './endpoint/handler.js';
+export { HealthCanary, type HealthCheck, type CanaryTiming } from './endpoint/canary.js';
 export { envFlag, loadRuntimeConfig, type RuntimeConfig, type RuntimeConfigOverrides } from './config.js';
 export { validateName, parseEndpointPath, type EndpointPath } from './names.js';
 export { createLogging, parseLogFilter, type Log, type Logging, type LoggingOptions, type LogFilter } from './logger.js';

@@ -20,6 +20,9 @@ pub struct WorkerSituation {
     pub prefill: bool,
     /// The engine's own `kv_transfer_fallback()` declaration, if any.
     pub engine_kv_transfer_fallback: Option<KvTransferFallback>,
+    /// The engine has a `drain()` hook: it runs first in the KV-transfer stage, on every
+    /// worker kind, while discovery and the request plane are still up.
+    pub drain: bool,
 }
 
 /// The KV-transfer policy in force after applying precedence.
@@ -99,6 +102,12 @@ pub enum ShutdownEvent {
         /// Requests still running.
         inflight: u64,
     },
+    /// Answer to `CallDrain`: `drain()` returned (an error is logged and shutdown continues).
+    Drained {
+        /// Failure message, if it failed.
+        #[serde(default)]
+        error: Option<String>,
+    },
     /// Answer to `PollQuiescent`: the engine's `is_quiescent()` result.
     Quiescent {
         /// `Some(true)` done, `Some(false)` still transferring, `None` cannot tell.
@@ -141,6 +150,12 @@ pub enum ShutdownAction {
     /// `InflightTimedOut`. `timeout_ms: null` = no bound.
     WaitInflight {
         /// Bound for the wait.
+        timeout_ms: Option<u64>,
+    },
+    /// Call the engine's `drain()` once; answer `Drained`, or `Tick` if it outlives
+    /// `timeout_ms` (`null` = no bound; the call is then abandoned).
+    CallDrain {
+        /// Bound for the call (the stage's allowance).
         timeout_ms: Option<u64>,
     },
     /// Call `is_quiescent()` once; answer `Quiescent`, or `Tick` if it outlives
@@ -196,6 +211,7 @@ enum Step {
     RouterGrace { until_ms: u64 },
     StoppingAdmission,
     Inflight { until_ms: Option<u64> },
+    Draining { until_ms: Option<u64> },
     KvTransfer(KvProgress),
     Cleanup { until_ms: u64 },
     Done,
@@ -286,7 +302,7 @@ impl ShutdownPlanner {
             Step::RouterGrace { .. } => Some(Stage::RouterGrace),
             Step::StoppingAdmission => Some(Stage::StopAdmission),
             Step::Inflight { .. } => Some(Stage::Inflight),
-            Step::KvTransfer(_) => Some(Stage::KvTransfer),
+            Step::Draining { .. } | Step::KvTransfer(_) => Some(Stage::KvTransfer),
             Step::Cleanup { .. } => Some(Stage::Cleanup),
             Step::Idle | Step::Done | Step::Exited => None,
         }
@@ -316,8 +332,12 @@ impl ShutdownPlanner {
             Stage::StopAdmission | Stage::Inflight if !self.situation.served => {
                 Some("shutdown reached before serving".into())
             }
-            Stage::KvTransfer if !self.situation.prefill => Some("not a prefill worker".into()),
-            Stage::KvTransfer if self.kv_policy == KvTransferPolicy::Skip => {
+            Stage::KvTransfer if !self.situation.drain && !self.situation.prefill => {
+                Some("not a prefill worker".into())
+            }
+            Stage::KvTransfer
+                if !self.situation.drain && self.kv_policy == KvTransferPolicy::Skip =>
+            {
                 Some("kv_transfer_fallback=skip".into())
             }
             _ => None,
@@ -426,17 +446,42 @@ impl ShutdownPlanner {
                 },
                 E::Tick,
             ) if now_ms >= until => self.inflight_timed_out(now_ms, None, &mut out),
+            (&Step::Draining { until_ms }, E::Drained { error }) => {
+                if let Some(e) = &error {
+                    out.push(log(
+                        LogLevel::Warn,
+                        format!("engine drain() failed: {e}; continuing shutdown"),
+                    ));
+                }
+                self.drained(now_ms, until_ms, error, &mut out)
+            }
+            (
+                &Step::Draining {
+                    until_ms: Some(until),
+                },
+                E::Tick,
+            ) if now_ms >= until => {
+                let waited = secs(now_ms.saturating_sub(self.stage_started_ms));
+                let message =
+                    format!("engine drain() did not return within {waited}; continuing shutdown");
+                out.push(log(LogLevel::Warn, message.clone()));
+                self.finish(now_ms, StageReason::TimedOut, Some(message), &mut out);
+            }
             (Step::KvTransfer(_), ev @ (E::Quiescent { .. } | E::Wake | E::Tick)) => {
                 self.kv_event(now_ms, ev, &mut out)
             }
-            (Step::RouterGrace { .. } | Step::Inflight { .. } | Step::KvTransfer(_), E::Cancel) => {
-                self.finish(
-                    now_ms,
-                    StageReason::Cancelled,
-                    Some("cancelled by the host".into()),
-                    &mut out,
-                )
-            }
+            (
+                Step::RouterGrace { .. }
+                | Step::Inflight { .. }
+                | Step::Draining { .. }
+                | Step::KvTransfer(_),
+                E::Cancel,
+            ) => self.finish(
+                now_ms,
+                StageReason::Cancelled,
+                Some("cancelled by the host".into()),
+                &mut out,
+            ),
             (Step::Cleanup { .. }, E::CleanupDone { error }) => {
                 if let Some(e) = &error {
                     out.push(log(LogLevel::Warn, format!("engine cleanup failed: {e}")));
@@ -569,6 +614,48 @@ impl ShutdownPlanner {
         }
     }
 
+    /// Whether this worker waits for KV transfers after `drain()`.
+    fn waits_for_kv(&self) -> bool {
+        self.situation.prefill && self.kv_policy != KvTransferPolicy::Skip
+    }
+
+    fn start_polling(
+        &self,
+        now_ms: u64,
+        until_ms: Option<u64>,
+        last_error: Option<String>,
+        out: &mut Vec<ShutdownAction>,
+    ) -> Step {
+        out.push(ShutdownAction::PollQuiescent {
+            timeout_ms: until_ms.map(|u| u.saturating_sub(now_ms)),
+        });
+        Step::KvTransfer(KvProgress {
+            until_ms,
+            waiting: KvWait::Poll,
+            poll_started_ms: now_ms,
+            last_progress_log_ms: now_ms,
+            saw_not_quiescent: false,
+            last_error,
+        })
+    }
+
+    /// `drain()` returned: wait for KV transfers in what is left of the stage, or end it.
+    fn drained(
+        &mut self,
+        now_ms: u64,
+        until_ms: Option<u64>,
+        error: Option<String>,
+        out: &mut Vec<ShutdownAction>,
+    ) {
+        if !self.waits_for_kv() {
+            return self.finish(now_ms, StageReason::Completed, error, out);
+        }
+        if until_ms.is_some_and(|u| now_ms >= u) {
+            return self.finish(now_ms, StageReason::TimedOut, error, out);
+        }
+        self.step = self.start_polling(now_ms, until_ms, error, out);
+    }
+
     fn kv_gave_up(&mut self, now_ms: u64, out: &mut Vec<ShutdownAction>) {
         let Step::KvTransfer(kv) = &self.step else {
             return;
@@ -699,17 +786,14 @@ impl ShutdownPlanner {
                 if let Some(skip) = self.zero_allowance_skip(stage, allowance) {
                     return Err(skip);
                 }
-                out.push(ShutdownAction::PollQuiescent {
-                    timeout_ms: allowance,
-                });
-                Ok(Step::KvTransfer(KvProgress {
-                    until_ms: allowance.map(|a| now_ms + a),
-                    waiting: KvWait::Poll,
-                    poll_started_ms: now_ms,
-                    last_progress_log_ms: now_ms,
-                    saw_not_quiescent: false,
-                    last_error: None,
-                }))
+                let until_ms = allowance.map(|a| now_ms + a);
+                if self.situation.drain {
+                    out.push(ShutdownAction::CallDrain {
+                        timeout_ms: allowance,
+                    });
+                    return Ok(Step::Draining { until_ms });
+                }
+                Ok(self.start_polling(now_ms, until_ms, None, out))
             }
             Stage::Cleanup => {
                 let bound = self.budget.cleanup_bound(now_ms);
@@ -757,6 +841,7 @@ mod tests {
             served: true,
             prefill: true,
             engine_kv_transfer_fallback: engine,
+            drain: false,
         }
     }
 
@@ -1369,6 +1454,7 @@ mod tests {
                 served: false,
                 prefill: true,
                 engine_kv_transfer_fallback: None,
+                drain: false,
             },
         );
         p.on(0, E::Begin);
@@ -1721,7 +1807,8 @@ mod tests {
             WorkerSituation {
                 served: false,
                 prefill: true,
-                engine_kv_transfer_fallback: Some(KvTransferFallback::Skip)
+                engine_kv_transfer_fallback: Some(KvTransferFallback::Skip),
+                drain: false,
             }
         );
     }
@@ -1732,5 +1819,129 @@ mod tests {
         assert_eq!(secs(1_500), "1.5s");
         assert_eq!(secs(1), "0.001s");
         assert_eq!(secs(0), "0s");
+    }
+
+    fn draining(prefill: bool, policy: Option<KvTransferFallback>) -> ShutdownPlanner {
+        let mut p = ShutdownPlanner::new(
+            &settings(),
+            WorkerSituation {
+                served: true,
+                prefill,
+                engine_kv_transfer_fallback: policy,
+                drain: true,
+            },
+        );
+        to_inflight(&mut p);
+        let a = p.on(5_000, E::InflightDrained);
+        assert_eq!(
+            work(&a),
+            vec![A::CallDrain {
+                timeout_ms: Some(30_000)
+            }]
+        );
+        assert_eq!(p.current_stage(), Some(Stage::KvTransfer));
+        p
+    }
+
+    #[test]
+    fn drain_runs_on_a_decode_worker_then_cleanup() {
+        let mut p = draining(false, None);
+        let a = p.on(5_400, E::Drained { error: None });
+        let o = outcome(&a, Stage::KvTransfer);
+        assert_eq!((o.reason, o.elapsed_ms), (StageReason::Completed, 400));
+        assert_eq!(p.drain_time_ms(), Some(400));
+        assert_eq!(work(&a), vec![A::CallCleanup { timeout_ms: 29_600 }]);
+    }
+
+    #[test]
+    fn drain_error_warns_and_continues() {
+        let mut p = draining(false, None);
+        let a = p.on(
+            5_000,
+            E::Drained {
+                error: Some("boom".into()),
+            },
+        );
+        assert_eq!(
+            logs(&a, LogLevel::Warn),
+            vec!["engine drain() failed: boom; continuing shutdown"]
+        );
+        let o = outcome(&a, Stage::KvTransfer);
+        assert_eq!(
+            (o.reason, o.detail.as_deref()),
+            (StageReason::Completed, Some("boom"))
+        );
+        assert!(matches!(work(&a)[..], [A::CallCleanup { .. }]));
+    }
+
+    #[test]
+    fn drain_that_hangs_times_out_on_tick() {
+        let mut p = draining(false, None);
+        assert!(p.on(34_999, E::Tick).is_empty());
+        let a = p.on(35_000, E::Tick);
+        assert_eq!(
+            records(&a),
+            vec![(Stage::KvTransfer, StageReason::TimedOut)]
+        );
+        assert!(logs(&a, LogLevel::Warn)[0].contains("drain() did not return within 30s"));
+        // The budget is spent: cleanup gets the reserve.
+        assert_eq!(work(&a), vec![A::CallCleanup { timeout_ms: 5_000 }]);
+        // A late answer is ignored.
+        assert!(p.on(36_000, E::Drained { error: None }).is_empty());
+    }
+
+    #[test]
+    fn drain_then_quiescence_on_a_prefill_worker() {
+        let mut p = draining(true, Some(KvTransferFallback::Wait));
+        let a = p.on(6_000, E::Drained { error: None });
+        assert_eq!(
+            work(&a),
+            vec![A::PollQuiescent {
+                timeout_ms: Some(29_000)
+            }]
+        );
+        let a = p.on(
+            6_100,
+            E::Quiescent {
+                value: Some(true),
+                error: None,
+            },
+        );
+        let o = outcome(&a, Stage::KvTransfer);
+        assert_eq!((o.reason, o.elapsed_ms), (StageReason::Completed, 1_100));
+    }
+
+    #[test]
+    fn drain_runs_even_when_kv_waiting_is_skipped() {
+        let mut p = draining(true, Some(KvTransferFallback::Skip));
+        let a = p.on(5_000, E::Drained { error: None });
+        assert_eq!(
+            records(&a),
+            vec![(Stage::KvTransfer, StageReason::Completed)]
+        );
+        assert!(matches!(work(&a)[..], [A::CallCleanup { .. }]));
+    }
+
+    #[test]
+    fn drain_can_be_cancelled() {
+        let mut p = draining(false, None);
+        let a = p.on(5_000, E::Cancel);
+        assert_eq!(
+            records(&a),
+            vec![(Stage::KvTransfer, StageReason::Cancelled)]
+        );
+    }
+
+    #[test]
+    fn drain_json_names() {
+        assert_eq!(
+            serde_json::to_value(A::CallDrain {
+                timeout_ms: Some(5)
+            })
+            .unwrap(),
+            json!({"type": "call_drain", "timeout_ms": 5})
+        );
+        let e: ShutdownEvent = serde_json::from_value(json!({"type": "drained"})).unwrap();
+        assert_eq!(e, E::Drained { error: None });
     }
 }

@@ -40,6 +40,8 @@ export const WorkerConfigSchema = z.strictObject({
   metricsLabels: z.array(z.tuple([z.string(), z.string()])).default([]),
   disaggregationMode: DisaggregationModeSchema.default('agg'),
   healthCheckPayload: z.record(z.string(), z.unknown()).optional(),
+  /** How often a frontend may move a failed request to another worker (card `migration_limit`). */
+  migrationLimit: z.number().int().min(0).max(0xffff_ffff).default(0),
   structuralTagMode: z.enum(['off', 'on']).default('off'),
   structuralTagScope: z.enum(['auto', 'always']).default('auto'),
   structuralTagSchema: z.enum(['auto', 'strict']).default('auto'),

@@ -3,7 +3,7 @@ import { InvalidArgument, parseOrThrow } from '@dynamo/runtime';
 import type { LocalModel, ModelFile } from '../local-model.js';
 import type { ModelInput } from '../model-input.js';
 import { modelTypeToWire, type ModelTypeFlags } from '../model-type.js';
-import { type CheckedFile, type ModelDeploymentCard, ModelDeploymentCardSchema, type RuntimeConfigInput } from './schema.js';
+import { type CheckedFile, type ModelDeploymentCard, ModelDeploymentCardSchema, type RuntimeConfigInput, type WorkerType } from './schema.js';
 import { slugify } from './slug.js';
 
 /** What goes into a card besides the model's files. */
@@ -21,6 +21,10 @@ export interface CardOptions {
   /** Anything the worker wants frontends to see, copied as is. */
   userData?: unknown;
   runtimeConfig?: RuntimeConfigInput;
+  /** This worker's role in a disaggregated deployment (default `aggregated`). */
+  workerType?: WorkerType;
+  /** Roles that must be served elsewhere for this one to work, as alternatives of all-of sets (default none). */
+  needs?: WorkerType[][];
 }
 
 function nonNegativeInt(name: string, value: number, min = 0): number {
@@ -67,8 +71,8 @@ export function buildCard(model: LocalModel, options: CardOptions): ModelDeploym
     migration_limit: nonNegativeInt('migrationLimit', options.migrationLimit ?? 0),
     model_type: modelTypeToWire(options.modelType),
     model_input: options.modelInput,
-    worker_type: 'aggregated',
-    needs: [],
+    worker_type: options.workerType ?? 'aggregated',
+    needs: options.needs ?? [],
     ...(options.userData !== undefined && { user_data: options.userData }),
     // Stock writes runtime_config.context_length only when one was set.
     runtime_config: { ...options.runtimeConfig, ...(options.contextLength !== undefined && { context_length: contextLength }) },

@@ -41,6 +41,10 @@ export type RuntimeConfig = z.output<typeof RuntimeConfigSchema>;
 /** What a caller may pass as runtime config (every field optional). */
 export type RuntimeConfigInput = z.input<typeof RuntimeConfigSchema>;
 
+/** A worker's role in a (possibly disaggregated) deployment, as cards spell it. */
+export const WorkerTypeSchema = z.enum(['aggregated', 'prefill', 'decode', 'encode']);
+export type WorkerType = z.output<typeof WorkerTypeSchema>;
+
 /**
  * The model deployment card, with stock Dynamo's field names. Readers are liberal (unknown
  * fields are kept); writers emit exactly these names.
@@ -63,7 +67,7 @@ export const ModelDeploymentCardSchema = z.looseObject({
   migration_limit: u32.default(0),
   model_type: z.string(),
   model_input: ModelInputSchema,
-  worker_type: z.enum(['prefill', 'decode', 'encode', 'aggregated', '']).default('aggregated'),
+  worker_type: WorkerTypeSchema.or(z.literal('')).default('aggregated'),
   needs: z.array(z.array(z.string())).default([]),
   user_data: z.unknown().nullish(),
   runtime_config: RuntimeConfigSchema.default(RuntimeConfigSchema.parse({})),

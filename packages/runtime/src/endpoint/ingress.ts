@@ -15,6 +15,8 @@ import { type EndpointHandler, invokeHandler } from './handler.js';
 export interface IngressOptions {
   /** Requests processed at once before new ones are refused as overloaded (default 10000). */
   maxInflight?: number;
+  /** Called when a request's response stream completed without an error (feeds the health canary). */
+  onSuccess?: () => void;
 }
 
 /**
@@ -36,9 +38,10 @@ export class EndpointIngress {
   };
   readonly #log: Log;
   readonly #maxInflight: number;
+  readonly #onSuccess: (() => void) | undefined;
   #inflight = 0;
   #closed = false;
-  #drained: (() => void) | undefined;
+  readonly #drainWaiters = new Set<() => void>();
 
   constructor(handler: EndpointHandler, labels: EndpointLabels, metrics: RuntimeMetrics, log: Log, options: IngressOptions = {}) {
     this.#handler = handler;
@@ -54,6 +57,7 @@ export class EndpointIngress {
     };
     this.#log = log;
     this.#maxInflight = options.maxInflight ?? 10_000;
+    this.#onSuccess = options.onSuccess;
   }
 
   /** Requests being processed. */
@@ -63,7 +67,7 @@ export class EndpointIngress {
 
   /** The request-plane acceptor: validates synchronously, acknowledges, processes in the background. */
   readonly accept: RequestAcceptor = (envelope, headers) => {
-    if (this.#closed) return `${SERVER_UNAVAILABLE}endpoint ${this.#labels.dynamo_endpoint} is not accepting new requests`;
+    if (this.#closed) return `${SERVER_UNAVAILABLE}worker is not accepting new requests (endpoint ${this.#labels.dynamo_endpoint} is draining)`;
     if (this.#inflight >= this.#maxInflight) return `${SERVER_OVERLOADED}${this.#inflight} requests in flight`;
     let request: RequestEnvelope;
     try {
@@ -87,7 +91,7 @@ export class EndpointIngress {
       this.#inflight--;
       series.inflight.dec();
       series.duration.observe((performance.now() - started) / 1000);
-      if (this.#inflight === 0) this.#drained?.();
+      if (this.#inflight === 0) for (const wake of this.#drainWaiters) wake();
     });
     return '';
   };
@@ -97,16 +101,18 @@ export class EndpointIngress {
     this.#closed = true;
   }
 
-  /** Resolves when no request is in flight, or after `timeoutMs`; returns how many remain. */
-  async drain(timeoutMs: number): Promise<number> {
+  /** Resolves when no request is in flight, or after `timeoutMs` (none: no bound); returns how many remain. */
+  async drain(timeoutMs?: number): Promise<number> {
     if (this.#inflight === 0) return 0;
     await new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, timeoutMs);
-      timer.unref();
-      this.#drained = () => {
+      const wake = () => {
         clearTimeout(timer);
+        this.#drainWaiters.delete(wake);
         resolve();
       };
+      const timer = timeoutMs === undefined ? undefined : setTimeout(wake, timeoutMs);
+      timer?.unref();
+      this.#drainWaiters.add(wake);
     });
     return this.#inflight;
   }
@@ -148,6 +154,7 @@ export class EndpointIngress {
     }
     log.debug({ id: control.id }, 'request accepted');
     let responseBytes = 0;
+    let failed = false;
     try {
       await sender.prologue(null);
       for await (const item of stream) {
@@ -158,6 +165,7 @@ export class EndpointIngress {
         if (backpressure) await backpressure;
       }
     } catch (err) {
+      failed = true;
       if (err instanceof StreamIncomplete) {
         // The handler asks for the stream to end without its final marker: the caller sees an
         // incomplete stream and may migrate the request.
@@ -173,6 +181,7 @@ export class EndpointIngress {
     }
     if (responseBytes > 0) this.#series.responseBytes.inc(responseBytes);
     if (context.isStopped()) this.#series.cancellations.inc();
+    else if (!failed) this.#onSuccess?.();
     if (sender.killed) return;
     await sender.complete().catch((err: unknown) => {
       this.#error('publish_final');

@@ -1,0 +1,278 @@
+import { resolveShutdownSettings, ShutdownPlanner } from '@dynamo/core';
+import { registerLlm, type RegisteredModel } from '@dynamo/llm';
+import {
+  CannotConnect,
+  createLogging,
+  DistributedRuntime,
+  DynamoException,
+  envFlag,
+  InvalidArgument,
+  type Log,
+  type Logging,
+  parseOrThrow,
+  type ServedEndpoint,
+  Unknown,
+} from '@dynamo/runtime';
+
+import { LLMEngine } from '../engine.js';
+import { type EngineConfig, EngineConfigSchema } from '../protocol/engine-config.js';
+import { type WorkerConfig, type WorkerConfigInput, workerConfig } from '../protocol/worker-config.js';
+import { engineHandler } from './engine-handler.js';
+import { EngineGate } from './engine-gate.js';
+import { resolveHealthCheck } from './health-payload.js';
+import { LifecycleMetrics } from './lifecycle-metrics.js';
+import { modelRegistration } from './registration.js';
+import { type ShutdownHost, ShutdownRun } from './shutdown-executor.js';
+
+type Env = Readonly<Record<string, string | undefined>>;
+type ShutdownSettings = ReturnType<typeof resolveShutdownSettings>['settings'];
+
+/** Options of {@link Worker}. */
+export interface WorkerOptions {
+  /**
+   * A runtime to serve on (several workers in one process, tests). By default the Worker builds
+   * one from the config and the environment, and shuts it down at the end.
+   */
+  runtime?: DistributedRuntime;
+  /** Environment for `DYN_*` settings (default `process.env`). */
+  env?: Env;
+  /** Install SIGTERM/SIGINT handlers (default true); without them call {@link Worker.shutdown}. */
+  handleSignals?: boolean;
+  /** Ends the process on a hard exit (default `process.exit`). */
+  exit?: (code: number) => void;
+  /** The engine's name in logs and errors (default its class name). */
+  engineName?: string;
+}
+
+const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+/** Dynamo's snake_case `ShutdownConfig` from the camelCase one of a `WorkerConfig`. */
+function shutdownConfig(config: WorkerConfig['shutdown']): Record<string, unknown> {
+  return {
+    total_secs: config.totalSecs,
+    router_grace_secs: config.routerGraceSecs,
+    inflight_timeout_secs: config.inflightTimeoutSecs,
+    kv_transfer_timeout_secs: config.kvTransferTimeoutSecs,
+    cleanup_timeout_secs: config.cleanupTimeoutSecs,
+    kv_transfer_fallback: config.kvTransferFallback,
+  };
+}
+
+/**
+ * Serves one {@link LLMEngine} as a Dynamo worker, the way Dynamo's unified-backend Worker does:
+ * connect the runtime, `start` the engine (timed as `model_load_time_seconds`), register its model
+ * card, serve the endpoint, and on SIGTERM/SIGINT (or the endpoint ending) shut down gracefully in
+ * stages under one budget: unregister → router grace → stop admission → in-flight requests →
+ * `drain()` / KV quiescence → `cleanup()` once. The stages and their timing come from
+ * `@dynamo/core`'s shutdown planner; this class performs what it asks. A shutdown that overruns
+ * the budget exits the process with code 911; a second signal exits at once.
+ */
+export class Worker {
+  readonly engine: LLMEngine;
+  readonly config: WorkerConfig;
+  readonly #options: WorkerOptions;
+  readonly #env: Env;
+  readonly #name: string;
+  readonly #gate: EngineGate;
+  readonly #logging: Logging;
+  readonly #log: Log;
+  readonly #settings: ShutdownSettings;
+  #stopRequested = false;
+  #onStop!: () => void;
+  readonly #stopped = new Promise<void>((resolve) => (this.#onStop = resolve));
+  #deadline: NodeJS.Timeout | undefined;
+  #shutdown: ShutdownRun | undefined;
+  #signals = 0;
+  #ran = false;
+
+  constructor(engine: LLMEngine, config: WorkerConfig | WorkerConfigInput = {}, options: WorkerOptions = {}) {
+    if (!(engine instanceof LLMEngine)) throw new InvalidArgument('Worker: engine must be an instance of an LLMEngine subclass');
+    this.engine = engine;
+    this.config = workerConfig(config);
+    this.#options = options;
+    this.#env = options.env ?? process.env;
+    this.#name = options.engineName ?? engine.constructor.name;
+    this.#gate = new EngineGate(engine, this.#name);
+    this.#logging =
+      options.runtime?.logging ??
+      createLogging({ filter: this.#env.DYN_LOG || 'info', jsonl: envFlag.safeParse(this.#env.DYN_LOGGING_JSONL ?? '').data ?? false });
+    this.#log = this.#logging.child('backend.worker');
+    const resolved = resolveShutdownSettings(shutdownConfig(this.config.shutdown), { ...this.#env });
+    for (const warning of resolved.warnings) this.#log.warn(warning);
+    this.#settings = resolved.settings;
+  }
+
+  /** Starts a graceful shutdown, as SIGTERM does. */
+  shutdown(): void {
+    if (this.#stopRequested) return;
+    this.#stopRequested = true;
+    // The budget runs from the request, even while `start` is still loading the model.
+    this.#deadline = setTimeout(() => this.#hardExit(), this.#settings.total_ms);
+    this.#deadline.unref();
+    this.#onStop();
+  }
+
+  /**
+   * Runs the worker until it has shut down. Resolves when shutdown completed; rejects with a Dynamo
+   * error (naming the engine when it failed) after cleaning the engine up.
+   */
+  async run(): Promise<void> {
+    if (this.#ran) throw new InvalidArgument('Worker.run() may be called only once');
+    this.#ran = true;
+    this.#validate();
+    const onSignal = (signal: NodeJS.Signals) => {
+      if (this.#signals++ > 0) {
+        this.#log.warn({ signal }, `${signal} received again; exiting without waiting`);
+        this.#exit(130);
+        return;
+      }
+      this.#log.info({ signal }, `${signal} received`);
+      this.shutdown();
+    };
+    const signals = this.#options.handleSignals !== false;
+    if (signals) {
+      process.on('SIGTERM', onSignal);
+      process.on('SIGINT', onSignal);
+    }
+    try {
+      const runtime = this.#options.runtime ?? (await this.#connect());
+      try {
+        await this.#serve(runtime);
+      } finally {
+        // Safety net: a no-op unless something failed between `start` and the shutdown stages.
+        await this.#gate.cleanup(this.#settings.cleanup_timeout_ms);
+        if (!this.#options.runtime) await runtime.shutdown({ drainTimeoutMs: 0 });
+      }
+    } finally {
+      clearTimeout(this.#deadline);
+      if (signals) {
+        process.off('SIGTERM', onSignal);
+        process.off('SIGINT', onSignal);
+      }
+    }
+  }
+
+  #validate(): void {
+    const { modelInput, routeToEncoder, disaggregationMode } = this.config;
+    if (modelInput !== 'Tokens') throw new InvalidArgument(`an LLMEngine takes Tokens input (preprocessed requests), but WorkerConfig.modelInput is '${modelInput}'`);
+    if (routeToEncoder && disaggregationMode !== 'agg' && disaggregationMode !== 'prefill') {
+      throw new InvalidArgument(`routeToEncoder is allowed only for agg and prefill workers, not '${disaggregationMode}'`);
+    }
+  }
+
+  async #connect(): Promise<DistributedRuntime> {
+    try {
+      return await DistributedRuntime.create({
+        env: this.#env,
+        logging: this.#logging,
+        overrides: { discoveryBackend: this.config.discoveryBackend as 'file', requestPlane: this.config.requestPlane },
+      });
+    } catch (err) {
+      if (err instanceof DynamoException) throw err;
+      throw new CannotConnect(`distributed runtime: ${message(err)}`, { cause: err });
+    }
+  }
+
+  async #serve(runtime: DistributedRuntime): Promise<void> {
+    const log = this.#log;
+    if (this.#stopRequested) {
+      log.info('Shutdown signal observed before engine.start(); exiting cleanly');
+      this.#gate.shutdownBeforeStart();
+      return;
+    }
+    const began = performance.now();
+    const engineConfig = this.#checkEngineConfig(await this.#gate.start(runtime.instanceId));
+    const loadSecs = (performance.now() - began) / 1000;
+    const registration = modelRegistration(engineConfig, this.config);
+    const { namespace, component, endpoint: endpointName } = this.config;
+    const metrics = new LifecycleMetrics(runtime, {
+      dynamo_namespace: namespace,
+      dynamo_component: component,
+      dynamo_endpoint: endpointName,
+      model: engineConfig.model,
+      model_name: registration.servedName,
+    });
+    metrics.modelLoaded(loadSecs);
+    log.info({ engine: this.#name, model: engineConfig.model, seconds: Number(loadSecs.toFixed(3)) }, 'engine started');
+    if (this.#stopRequested) {
+      log.info('Shutdown signal observed during engine.start(); running orchestrator');
+      return this.#orchestrate(undefined, metrics);
+    }
+
+    const endpoint = runtime.namespace(namespace).component(component).endpoint(endpointName);
+    let registered: RegisteredModel;
+    try {
+      registered = await registerLlm(registration.modelInput, registration.modelType, endpoint, registration.modelPath, registration.options);
+    } catch (err) {
+      if (err instanceof DynamoException) throw err;
+      throw new Unknown(`model attach: ${message(err)}`, { cause: err });
+    }
+    const healthCheck = await resolveHealthCheck(this.engine, this.config.healthCheckPayload, this.#env, log);
+    const handler = engineHandler(this.engine, { log: runtime.log('backend.engine'), engineName: this.#name });
+    let served: ServedEndpoint;
+    try {
+      served = await endpoint.serveEndpoint(handler, healthCheck ? { healthCheck } : {});
+    } catch (err) {
+      await registered.unregister().catch(() => {});
+      throw new Unknown(`serve: ${message(err)}`, { cause: err });
+    }
+    log.info({ model: registration.servedName, endpoint: `${namespace}.${component}.${endpointName}`, instance_id: runtime.instanceId.toString(16) }, `Serving ${registration.servedName} on ${namespace}.${component}.${endpointName}`);
+
+    const why = await Promise.race([served.closed.then(() => 'endpoint' as const), this.#stopped.then(() => 'signal' as const)]);
+    log.info(why === 'signal' ? 'Received shutdown signal; running graceful orchestration' : 'Endpoint completed gracefully; running shutdown orchestration');
+    await this.#orchestrate(served, metrics);
+    await served.stop({ drainTimeoutMs: 0 });
+  }
+
+  #checkEngineConfig(config: unknown): EngineConfig {
+    try {
+      return parseOrThrow(EngineConfigSchema, config, 'EngineConfig');
+    } catch (err) {
+      throw new InvalidArgument(`engine ${this.#name}: start() returned an invalid EngineConfig: ${message(err)}`, { cause: err });
+    }
+  }
+
+  /** Runs the shutdown stages; `served` is undefined when shutdown came before serving. */
+  async #orchestrate(served: ServedEndpoint | undefined, metrics: LifecycleMetrics): Promise<void> {
+    if (!this.#stopRequested) this.shutdown();
+    const planner = new ShutdownPlanner(this.#settings, {
+      served: served !== undefined,
+      prefill: this.config.disaggregationMode === 'prefill',
+      engine_kv_transfer_fallback: this.config.shutdown.kvTransferFallback ?? null,
+      drain: this.engine.drain !== LLMEngine.prototype.drain,
+    });
+    this.#shutdown = new ShutdownRun(planner, this.#host(served, metrics));
+    this.#shutdown.begin();
+    await this.#shutdown.done;
+  }
+
+  #host(served: ServedEndpoint | undefined, metrics: LifecycleMetrics | undefined): ShutdownHost {
+    const log = this.#log;
+    const engine = this.engine;
+    return {
+      unregister: async () => served?.unregister(),
+      stopAdmission: () => served?.stopAdmission(),
+      waitInflight: async (timeoutMs) => (served ? served.drain(timeoutMs) : 0),
+      drain: () => engine.drain(),
+      isQuiescent: () => engine.isQuiescent(),
+      cleanup: (timeoutMs) => this.#gate.cleanup(timeoutMs),
+      record: (o) => {
+        metrics?.stage(o.stage, o.reason, o.elapsed_ms / 1000);
+        log.info({ stage: o.stage, reason: o.reason, elapsed_ms: o.elapsed_ms, remaining_ms: o.remaining_total_ms, ...(o.detail && { detail: o.detail }) }, `shutdown stage ${o.stage}: ${o.reason}`);
+        if (o.stage === 'cleanup' && o.reason === 'completed') log.info({ engine: this.#name }, 'Engine cleanup complete');
+      },
+      log: (level, text) => log[level](text),
+      exit: (code) => this.#exit(code),
+    };
+  }
+
+  /** The budget ran out: the planner records the stage in progress, logs, and asks to exit. */
+  #hardExit(): void {
+    const run = this.#shutdown ?? new ShutdownRun(new ShutdownPlanner(this.#settings, {}), this.#host(undefined, undefined));
+    run.deadline();
+  }
+
+  #exit(code: number): void {
+    (this.#options.exit ?? ((c: number) => process.exit(c)))(code);
+  }
+}
