@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { describeIssues, InvalidArgument } from '@dynamo/runtime';
@@ -124,5 +125,43 @@ export const workerFlags = {
     env: 'DYN_DISAGGREGATION_MODE',
     placeholder: 'MODE',
   },
+  migrationLimit: {
+    schema: z.coerce.number().int().min(0).max(0xffff_ffff).default(0),
+    description: 'How many times a frontend may move a request to another worker when this one fails',
+    placeholder: 'N',
+  },
+  healthCheckPayload: {
+    schema: z.string().optional().transform((text, ctx) => (text === undefined ? undefined : jsonObjectArgument(text, ctx))),
+    description: 'Health canary request: a JSON object, or @FILE holding one (default: the engine\'s)',
+    env: 'DYN_HEALTH_CHECK_PAYLOAD',
+    placeholder: 'JSON|@FILE',
+  },
+  customJinjaTemplate: {
+    schema: z.string().min(1).optional(),
+    description: 'A Jinja chat template that replaces the model\'s',
+    env: 'DYN_CUSTOM_JINJA_TEMPLATE',
+    placeholder: 'FILE',
+  },
   disableKvRouting: { schema: z.boolean().default(false), boolean: true, description: 'Do not publish KV events or load snapshots' },
 } satisfies Flags;
+
+/** A JSON object given inline or as `@file`; a zod issue says what is wrong otherwise. */
+function jsonObjectArgument(text: string, ctx: z.RefinementCtx): Record<string, unknown> {
+  let json = text;
+  if (text.startsWith('@')) {
+    try {
+      json = readFileSync(text.slice(1), 'utf8');
+    } catch (err) {
+      ctx.addIssue({ code: 'custom', message: `cannot read ${text.slice(1)}: ${(err as Error).message}` });
+      return z.NEVER;
+    }
+  }
+  try {
+    const value: unknown = JSON.parse(json);
+    if (typeof value === 'object' && value !== null && !Array.isArray(value)) return value as Record<string, unknown>;
+    ctx.addIssue({ code: 'custom', message: 'must be a JSON object' });
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: `not valid JSON: ${(err as Error).message}` });
+  }
+  return z.NEVER;
+}

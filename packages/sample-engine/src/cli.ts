@@ -1,11 +1,12 @@
 #!/usr/bin/env node
-import { conformanceReport, Context, DynamoException, type Flags, parseFlags, toDynamoException } from '@dynamo/backend';
+import { conformanceReport, Context, DynamoException, type Flags, parseFlags, run, toDynamoException } from '@dynamo/backend';
 import { z } from 'zod';
 import { SampleEngine } from './engine.js';
 import { type SampleEngineFlagValues, sampleEngineFlags, sampleEngineHelp } from './flags.js';
 import { formatConformanceReport } from './report.js';
 
 const commands = {
+  serve: 'Serve the engine as a Dynamo worker until SIGTERM/SIGINT (the default when no command is given)',
   conformance: 'Run the conformance kit against the sample engine and print a report (exit 1 if it fails)',
   generate: 'Run one request through the engine locally and print its chunks as JSON lines',
 } as const;
@@ -17,22 +18,31 @@ function usage(): string {
     .map(([name, text]) => `  ${name.padEnd(12)}${text}`)
     .join('\n');
   return sampleEngineHelp(
-    'dynamo-sample-engine <command> [options]',
-    `Sample Dynamo backend: emits rotating token ids (1, 2, 3, ...), no model needed.\n\nCommands:\n${list}\n\nThe generate command also takes --token-ids LIST (default 1,2,3).`,
+    'dynamo-sample-engine [command] [options]',
+    `Sample Dynamo backend: emits rotating token ids (1, 2, 3, ...), no model weights needed. Serving registers\nthe model card of --model-path (a folder with tokenizer.json, a .gguf file or a Hugging Face id) under\n--model-name, so a Dynamo frontend can tokenize for it.\n\nCommands:\n${list}\n\nThe generate command also takes --token-ids LIST (default 1,2,3). Runtime settings come from DYN_* and\nETCD_*/NATS_* variables (DYN_SYSTEM_PORT for /health and /metrics, DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT, ...).`,
   );
 }
 
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
-  if (command === undefined || command === '--help' || command === '-h') {
+  if (command === '--help' || command === '-h') {
     process.stdout.write(usage());
-    return command === undefined ? 2 : 0;
+    return 0;
   }
+  // No command (or options only) serves, like Dynamo's sample_main.
+  if (command === undefined || command.startsWith('-')) return run(SampleEngine, argv);
   if (!(command in commands)) {
     process.stderr.write(`dynamo-sample-engine: unknown command '${command}' (expected one of: ${Object.keys(commands).join(', ')}; see --help)\n`);
     return 2;
   }
-  return (command as Command) === 'conformance' ? conformance(rest) : generate(rest);
+  switch (command as Command) {
+    case 'serve':
+      return run(SampleEngine, rest);
+    case 'conformance':
+      return conformance(rest);
+    default:
+      return generate(rest);
+  }
 }
 
 const generateFlags = {

@@ -81,6 +81,9 @@ export class SampleEngine extends LLMEngine {
       enableKvRouting: !v.disableKvRouting,
       modelName: v.modelPath,
       servedModelName: v.modelName,
+      migrationLimit: v.migrationLimit,
+      ...(v.healthCheckPayload && { healthCheckPayload: v.healthCheckPayload }),
+      ...(v.customJinjaTemplate && { customJinjaTemplate: v.customJinjaTemplate }),
     });
     return [engine, config];
   }
