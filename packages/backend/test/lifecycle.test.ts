@@ -1,0 +1,196 @@
+// run() in real worker processes receiving real signals, on the embedded default (file discovery
+// + tcp): graceful shutdown under load, its stages and budget, failed and interrupted starts, and
+// the health canary.
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { type Client, DistributedRuntime, hexId, loadRuntimeConfig } from '@dynamo/runtime';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import type { Child } from '../../runtime/test/harness/child.js';
+import { waitFor } from '../../runtime/test/harness/free-port.js';
+import type { GenerateChunk } from '../src/index.js';
+import { events, startEngine, systemPort } from './support/engine-process.js';
+
+const kvDir = mkdtempSync(join(tmpdir(), 'backend-lifecycle-'));
+const env = {
+  DYN_DISCOVERY_BACKEND: 'file',
+  DYN_FILE_KV: kvDir,
+  DYN_REQUEST_PLANE: 'tcp',
+  DYN_LOG: 'info',
+  DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS: '1',
+};
+const workers: Child[] = [];
+let caller: DistributedRuntime;
+
+beforeAll(async () => {
+  caller = await DistributedRuntime.create({ config: loadRuntimeConfig({ ...env, DYN_LOG: 'error' }) });
+});
+afterAll(async () => {
+  for (const w of workers) w.kill();
+  await caller.shutdown();
+  rmSync(kvDir, { recursive: true, force: true });
+});
+
+function worker(component: string, args: string[] = [], extraEnv: Record<string, string> = {}): Child {
+  const child = startEngine('lifecycle-engine', ['--component', component, ...args], { ...env, ...extraEnv });
+  workers.push(child);
+  return child;
+}
+
+/** The worker's instance id, once it is serving. */
+async function serving(w: Child): Promise<bigint> {
+  const start = await w.waitForLine(/^EVENT start /);
+  await waitFor('the worker to serve', () => w.stderr().includes('"msg":"Serving lifecycle on'), 30_000);
+  return BigInt(`0x${start.split(' ')[3]}`);
+}
+
+async function collect(stream: AsyncIterable<unknown>): Promise<GenerateChunk[]> {
+  const out: GenerateChunk[] = [];
+  for await (const chunk of stream) out.push(chunk as GenerateChunk);
+  return out;
+}
+
+/** Discovery records (instance and model card) that name this instance. */
+function records(id: bigint): string[] {
+  return ['instances', 'mdc'].flatMap((bucket) => {
+    const dir = join(kvDir, 'v1', bucket);
+    return existsSync(dir) ? readdirSync(dir).filter((name) => name.endsWith(hexId(id))).map((name) => `${bucket}/${name}`) : [];
+  });
+}
+
+/** Epoch ms of the first JSON log line with this message. */
+function logTime(w: Child, msg: string): number {
+  const line = w.stderr().split('\n').find((l) => l.includes(`"msg":"${msg}`));
+  if (!line) throw new Error(`no log line "${msg}" in:\n${w.stderr()}`);
+  return (JSON.parse(line) as { time: number }).time;
+}
+
+const request = (maxTokens: number) => ({ token_ids: [1, 2, 3], stop_conditions: { max_tokens: maxTokens } });
+
+describe('run(): graceful shutdown', () => {
+  let client: Client;
+  beforeAll(async () => {
+    client = await caller.endpoint('dynamo.pool.generate').client();
+  });
+
+  it('SIGTERM with 20 streams in flight: all finish, new requests go elsewhere, drain runs once between the grace period and cleanup, exit 0, records gone', async () => {
+    const a = worker('pool', ['--delay-ms', '50']);
+    const b = worker('pool', ['--delay-ms', '5']);
+    const [idA, idB] = await Promise.all([serving(a), serving(b)]);
+    await waitFor('both instances', () => client.instanceIds().length === 2, 20_000);
+    expect(records(idA).sort()).toEqual([`instances/dynamo%2Fpool%2Fgenerate%2F${hexId(idA)}`, `mdc/dynamo%2Fpool%2Fgenerate%2F${hexId(idA)}`]);
+
+    const streams = Array.from({ length: 20 }, () => collect(client.direct(request(40), idA)));
+    await waitFor('20 requests on worker A', () => events(a).filter(([name]) => name === 'request').length === 20);
+    a.child.kill('SIGTERM');
+    await waitFor('A to leave discovery', () => !client.instanceIds().includes(idA), 10_000);
+    const later = await Promise.all(Array.from({ length: 5 }, () => collect(client.roundRobin(request(3)))));
+
+    for (const chunks of await Promise.all(streams)) {
+      expect(chunks.flatMap((c) => c.token_ids)).toHaveLength(40);
+      expect(chunks.at(-1)!.finish_reason).toBe('length');
+    }
+    for (const chunks of later) expect(chunks.at(-1)!.finish_reason).toBe('length');
+    expect(await a.exited).toBe(0);
+    expect(events(a).filter(([name]) => name === 'request')).toHaveLength(20);
+    expect(events(b).filter(([name]) => name === 'request')).toHaveLength(5);
+    expect(records(idA)).toEqual([]);
+    expect(records(idB)).toHaveLength(2);
+
+    const drains = events(a).filter(([name]) => name === 'drain');
+    const cleanups = events(a).filter(([name]) => name === 'cleanup');
+    expect(drains).toHaveLength(1);
+    expect(cleanups).toHaveLength(1);
+    const drainAt = drains[0]![1];
+    expect(drainAt).toBeGreaterThanOrEqual(logTime(a, 'SIGTERM received') + 1000);
+    expect(drainAt).toBeGreaterThanOrEqual(logTime(a, 'shutdown stage inflight: completed'));
+    expect(drainAt).toBeLessThanOrEqual(cleanups[0]![1]);
+    expect(a.stderr()).toContain('"msg":"Engine cleanup complete"');
+    b.child.kill('SIGTERM');
+    expect(await b.exited).toBe(0);
+  }, 60_000);
+
+  it('abandons a cleanup() that hangs at its bound, naming the variable to raise, and still exits', async () => {
+    const w = worker('hang', ['--cleanup-hangs'], { DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS: '0', DYN_WORKER_SHUTDOWN_CLEANUP_TIMEOUT_SECS: '1' });
+    await serving(w);
+    const signalled = Date.now();
+    w.child.kill('SIGTERM');
+    expect(await w.exited).toBe(0);
+    expect(Date.now() - signalled).toBeLessThan(10_000);
+    expect(events(w).filter(([name]) => name === 'cleanup')).toHaveLength(1);
+    expect(w.stderr()).toMatch(/engine cleanup did not finish within 1(\.\d+)?s; abandoning it\. Set DYN_WORKER_SHUTDOWN_CLEANUP_TIMEOUT_SECS/);
+  }, 30_000);
+
+  it('exits with 911 when shutdown overruns DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT, saying so', async () => {
+    const w = worker('overrun', ['--delay-ms', '100'], { DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS: '0', DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT: '1' });
+    const id = await serving(w);
+    const slow = await caller.endpoint('dynamo.overrun.generate').client();
+    await waitFor('the instance', () => slow.instanceIds().includes(id), 20_000);
+    const stream = collect(slow.direct(request(1000), id)).catch((e: unknown) => e);
+    await w.waitForLine(/^EVENT request /);
+    w.child.kill('SIGTERM');
+    // Dynamo's code 911, as the OS reports it: exit statuses are 8 bits (911 & 0xff = 143).
+    expect(await w.exited).toBe(911 & 0xff);
+    expect(w.stderr()).toContain('Set DYN_WORKER_GRACEFUL_SHUTDOWN_TIMEOUT to allow more time');
+    expect(await stream).toBeInstanceOf(Error);
+  }, 30_000);
+
+  it('a start() that throws: cleanup() runs once, the error names the engine, exit code 1', async () => {
+    const w = worker('broken', ['--start-throws']);
+    expect(await w.exited).toBe(1);
+    expect(events(w).map(([name]) => name)).toEqual(['start', 'cleanup']);
+    expect(w.stderr()).toContain('engine LifecycleEngine: start() failed: no GPU here');
+  }, 30_000);
+
+  it('a signal during start(): shuts down without ever serving', async () => {
+    const w = worker('slowstart', ['--start-ms', '1500']);
+    const start = await w.waitForLine(/^EVENT start /);
+    const id = BigInt(`0x${start.split(' ')[3]}`);
+    w.child.kill('SIGTERM');
+    expect(await w.exited).toBe(0);
+    expect(events(w).map(([name]) => name).filter((n) => n !== 'drain')).toEqual(['start', 'started', 'cleanup']);
+    expect(w.stderr()).toContain('Shutdown signal observed during engine.start()');
+    expect(w.stderr()).not.toContain('"msg":"Serving');
+    expect(records(id)).toEqual([]);
+  }, 30_000);
+
+  it('a second SIGINT exits at once', async () => {
+    const w = worker('impatient', [], { DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS: '30' });
+    await serving(w);
+    w.child.kill('SIGINT');
+    await waitFor('the first signal to be seen', () => w.stderr().includes('SIGINT received'));
+    w.child.kill('SIGINT');
+    expect(await w.exited).toBe(130);
+  }, 30_000);
+});
+
+describe('run(): health canary', () => {
+  it('turns /health unhealthy while the engine fails every request, and healthy again when it recovers', async () => {
+    const flag = join(kvDir, 'fail-now');
+    const w = worker('canary', ['--fail-when', flag], {
+      DYN_SYSTEM_PORT: '0',
+      DYN_SYSTEM_HOST: '127.0.0.1',
+      DYN_HEALTH_CHECK_ENABLED: '1',
+      DYN_CANARY_WAIT_TIME: '0.2',
+      DYN_HEALTH_CHECK_REQUEST_TIMEOUT: '1',
+    });
+    await serving(w);
+    const health = `http://127.0.0.1:${await systemPort(w)}/health`;
+    const status = async () => (await fetch(health)).status;
+    await waitFor('healthy', async () => (await status()) === 200, 10_000);
+    const probes = () => events(w).filter(([name]) => name === 'request').length;
+    await waitFor('a canary probe', () => probes() > 0, 10_000);
+
+    writeFileSync(flag, '');
+    await waitFor('unhealthy', async () => (await status()) === 503, 10_000);
+    const body = (await (await fetch(health)).json()) as { status: string; endpoints: Record<string, string> };
+    expect(body).toMatchObject({ status: 'notready', endpoints: { generate: 'notready' } });
+    expect(w.stderr()).toContain('device lost');
+
+    rmSync(flag);
+    await waitFor('healthy again', async () => (await status()) === 200, 10_000);
+    w.child.kill('SIGTERM');
+    expect(await w.exited).toBe(0);
+  }, 40_000);
+});
