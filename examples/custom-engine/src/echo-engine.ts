@@ -2,12 +2,30 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import {
   type Context,
   type EngineConfig,
+  engineLog,
+  formatHelp,
   type GenerateChunk,
   type GenerateRequest,
   InvalidArgument,
   LLMEngine,
+  parseFlags,
   usage,
+  type WorkerConfig,
+  workerConfig,
+  workerFlags,
 } from '@dynamo/backend';
+import { z } from 'zod';
+
+const log = engineLog('echo');
+
+/** The echo engine's options plus every worker's common ones (`--namespace`, `--model-path`, ...). */
+const flags = {
+  modelPath: { schema: z.string().min(1, 'give the model folder, .gguf file or Hugging Face id'), description: 'Model whose tokenizer frontends use', placeholder: 'PATH' },
+  modelName: { schema: z.string().min(1).default('echo'), description: 'Name clients ask for', placeholder: 'NAME' },
+  tokensPerChunk: { schema: z.coerce.number().int().min(1).default(4), description: 'Tokens per chunk', placeholder: 'N' },
+  pauseMs: { schema: z.coerce.number().min(0).default(2), description: 'Pause between chunks, in ms', placeholder: 'MS' },
+  ...workerFlags,
+};
 
 export interface EchoEngineOptions {
   /** Tokens emitted per chunk. */
@@ -33,9 +51,35 @@ export class EchoEngine extends LLMEngine {
     this.#pauseMs = options.pauseMs ?? 2;
   }
 
+  /** `--model-path` is required; everything else has a default. */
+  static override async fromArgs(argv: string[] = process.argv.slice(2)): Promise<[EchoEngine, WorkerConfig]> {
+    const parsed = parseFlags(flags, argv, process.env);
+    if (parsed.help) {
+      process.stdout.write(formatHelp('echo-engine [options]', 'Echoes each prompt back through Dynamo.', flags));
+      process.exit(0);
+    }
+    const v = parsed.values;
+    const config = workerConfig({
+      namespace: v.namespace,
+      component: v.component,
+      endpoint: v.endpoint,
+      endpointTypes: v.endpointTypes,
+      discoveryBackend: v.discoveryBackend,
+      requestPlane: v.requestPlane,
+      modelName: v.modelPath,
+      servedModelName: v.modelName,
+      migrationLimit: v.migrationLimit,
+    });
+    return [new EchoEngine({ tokensPerChunk: v.tokensPerChunk, pauseMs: v.pauseMs }), config];
+  }
+
   override async start(_workerId: bigint): Promise<EngineConfig> {
     this.#running = true;
     return { model: 'echo', llm: { contextLength: 8192, kvCacheBlockSize: 16 } };
+  }
+
+  override async abort(context: Context): Promise<void> {
+    log.debug({ id: context.id() }, 'request aborted');
   }
 
   override async *generate(request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {

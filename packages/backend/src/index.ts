@@ -10,6 +10,8 @@ export { LLMEngine, type EngineFactory } from './engine.js';
 export { engineHandler, type EngineHandlerOptions } from './worker/engine-handler.js';
 export { run, type EngineClass, type EngineFromArgs, type RunOptions } from './worker/run.js';
 export { Worker, type WorkerOptions } from './worker/worker.js';
+export { engineLog, loggingFromEnv } from './logging.js';
+export type { Log } from '@dynamo/runtime';
 export { modelRegistration, parseEndpointTypes, type ModelRegistration } from './worker/registration.js';
 export { resolveHealthCheck, parseHealthCheckPayload, HEALTH_CHECK_PAYLOAD_ENV } from './worker/health-payload.js';
 export { Context, type ContextOptions, type TraceContext } from '@dynamo/runtime';

@@ -4,6 +4,7 @@ import {
   type Context,
   type DisaggregationMode,
   type EngineConfig,
+  engineLog,
   type GenerateChunk,
   type GenerateRequest,
   InvalidArgument,
@@ -26,6 +27,8 @@ export interface SampleEngineOptions {
   /** `agg` (default), `prefill` or `decode`. */
   disaggregationMode?: DisaggregationMode;
 }
+
+const log = engineLog('sample');
 
 /** Token ids cycle below this, like a small vocabulary. */
 const VOCAB_SIZE = 32000;
@@ -124,6 +127,11 @@ export class SampleEngine extends LLMEngine {
           : {}),
       };
     }
+  }
+
+  /** Nothing to free per request; logged so operators can see cancellations reach the engine. */
+  override async abort(context: Context): Promise<void> {
+    log.debug({ id: context.id() }, 'request aborted');
   }
 
   /** A one-token greedy request starting from BOS (id 1). */

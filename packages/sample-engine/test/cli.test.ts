@@ -14,15 +14,23 @@ describe('dynamo-sample-engine', () => {
   it('--help lists commands and every option with defaults, exit 0', () => {
     const { code, stdout } = run('--help');
     expect(code).toBe(0);
-    for (const text of ['conformance', 'generate', '--model-name NAME', '(default: "sample-model")', '--max-tokens N', '(default: 16)', '--delay-ms MS', '(default: 10)', '--model-path PATH']) {
+    for (const text of ['serve', 'conformance', 'generate', '--model-name NAME', '--migration-limit N', '--health-check-payload JSON|@FILE', '--discovery-backend KIND', '(default: "file")', '[env: DYN_DISCOVERY_BACKEND]', '(default: "sample-model")', '--max-tokens N', '(default: 16)', '--delay-ms MS', '(default: 10)', '--model-path PATH']) {
       expect(stdout).toContain(text);
     }
   });
 
-  it('without a command prints usage and exits 2', () => {
-    const { code, stdout } = run();
+  it('without a command serves, and says what is missing when --model-path is not given, exit 2', () => {
+    const { code, stderr } = run();
     expect(code).toBe(2);
-    expect(stdout).toContain('Usage: dynamo-sample-engine');
+    expect(stderr).toContain('model path: WorkerConfig.modelName is empty');
+    expect(stderr).toContain('--model-path');
+  });
+
+  it('rejects a --health-check-payload that is not a JSON object, naming the flag', () => {
+    const { code, stderr } = run('--model-path', '/x', '--health-check-payload', '[1]');
+    expect(code).toBe(2);
+    expect(stderr).toContain('--health-check-payload: must be a JSON object');
+    expect(run('--model-path', '/x', '--health-check-payload', '@/does/not/exist.json').stderr).toContain('--health-check-payload: cannot read /does/not/exist.json');
   });
 
   it('names an unknown command', () => {

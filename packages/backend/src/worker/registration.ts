@@ -65,6 +65,13 @@ function modelTypeOf(config: WorkerConfig): ModelTypeFlags {
   return parseEndpointTypes(config.endpointTypes);
 }
 
+/** Throws `InvalidArgument` unless the config names the model's files (frontends tokenize with them). */
+export function requireModelPath(worker: WorkerConfig): void {
+  if (worker.modelName === '') {
+    throw new InvalidArgument("model path: WorkerConfig.modelName is empty; give the model's folder, .gguf file or Hugging Face id (--model-path) so frontends can tokenize for it");
+  }
+}
+
 const defined = <T extends object>(value: T): T => Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
 
 /**
@@ -75,9 +82,7 @@ const defined = <T extends object>(value: T): T => Object.fromEntries(Object.ent
 export function modelRegistration(engine: EngineConfig, worker: WorkerConfig): ModelRegistration {
   const servedName = [worker.servedModelName, engine.servedModelName, engine.model].find((n) => n !== undefined && n !== '');
   if (servedName === undefined) throw new InvalidArgument('no model name to serve: EngineConfig.model is empty and no served model name is set');
-  if (worker.modelName === '') {
-    throw new InvalidArgument(`model path: WorkerConfig.modelName is empty; give the model's folder, .gguf file or Hugging Face id (--model-path) so frontends can tokenize for '${servedName}'`);
-  }
+  requireModelPath(worker);
   const llm = engine.llm ?? {};
   const { workerType, needs } = topology(worker);
   const runtimeData = {

@@ -2,10 +2,8 @@ import { resolveShutdownSettings, ShutdownPlanner } from '@dynamo/core';
 import { registerLlm, type RegisteredModel } from '@dynamo/llm';
 import {
   CannotConnect,
-  createLogging,
   DistributedRuntime,
   DynamoException,
-  envFlag,
   InvalidArgument,
   type Log,
   type Logging,
@@ -15,13 +13,14 @@ import {
 } from '@dynamo/runtime';
 
 import { LLMEngine } from '../engine.js';
+import { loggingFromEnv } from '../logging.js';
 import { type EngineConfig, EngineConfigSchema } from '../protocol/engine-config.js';
 import { type WorkerConfig, type WorkerConfigInput, workerConfig } from '../protocol/worker-config.js';
 import { engineHandler } from './engine-handler.js';
 import { EngineGate } from './engine-gate.js';
 import { resolveHealthCheck } from './health-payload.js';
 import { LifecycleMetrics } from './lifecycle-metrics.js';
-import { modelRegistration } from './registration.js';
+import { modelRegistration, requireModelPath } from './registration.js';
 import { type ShutdownHost, ShutdownRun } from './shutdown-executor.js';
 
 type Env = Readonly<Record<string, string | undefined>>;
@@ -93,9 +92,7 @@ export class Worker {
     this.#env = options.env ?? process.env;
     this.#name = options.engineName ?? engine.constructor.name;
     this.#gate = new EngineGate(engine, this.#name);
-    this.#logging =
-      options.runtime?.logging ??
-      createLogging({ filter: this.#env.DYN_LOG || 'info', jsonl: envFlag.safeParse(this.#env.DYN_LOGGING_JSONL ?? '').data ?? false });
+    this.#logging = options.runtime?.logging ?? loggingFromEnv(this.#env);
     this.#log = this.#logging.child('backend.worker');
     const resolved = resolveShutdownSettings(shutdownConfig(this.config.shutdown), { ...this.#env });
     for (const warning of resolved.warnings) this.#log.warn(warning);
@@ -153,6 +150,7 @@ export class Worker {
   }
 
   #validate(): void {
+    requireModelPath(this.config);
     const { modelInput, routeToEncoder, disaggregationMode } = this.config;
     if (modelInput !== 'Tokens') throw new InvalidArgument(`an LLMEngine takes Tokens input (preprocessed requests), but WorkerConfig.modelInput is '${modelInput}'`);
     if (routeToEncoder && disaggregationMode !== 'agg' && disaggregationMode !== 'prefill') {

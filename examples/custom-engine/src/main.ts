@@ -1,0 +1,3 @@
+import { run } from '@dynamo/backend';
+import { EchoEngine } from './echo-engine.js';
+await run(EchoEngine);
