@@ -1,5 +1,5 @@
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Cancelled, Context, Disconnected, DistributedRuntime, loadRuntimeConfig, MemKvSpace, StreamIncomplete } from '@dynamo/runtime';
+import { Cancelled, Context, Disconnected, DistributedRuntime, loadRuntimeConfig, MemKvSpace, type ServedEndpoint, StreamIncomplete } from '@dynamo/runtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { engineHandler, InvalidArgument, type GenerateChunk, type GenerateRequest, usage } from '../src/index.js';
@@ -39,6 +39,9 @@ class ScriptedEngine extends GoodEngine {
         case 'incomplete':
           yield { token_ids: [1] };
           throw new StreamIncomplete('engine lost its KV cache');
+        case 'hangs':
+          await new Promise(() => {});
+          return;
         case 'ignores-cancel':
           for (let i = 0; ; i++) {
             await sleep(5);
@@ -56,13 +59,14 @@ class ScriptedEngine extends GoodEngine {
 const space = new MemKvSpace();
 let worker: DistributedRuntime;
 let caller: DistributedRuntime;
+let served: ServedEndpoint;
 const engine = new ScriptedEngine();
 
 beforeAll(async () => {
   const config = loadRuntimeConfig({ DYN_DISCOVERY_BACKEND: 'mem', DYN_LOG: 'error' });
   worker = await DistributedRuntime.create({ config, memSpace: space });
   caller = await DistributedRuntime.create({ config, memSpace: space });
-  await worker.endpoint('test.engine.generate').serveEndpoint(engineHandler(engine, { log: worker.log('backend.worker') }));
+  served = await worker.endpoint('test.engine.generate').serveEndpoint(engineHandler(engine, { log: worker.log('backend.worker') }));
 });
 afterAll(async () => {
   await caller.shutdown();
@@ -142,6 +146,19 @@ describe('engineHandler', () => {
     await sleep(50);
     expect(engine.aborts).toBe(before + 1);
     expect(engine.closed).toBe(closedBefore + 1);
+  });
+
+  it('an engine that hangs before its first chunk holds only its own request, and a kill frees it', async () => {
+    const context = new Context();
+    const hung = call('hangs', { context }).catch((e: unknown) => e);
+    await sleep(50);
+    expect(served.inflight).toBe(1);
+    expect((await call(undefined)).at(-1)!.finish_reason).toBe('length');
+    context.kill();
+    const result = await hung;
+    expect(result instanceof Cancelled || Array.isArray(result)).toBe(true);
+    for (let i = 0; i < 100 && served.inflight > 0; i++) await sleep(10);
+    expect(served.inflight).toBe(0);
   });
 
   it('names a bad request field', async () => {

@@ -21,6 +21,7 @@ export class Context {
   readonly #controller = new AbortController();
   #stopped = false;
   #killed = false;
+  readonly #onKill = new Set<() => void>();
   /** Free-form request metadata (trace ids, routing hints); mutable by the engine. */
   readonly metadata: Map<string, string>;
   /**
@@ -65,8 +66,17 @@ export class Context {
 
   /** Kills the request: stopped, and no further output is wanted; idempotent. */
   kill(): void {
+    if (this.#killed) return;
     this.#killed = true;
     this.stopGenerating();
+    for (const hook of this.#onKill) hook();
+    this.#onKill.clear();
+  }
+
+  /** Resolves when the request is killed (at once if it already was). */
+  killed(): Promise<void> {
+    if (this.#killed) return Promise.resolve();
+    return new Promise((resolve) => this.#onKill.add(resolve));
   }
 
   /** Resolves when the request is stopped or killed. */

@@ -1,5 +1,5 @@
 import { normalizeFinishReason } from '@dynamo/core';
-import { type Context, DynamoException, type Log, parseOrThrow, toDynamoException, Unknown } from '@dynamo/runtime';
+import { Cancelled, type Context, DynamoException, type Log, parseOrThrow, toDynamoException, Unknown } from '@dynamo/runtime';
 
 import type { LLMEngine } from '../engine.js';
 import { type GenerateChunk, GenerateChunkSchema } from '../protocol/chunk.js';
@@ -45,11 +45,17 @@ export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions):
     };
     context.signal.addEventListener('abort', onCancel, { once: true });
     let stream: AsyncIterator<unknown> | undefined;
+    // A killed request stops waiting for the engine: one that hangs must not hold its caller, nor
+    // the worker's in-flight count, forever.
+    const killed = context.killed().then((): never => {
+      throw new Cancelled(`request ${context.id()} was killed`);
+    });
+    killed.catch(() => {});
     try {
       stream = engine.generate(request, context)[Symbol.asyncIterator]();
       let terminal: GenerateChunk | undefined;
       for (let index = 0; ; index++) {
-        const next = await stream.next();
+        const next = await Promise.race([stream.next(), killed]);
         if (next.done) break;
         if (terminal) fail(context, `yielded chunk ${index} after its terminal chunk (finish_reason ${JSON.stringify(terminal.finish_reason)})`);
         const parsed = GenerateChunkSchema.safeParse(next.value);
@@ -73,8 +79,9 @@ export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions):
     } finally {
       context.signal.removeEventListener('abort', onCancel);
       // A caller that went away, or a bad chunk, leaves the engine's generator open: close it so its
-      // `finally` blocks run.
-      await stream?.return?.().catch(() => {});
+      // `finally` blocks run (not awaited once killed: a hung engine would never let it finish).
+      const closing = stream?.return?.().catch(() => {});
+      if (!context.isKilled()) await closing;
     }
   };
 }

@@ -1,0 +1,28 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { join } from 'node:path';
+
+/**
+ * Type-checks every ```ts block of a package's README.md against the package itself (the blocks
+ * are compiled inside the package folder, so its own name resolves to its exports and types).
+ * Returns how many blocks were checked; throws with tsc's output when one does not compile.
+ */
+export function typecheckReadme(packageRoot: string): number {
+  const blocks = [...readFileSync(join(packageRoot, 'README.md'), 'utf8').matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]!);
+  const dir = mkdtempSync(join(packageRoot, '.readme-check-'));
+  try {
+    blocks.forEach((code, i) => writeFileSync(join(dir, `example-${i}.ts`), code));
+    writeFileSync(
+      join(dir, 'tsconfig.json'),
+      JSON.stringify({ extends: '../../../tsconfig.base.json', compilerOptions: { noEmit: true, rootDir: '.', module: 'NodeNext' }, include: ['*.ts'] }),
+    );
+    const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+    execFileSync(process.execPath, [tsc, '-p', join(dir, 'tsconfig.json')], { stdio: 'pipe' });
+  } catch (err) {
+    throw new Error(String((err as { stdout?: Buffer }).stdout ?? err));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  return blocks.length;
+}

