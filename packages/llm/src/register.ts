@@ -10,6 +10,12 @@ import { normalizeModelType, type ModelTypeFlags } from './model-type.js';
 export interface RegisterLlmOptions extends Omit<CardOptions, 'modelInput' | 'modelType'>, Omit<LoadModelOptions, 'customTemplatePath'> {
   /** A Jinja file that replaces the model's chat template. */
   customTemplatePath?: string;
+  /**
+   * Build the tokenizer once before registering, so a broken one fails here naming its file
+   * (default true). A worker that never tokenizes itself may skip it: the load costs ~0.5 s and
+   * ~100 MB for a 150k-token vocabulary.
+   */
+  checkTokenizer?: boolean;
 }
 
 /** A registered model: its card, and how to take it back. */
@@ -45,7 +51,7 @@ export async function registerLlm(...args: unknown[]): Promise<RegisteredModel> 
 
   const model = await LocalModel.load(modelPath, options);
   // A broken tokenizer fails here, naming its file, not later in every frontend.
-  await model.tokenizer();
+  if (options.checkTokenizer !== false) await model.tokenizer();
   const card = buildCard(model, { ...options, modelInput, modelType: flags });
   const runtime = endpoint.component.namespace.runtime;
   const { namespace, component, endpoint: name } = endpoint.path;

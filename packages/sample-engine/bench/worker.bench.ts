@@ -88,7 +88,10 @@ async function drive(runtime: DistributedRuntime, label: string, path: string, w
     let tokens = 0;
     await Promise.all(
       Array.from({ length: concurrency }, async () => {
-        while (next++ < requests) tokens += await one();
+        while (next++ < requests) {
+          const streamed = await one();
+          tokens += streamed;
+        }
       }),
     );
     const seconds = (performance.now() - began) / 1000;
@@ -106,7 +109,7 @@ try {
   console.log(`  target: under 500 ms -> ${median(startup) < 500 ? 'PASS' : 'FAIL'}`);
 
   const runtime = await DistributedRuntime.create({ config: loadRuntimeConfig({ ...env, DYN_LOG: 'error' }) });
-  const ts = ours('ts');
+  const ts = ours('ts', ['--disable-kv-routing']);
   workers.push(ts);
   const rows = await drive(runtime, 'ours (TypeScript)', 'dynamo.ts.generate', ts);
 
@@ -114,9 +117,15 @@ try {
   if ('skip' in stock) {
     console.log(`stock sample engine: not measured (${stock.skip})`);
   } else {
-    const py = startChild(stock.python, ['-m', 'dynamo.common.backend.sample_main', '--model-name', 'bench-py', '--namespace', 'dynamo', '--component', 'py', '--endpoint', 'generate', '--delay', '0', '--discovery-backend', 'file', '--request-plane', 'tcp'], { ...env, DYN_LOG: 'warn' });
+    // Stock's --model-name is the model path too (it registers that folder's card).
+    const args = ['-m', 'dynamo.common.backend.sample_main', '--model-name', modelDir, '--namespace', 'dynamo', '--component', 'py', '--endpoint', 'generate', '--delay', '0', '--discovery-backend', 'file', '--request-plane', 'tcp', '--disable-kv-routing'];
+    const py = startChild(stock.python, args, { ...env, DYN_LOG: 'warn', HF_HUB_OFFLINE: '1' });
     workers.push(py);
-    rows.push(...(await drive(runtime, 'stock 1.6.1 (Python)', 'dynamo.py.generate', py)));
+    try {
+      rows.push(...(await drive(runtime, 'stock 1.6.1 (Python)', 'dynamo.py.generate', py)));
+    } catch (err) {
+      console.log(`stock sample engine: failed (${(err as Error).message}); its stderr:\n${py.stderr().slice(-3000)}`);
+    }
   }
   await runtime.shutdown();
 

@@ -124,6 +124,8 @@ export function modelRegistration(engine: EngineConfig, worker: WorkerConfig): M
       workerType,
       needs,
       customTemplatePath: worker.customJinjaTemplate,
+      // Frontends tokenize; the worker only publishes where the files are.
+      checkTokenizer: false,
     }),
   };
 }
