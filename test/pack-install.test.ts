@@ -1,5 +1,5 @@
-// The published packages, used the way an outside engine author would: `pnpm pack` @dynamo/core and
-// @dynamo/backend, install the tarballs with npm into a fresh project outside the workspace, and
+// The published packages, used the way an outside engine author would: `pnpm pack` @dynamo/core,
+// @dynamo/runtime, @dynamo/llm and @dynamo/backend, install the tarballs with npm into a fresh project outside the workspace, and
 // type-check and test a small engine there against them. Nothing here is skipped: a broken tarball,
 // install, type or test run fails the test with the child's output.
 import { spawn } from 'node:child_process';
@@ -15,6 +15,7 @@ const repoRoot = resolve(here, '..');
 const corePkgDir = join(repoRoot, 'packages', 'core');
 const backendPkgDir = join(repoRoot, 'packages', 'backend');
 const runtimePkgDir = join(repoRoot, 'packages', 'runtime');
+const llmPkgDir = join(repoRoot, 'packages', 'llm');
 const fixtureDir = join(here, 'fixtures', 'consumer');
 /** Set DYNAMO_TESTS_KEEP_TMP=1 to keep the tarballs and the scratch project for debugging. */
 const keepTmp = process.env.DYNAMO_TESTS_KEEP_TMP === '1';
@@ -149,6 +150,7 @@ describe('the packed packages, installed by an outside project with npm', () => 
   let coreTarball: string;
   let backendTarball: string;
   let runtimeTarball: string;
+  let llmTarball: string;
   let installed: RunResult | undefined;
   const env = outsideEnv();
 
@@ -164,6 +166,7 @@ describe('the packed packages, installed by an outside project with npm', () => 
       [corePkgDir, nativeBinaryName()],
       [backendPkgDir, 'dist/index.js'],
       [runtimePkgDir, 'dist/index.js'],
+      [llmPkgDir, 'dist/index.js'],
     ] as const) {
       if (!existsSync(join(dir, built))) {
         throw new Error(`${join(dir, built)} is missing: build the workspace first (pnpm turbo run build)`);
@@ -171,7 +174,7 @@ describe('the packed packages, installed by an outside project with npm', () => 
     }
     packDir = realpathSync(mkdtempSync(join(tmpdir(), 'dynamo-pack-')));
     scratchDir = realpathSync(mkdtempSync(join(tmpdir(), 'dynamo-outside-user-')));
-    for (const dir of [corePkgDir, runtimePkgDir, backendPkgDir]) {
+    for (const dir of [corePkgDir, runtimePkgDir, llmPkgDir, backendPkgDir]) {
       const r = await run('pnpm', ['pack', '--pack-destination', packDir], dir, { ...process.env, npm_config_update_notifier: 'false' });
       expectSuccess(r);
     }
@@ -184,6 +187,7 @@ describe('the packed packages, installed by an outside project with npm', () => 
     coreTarball = find('dynamo-core-');
     backendTarball = find('dynamo-backend-');
     runtimeTarball = find('dynamo-runtime-');
+    llmTarball = find('dynamo-llm-');
   });
 
   afterAll(() => {
@@ -233,6 +237,7 @@ describe('the packed packages, installed by an outside project with npm', () => 
     cpSync(fixtureDir, scratchDir, { recursive: true });
     const coreSpec = `file:${coreTarball}`;
     const runtimeSpec = `file:${runtimeTarball}`;
+    const llmSpec = `file:${llmTarball}`;
     const manifest = {
       name: 'dynamo-outside-user',
       version: '0.0.0',
@@ -247,6 +252,7 @@ describe('the packed packages, installed by an outside project with npm', () => 
         '@dynamo/backend': `file:${backendTarball}`,
         '@dynamo/core': coreSpec,
         '@dynamo/runtime': runtimeSpec,
+        '@dynamo/llm': llmSpec,
         zod: backendPkg.dependencies.zod,
       },
       devDependencies: {
@@ -254,9 +260,9 @@ describe('the packed packages, installed by an outside project with npm', () => 
         typescript: rootPkg.devDependencies.typescript,
         vitest: rootPkg.devDependencies.vitest,
       },
-      // @dynamo/backend depends on @dynamo/core and @dynamo/runtime by version: never let those come
-      // from the registry.
-      overrides: { '@dynamo/core': coreSpec, '@dynamo/runtime': runtimeSpec },
+      // @dynamo/backend depends on @dynamo/core, @dynamo/runtime and @dynamo/llm by version: never let
+      // those come from the registry.
+      overrides: { '@dynamo/core': coreSpec, '@dynamo/runtime': runtimeSpec, '@dynamo/llm': llmSpec },
     };
     writeFileSync(join(scratchDir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
 
