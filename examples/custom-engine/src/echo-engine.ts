@@ -11,7 +11,7 @@ import {
   parseFlags,
   usage,
   type WorkerConfig,
-  workerConfig,
+  workerConfigFromFlags,
   workerFlags,
 } from '@dynamo/backend';
 import { z } from 'zod';
@@ -58,19 +58,9 @@ export class EchoEngine extends LLMEngine {
       process.stdout.write(formatHelp('echo-engine [options]', 'Echoes each prompt back through Dynamo.', flags));
       process.exit(0);
     }
-    const v = parsed.values;
-    const config = workerConfig({
-      namespace: v.namespace,
-      component: v.component,
-      endpoint: v.endpoint,
-      endpointTypes: v.endpointTypes,
-      discoveryBackend: v.discoveryBackend,
-      requestPlane: v.requestPlane,
-      modelName: v.modelPath,
-      servedModelName: v.modelName,
-      migrationLimit: v.migrationLimit,
-    });
-    return [new EchoEngine({ tokensPerChunk: v.tokensPerChunk, pauseMs: v.pauseMs }), config];
+    const { modelPath, modelName, tokensPerChunk, pauseMs, ...common } = parsed.values;
+    const config = workerConfigFromFlags(common, { modelName: modelPath, servedModelName: modelName });
+    return [new EchoEngine({ tokensPerChunk, pauseMs }), config];
   }
 
   override async start(_workerId: bigint): Promise<EngineConfig> {

@@ -3,6 +3,7 @@ import { parseArgs } from 'node:util';
 import { z } from 'zod';
 import { describeIssues, InvalidArgument } from '@dynamo/runtime';
 import { DisaggregationModeSchema } from './protocol/disaggregation.js';
+import { type WorkerConfig, type WorkerConfigInput, workerConfig } from './protocol/worker-config.js';
 
 /**
  * One command-line option. The key it is stored under is camelCase; the flag is its kebab-case
@@ -144,6 +145,21 @@ export const workerFlags = {
   },
   disableKvRouting: { schema: z.boolean().default(false), boolean: true, description: 'Do not publish KV events or load snapshots' },
 } satisfies Flags;
+
+/**
+ * The `WorkerConfig` that parsed {@link workerFlags} values describe, with `extra` (the model path
+ * as `modelName`, the served name, ...) on top. Throws `InvalidArgument` naming a bad field.
+ */
+export function workerConfigFromFlags(values: FlagValues<typeof workerFlags>, extra: WorkerConfigInput = {}): WorkerConfig {
+  const { disableKvRouting, healthCheckPayload, customJinjaTemplate, ...common } = values;
+  return workerConfig({
+    ...common,
+    enableKvRouting: !disableKvRouting,
+    ...(healthCheckPayload && { healthCheckPayload }),
+    ...(customJinjaTemplate && { customJinjaTemplate }),
+    ...extra,
+  });
+}
 
 /** A JSON object given inline or as `@file`; a zod issue says what is wrong otherwise. */
 function jsonObjectArgument(text: string, ctx: z.RefinementCtx): Record<string, unknown> {

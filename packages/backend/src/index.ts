@@ -71,7 +71,7 @@ export {
   type ZmqSource,
   type PushSource,
 } from './protocol/kv-events.js';
-export { parseFlags, formatHelp, workerFlags, type Flag, type Flags, type FlagValues, type ParsedFlags } from './flags.js';
+export { parseFlags, formatHelp, workerFlags, workerConfigFromFlags, type Flag, type Flags, type FlagValues, type ParsedFlags } from './flags.js';
 export {
   runConformance,
   conformanceReport,

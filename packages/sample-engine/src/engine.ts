@@ -12,7 +12,7 @@ import {
   parseFlags,
   usage,
   type WorkerConfig,
-  workerConfig,
+  workerConfigFromFlags,
 } from '@dynamo/backend';
 import { sampleEngineFlags, sampleEngineHelp } from './flags.js';
 
@@ -66,29 +66,9 @@ export class SampleEngine extends LLMEngine {
       process.stdout.write(sampleEngineHelp());
       process.exit(0);
     }
-    const v = parsed.values;
-    const engine = new SampleEngine({
-      modelName: v.modelName,
-      maxTokens: v.maxTokens,
-      delayMs: v.delayMs,
-      disaggregationMode: v.disaggregationMode,
-    });
-    const config = workerConfig({
-      namespace: v.namespace,
-      component: v.component,
-      endpoint: v.endpoint,
-      endpointTypes: v.endpointTypes,
-      discoveryBackend: v.discoveryBackend,
-      requestPlane: v.requestPlane,
-      disaggregationMode: v.disaggregationMode,
-      enableKvRouting: !v.disableKvRouting,
-      modelName: v.modelPath,
-      servedModelName: v.modelName,
-      migrationLimit: v.migrationLimit,
-      ...(v.healthCheckPayload && { healthCheckPayload: v.healthCheckPayload }),
-      ...(v.customJinjaTemplate && { customJinjaTemplate: v.customJinjaTemplate }),
-    });
-    return [engine, config];
+    const { modelName, modelPath, maxTokens, delayMs, ...common } = parsed.values;
+    const engine = new SampleEngine({ modelName, maxTokens, delayMs, disaggregationMode: common.disaggregationMode });
+    return [engine, workerConfigFromFlags(common, { modelName: modelPath, servedModelName: modelName })];
   }
 
   override async start(_workerId: bigint): Promise<EngineConfig> {
