@@ -71,7 +71,8 @@ export {
   type ZmqSource,
   type PushSource,
 } from './protocol/kv-events.js';
-export { parseFlags, formatHelp, workerFlags, workerConfigFromFlags, type Flag, type Flags, type FlagValues, type ParsedFlags } from './flags.js';
+export { workerFlags, workerConfigFromFlags } from './flags.js';
+export { parseFlags, formatHelp, type Flag, type Flags, type FlagValues, type ParsedFlags } from '@dynamo/runtime';
 export {
   runConformance,
   conformanceReport,

@@ -25,7 +25,7 @@ export { validateName, parseEndpointPath, type EndpointPath } from './names.js';
 export { createLogging, parseLogFilter, type Log, type Logging, type LoggingOptions, type LogFilter } from './logger.js';
 export { RuntimeMetrics } from './metrics.js';
 export { parseJson, stringifyJson, hexId, parseHexId } from './json.js';
-export { Discovery, type InstanceEvent } from './discovery/discovery.js';
+export { Discovery, type InstanceEvent, type ModelEvent } from './discovery/discovery.js';
 export {
   INSTANCES_BUCKET,
   MDC_BUCKET,
@@ -64,3 +64,4 @@ export {
   type DynamoErrorKind,
 } from './errors.js';
 export { parseOrThrow, describeIssues } from './validate.js';
+export { parseFlags, formatHelp, type Flag, type Flags, type FlagValues, type ParsedFlags } from './flags.js';

@@ -3,6 +3,7 @@ import type { Transport } from '../request-plane/request-plane.js';
 import { KeyExistsError, type KvStore } from './kv-store.js';
 import {
   decodeEndpointRecord,
+  decodeModelRecord,
   encodeRecord,
   endpointPrefix,
   type EndpointRecord,
@@ -14,6 +15,9 @@ import {
 
 /** A change to the set of instances of one endpoint. */
 export type InstanceEvent = { type: 'added'; record: EndpointRecord } | { type: 'removed'; instanceId: bigint };
+
+/** A change to the model cards in discovery; `key` identifies the record (instance and suffix). */
+export type ModelEvent = { type: 'added'; key: string; record: ModelRecord } | { type: 'removed'; key: string };
 
 /**
  * Registration and lookup of endpoint instances and model cards, in Dynamo's layout, over any
@@ -89,6 +93,32 @@ export class Discovery {
         byKey.delete(event.key);
         if (id !== undefined) yield { type: 'removed', instanceId: id };
       }
+    }
+  }
+
+  /**
+   * The current model records (cards) under `namespace` (every namespace when omitted) as
+   * `added`, then every change, until `signal` aborts. A key rewritten with a new card is `added`
+   * again; a record that fails to parse is logged and reported as `removed` (no model there).
+   */
+  async *watchModels(signal: AbortSignal, namespace?: string): AsyncGenerator<ModelEvent> {
+    const known = new Set<string>();
+    for await (const event of this.store.watch(MDC_BUCKET, namespace === undefined ? '' : `${namespace}/`, signal)) {
+      if (event.type === 'delete') {
+        if (known.delete(event.key)) yield { type: 'removed', key: event.key };
+        continue;
+      }
+      let record: ModelRecord;
+      try {
+        record = decodeModelRecord(event.value);
+      } catch (err) {
+        this.#log.warn({ key: event.key, err: (err as Error).message }, 'ignoring malformed model record');
+        known.delete(event.key);
+        yield { type: 'removed', key: event.key };
+        continue;
+      }
+      known.add(event.key);
+      yield { type: 'added', key: event.key, record };
     }
   }
 

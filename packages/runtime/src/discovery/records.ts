@@ -55,7 +55,16 @@ export function encodeRecord(record: EndpointRecord | ModelRecord): string {
 
 /** Decodes an endpoint record; throws naming what is wrong. */
 export function decodeEndpointRecord(text: string): EndpointRecord {
-  const result = EndpointRecordSchema.safeParse(parseJson(text));
-  if (!result.success) throw new TypeError(`invalid endpoint record: ${result.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return decodeRecord(EndpointRecordSchema, 'endpoint', text);
+}
+
+/** Decodes a model record; throws naming what is wrong. */
+export function decodeModelRecord(text: string): ModelRecord {
+  return decodeRecord(ModelRecordSchema, 'model', text);
+}
+
+function decodeRecord<S extends z.ZodType>(schema: S, what: string, text: string): z.output<S> {
+  const result = schema.safeParse(parseJson(text));
+  if (!result.success) throw new TypeError(`invalid ${what} record: ${result.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
   return result.data;
 }

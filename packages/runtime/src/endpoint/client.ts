@@ -137,9 +137,19 @@ export class Client {
     this.#closing.abort();
   }
 
-  #routable(): bigint[] {
+  /** The discovery records of the instances currently known. */
+  records(): EndpointRecord[] {
+    return [...this.#instances.values()];
+  }
+
+  /** Ids of the instances that can take a request now: known, and no send to them failed lately. */
+  availableIds(): bigint[] {
     const now = Date.now();
-    const ids = this.instanceIds().filter((id) => (this.#down.get(id) ?? 0) <= now);
+    return this.instanceIds().filter((id) => (this.#down.get(id) ?? 0) <= now);
+  }
+
+  #routable(): bigint[] {
+    const ids = this.availableIds();
     if (ids.length === 0) {
       throw new CannotConnect(this.#instances.size === 0 ? `no instances of ${this.#name()}` : `every instance of ${this.#name()} failed recently`);
     }

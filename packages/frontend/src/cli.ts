@@ -1,0 +1,41 @@
+#!/usr/bin/env node
+import { DynamoException, parseFlags, toDynamoException } from '@dynamo/runtime';
+
+import { frontendFlags, frontendHelp, frontendOptionsFromFlags } from './flags.js';
+import { startFrontend } from './start.js';
+
+// dynamo-frontend: serve until SIGTERM/SIGINT, then shut down gracefully and exit 0. A second
+// signal exits at once (130). Bad flags exit 2, a failed start 1, with the reason on stderr.
+async function main(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseFlags(frontendFlags, argv, process.env);
+  } catch (err) {
+    process.stderr.write(`dynamo-frontend: ${(err as Error).message}\n`);
+    return 2;
+  }
+  if (parsed.help) {
+    process.stdout.write(frontendHelp());
+    return 0;
+  }
+  let frontend;
+  try {
+    frontend = await startFrontend(frontendOptionsFromFlags(parsed.values));
+  } catch (err) {
+    const error = toDynamoException(err);
+    process.stderr.write(`dynamo-frontend: ${error.message}\n`);
+    return err instanceof DynamoException && err.kind === 'InvalidArgument' ? 2 : 1;
+  }
+  const signal = await new Promise<NodeJS.Signals>((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
+  });
+  const again = () => process.exit(130);
+  process.once('SIGTERM', again);
+  process.once('SIGINT', again);
+  frontend.runtime.log('frontend').info({ signal }, 'shutting down');
+  await frontend.close();
+  return 0;
+}
+
+process.exitCode = await main(process.argv.slice(2));

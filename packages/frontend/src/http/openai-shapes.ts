@@ -1,0 +1,53 @@
+import type { Surface } from '../models/served-model.js';
+
+/** Token counts as OpenAI reports them. */
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details?: { cached_tokens: number };
+}
+
+/** What every chunk and response of one request shares. */
+export interface ResponseIds {
+  id: string;
+  created: number;
+  model: string;
+}
+
+/** The ids of a response: `chatcmpl-<request id>` or `cmpl-<request id>`. */
+export function responseIds(surface: Surface, requestId: string, model: string): ResponseIds {
+  return { id: `${surface === 'chat' ? 'chatcmpl' : 'cmpl'}-${requestId}`, created: Math.floor(Date.now() / 1000), model };
+}
+
+/** One streamed chunk's JSON: a chat delta or a completions text piece. */
+export function chunkJson(surface: Surface, ids: ResponseIds, text: string, finishReason: string | null, first: boolean): string {
+  if (surface === 'chat') {
+    const delta = first ? { role: 'assistant', content: text } : { content: text };
+    return JSON.stringify({ id: ids.id, object: 'chat.completion.chunk', created: ids.created, model: ids.model, choices: [{ index: 0, delta, finish_reason: finishReason, logprobs: null }] });
+  }
+  return JSON.stringify({ id: ids.id, object: 'text_completion', created: ids.created, model: ids.model, choices: [{ index: 0, text, finish_reason: finishReason, logprobs: null }] });
+}
+
+/** The usage-only chunk sent last with `stream_options.include_usage`. */
+export function usageChunkJson(surface: Surface, ids: ResponseIds, usage: Usage): string {
+  const object = surface === 'chat' ? 'chat.completion.chunk' : 'text_completion';
+  return JSON.stringify({ id: ids.id, object, created: ids.created, model: ids.model, choices: [], usage });
+}
+
+/** A whole (non-streamed) response. */
+export function completeResponse(surface: Surface, ids: ResponseIds, text: string, finishReason: string, usage: Usage): Record<string, unknown> {
+  const choice =
+    surface === 'chat'
+      ? { index: 0, message: { role: 'assistant', content: text }, finish_reason: finishReason, logprobs: null }
+      : { index: 0, text, finish_reason: finishReason, logprobs: null };
+  return { id: ids.id, object: surface === 'chat' ? 'chat.completion' : 'text_completion', created: ids.created, model: ids.model, choices: [choice], usage };
+}
+
+/** Usage from the frontend's counts, with the engine's cached-token count when it sent one. */
+export function usageOf(promptTokens: number, completionTokens: number, engineUsage: unknown): Usage {
+  const usage: Usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
+  const cached = (engineUsage as { prompt_tokens_details?: { cached_tokens?: unknown } } | undefined)?.prompt_tokens_details?.cached_tokens;
+  if (typeof cached === 'number') usage.prompt_tokens_details = { cached_tokens: cached };
+  return usage;
+}

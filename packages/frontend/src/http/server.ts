@@ -1,0 +1,126 @@
+import { isUtf8 } from 'node:buffer';
+import { createServer as httpServer, type Server } from 'node:http';
+import { createServer as httpsServer } from 'node:https';
+import type { Socket } from 'node:net';
+import { DynamoException, type Log, parseJson, stringifyJson } from '@dynamo/runtime';
+import Fastify, { type FastifyInstance } from 'fastify';
+
+import type { FrontendMetrics } from '../metrics.js';
+import type { ModelRegistry } from '../models/registry.js';
+import { errorBody, HttpError, reasonPhrase, toHttpError } from './errors.js';
+import { type GenerationDeps, generationHandler } from './generation.js';
+
+/** How the HTTP server is set up. */
+export interface HttpServerOptions extends GenerationDeps {
+  bodyLimitBytes: number;
+  /** How long a client may take to send a whole request (headers and body). */
+  requestTimeoutMs: number;
+  tls?: { cert: Buffer; key: Buffer };
+  /** True once shutdown began: `/live` and `/health` answer 503. */
+  shuttingDown(): boolean;
+}
+
+const GENERATION_ROUTES = { '/v1/chat/completions': 'chat', '/v1/completions': 'completions' } as const;
+
+/**
+ * The OpenAI HTTP surface on fastify: generation routes, models, health, liveness and metrics,
+ * with Dynamo's flat error bodies for every failure, including the ones raised before a route
+ * runs (bad JSON, invalid UTF-8, too large, wrong content type, a client too slow to send).
+ */
+export function createHttpServer(options: HttpServerOptions): FastifyInstance<Server> {
+  const { registry, metrics, log } = options;
+  const timeout = options.requestTimeoutMs;
+  const app = Fastify({
+    bodyLimit: options.bodyLimitBytes,
+    logger: false,
+    return503OnClosing: true,
+    serverFactory: (handler) => {
+      // Checking every second makes a slow client's timeout land close to its deadline.
+      const settings = { requestTimeout: timeout, headersTimeout: Math.min(timeout, 60_000), connectionsCheckingInterval: Math.min(1000, timeout), noDelay: true };
+      return (options.tls ? httpsServer({ ...settings, ...options.tls }, handler) : httpServer(settings, handler)) as Server;
+    },
+    clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => {
+      if (err.code === 'ECONNRESET' || !socket.writable) {
+        socket.destroy();
+        return;
+      }
+      const timedOut = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
+      const status = timedOut ? 408 : 400;
+      const body = JSON.stringify(errorBody(status, timedOut ? `the request was not received within ${timeout / 1000} s` : `malformed HTTP request: ${err.message}`));
+      socket.end(`HTTP/1.1 ${status} ${reasonPhrase(status)}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+    },
+  });
+
+  app.removeAllContentTypeParsers();
+  app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body: Buffer, done) => {
+    if (body.length === 0) return done(new HttpError(400, 'request body is empty; expected a JSON object'), undefined);
+    if (!isUtf8(body)) return done(new HttpError(400, 'request body is not valid UTF-8'), undefined);
+    try {
+      done(null, parseJson(body.toString('utf8')));
+    } catch (err) {
+      done(new HttpError(400, `Failed to parse the JSON body: ${(err as Error).message}`), undefined);
+    }
+  });
+
+  app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
+    let error: HttpError;
+    if (err instanceof HttpError || err instanceof DynamoException) error = toHttpError(err);
+    else if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') error = new HttpError(413, `request body is larger than the limit of ${options.bodyLimitBytes} bytes`);
+    else if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') error = new HttpError(415, 'Expected request with Content-Type application/json');
+    else if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) error = new HttpError(err.statusCode, err.message);
+    else error = toHttpError(err);
+    if (error.status >= 500) log.error({ method: req.method, url: req.url, status: error.status, err: error.message }, 'request failed');
+    else log.debug({ method: req.method, url: req.url, status: error.status, err: error.message }, 'request refused');
+    if (reply.sent || reply.raw.headersSent) return;
+    void reply.code(error.status).type('application/json').send(errorBody(error.status, error.message, error.details));
+  });
+
+  app.setNotFoundHandler((req, reply) => {
+    void reply.code(404).send(errorBody(404, `Route not found: ${req.method} ${req.url.split('?')[0]}`));
+  });
+
+  for (const [path, surface] of Object.entries(GENERATION_ROUTES)) {
+    app.post(path, generationHandler(surface, options));
+    app.route({
+      method: ['GET', 'PUT', 'DELETE', 'PATCH'],
+      url: path,
+      handler: (_req, reply) => reply.code(405).header('allow', 'POST').send(errorBody(405, `${path} only takes POST`)),
+    });
+  }
+
+  const modelEntry = (name: string) => {
+    const model = registry.get(name);
+    if (!model?.ready) return undefined;
+    const window = model.card.context_length;
+    return { id: model.name, object: 'model', created: Math.floor(Date.now() / 1000), owned_by: 'nvidia', ...(window > 0 ? { context_window: window } : {}) };
+  };
+  app.get('/v1/models', async () => ({
+    object: 'list',
+    data: registry.all().flatMap((m) => modelEntry(m.name) ?? []),
+  }));
+  app.get('/v1/models/*', async (req) => {
+    const name = decodeURIComponent((req.params as { '*': string })['*']);
+    const entry = modelEntry(name);
+    if (!entry) throw new HttpError(404, `Model not found: ${name}`);
+    return entry;
+  });
+
+  app.get('/live', async (_req, reply) => {
+    if (options.shuttingDown()) return reply.code(503).send({ status: 'shutting_down', message: 'Service is shutting down' });
+    return { status: 'live', message: 'Service is live' };
+  });
+
+  app.get('/health', async (_req, reply) => {
+    const instances = registry.instanceRecords();
+    const endpoints = [...new Set(instances.map((r) => `dyn://${r.namespace}.${r.component}.${r.endpoint}`))].sort();
+    const status = options.shuttingDown() ? 'shutting_down' : registry.watchError ? 'not_ready' : 'healthy';
+    const body = { status, ...(registry.watchError ? { message: `model discovery failed: ${registry.watchError.message}` } : {}), endpoints, instances };
+    // Instance ids are u64: written as bare integers, not rounded.
+    return reply.code(status === 'healthy' ? 200 : 503).type('application/json').send(stringifyJson(body));
+  });
+
+  app.get('/metrics', async (_req, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
+
+  return app;
+}
+

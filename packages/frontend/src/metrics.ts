@@ -1,0 +1,111 @@
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+
+/** Which OpenAI surface a request came through (the `endpoint` label). */
+export type EndpointLabel = 'chat_completions' | 'completions';
+
+/**
+ * The frontend's Prometheus metrics, with stock Dynamo's names, labels and buckets
+ * (`dynamo_frontend_*`; the prefix follows `--metrics-prefix` / `DYN_METRICS_PREFIX`). Model
+ * labels are lowercased, as stock does.
+ */
+export class FrontendMetrics {
+  readonly registry = new Registry();
+  readonly requests: Counter<'model' | 'endpoint' | 'request_type' | 'status'>;
+  readonly inflight: Gauge<'model'>;
+  readonly duration: Histogram<'model'>;
+  readonly inputTokens: Histogram<'model'>;
+  readonly outputTokens: Histogram<'model'>;
+  readonly ttft: Histogram<'model'>;
+  readonly itl: Histogram<'model'>;
+  readonly migrations: Counter<'model'>;
+  readonly disconnects: Counter<'model'>;
+
+  constructor(prefix = 'dynamo_frontend') {
+    const registers = [this.registry];
+    const name = (suffix: string) => `${prefix}_${suffix}`;
+    this.requests = new Counter({ name: name('requests_total'), help: 'Total number of LLM requests processed', labelNames: ['model', 'endpoint', 'request_type', 'status'], registers });
+    this.inflight = new Gauge({ name: name('inflight_requests'), help: 'Number of inflight requests', labelNames: ['model'], registers });
+    this.duration = new Histogram({ name: name('request_duration_seconds'), help: 'Duration of LLM requests', labelNames: ['model'], buckets: [0, 1, 2, 4, 8, 16, 32, 64, 128, 256], registers });
+    this.inputTokens = new Histogram({
+      name: name('input_sequence_tokens'),
+      help: 'Input sequence length in tokens',
+      labelNames: ['model'],
+      buckets: [0, 50, 100, 500, 1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000],
+      registers,
+    });
+    this.outputTokens = new Histogram({
+      name: name('output_sequence_tokens'),
+      help: 'Output sequence length in tokens',
+      labelNames: ['model'],
+      buckets: [0, 50, 100, 500, 1000, 2000, 4000, 8000, 16000, 32000],
+      registers,
+    });
+    this.ttft = new Histogram({
+      name: name('time_to_first_token_seconds'),
+      help: 'Time to first token in seconds',
+      labelNames: ['model'],
+      buckets: [0, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 240, 480],
+      registers,
+    });
+    this.itl = new Histogram({
+      name: name('inter_token_latency_seconds'),
+      help: 'Inter-token latency in seconds',
+      labelNames: ['model'],
+      buckets: [0, 0.001, 0.005, 0.01, 0.015, 0.02, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2],
+      registers,
+    });
+    this.migrations = new Counter({ name: name('model_migration_total'), help: 'Requests resent to another worker after theirs failed', labelNames: ['model'], registers });
+    this.disconnects = new Counter({ name: name('disconnected_clients'), help: 'Clients that went away before their response was complete', labelNames: ['model'], registers });
+  }
+
+  /** Starts observing one request; call the returned tracker's methods as it progresses. */
+  track(model: string, endpoint: EndpointLabel, streaming: boolean): RequestTracker {
+    return new RequestTracker(this, model.toLowerCase(), endpoint, streaming);
+  }
+}
+
+/** One request's metrics: inflight while it lasts, TTFT / ITL per response chunk, totals at the end. */
+export class RequestTracker {
+  readonly #metrics: FrontendMetrics;
+  readonly #model: string;
+  readonly #endpoint: EndpointLabel;
+  readonly #streaming: boolean;
+  readonly #start = performance.now();
+  #last = 0;
+  #outputTokens = 0;
+  #done = false;
+
+  constructor(metrics: FrontendMetrics, model: string, endpoint: EndpointLabel, streaming: boolean) {
+    this.#metrics = metrics;
+    this.#model = model;
+    this.#endpoint = endpoint;
+    this.#streaming = streaming;
+    metrics.inflight.inc({ model });
+  }
+
+  /** A response chunk carrying `tokens` new tokens, for a prompt of `inputTokens`. */
+  tokens(tokens: number, inputTokens: number): void {
+    if (tokens === 0) return;
+    const now = performance.now();
+    if (this.#outputTokens === 0) {
+      this.#metrics.ttft.observe({ model: this.#model }, (now - this.#start) / 1000);
+      this.#metrics.inputTokens.observe({ model: this.#model }, inputTokens);
+    } else {
+      const itl = (now - this.#last) / 1000 / tokens;
+      for (let i = 0; i < tokens; i++) this.#metrics.itl.observe({ model: this.#model }, itl);
+    }
+    this.#last = now;
+    this.#outputTokens += tokens;
+  }
+
+  /** The request ended (once): `ok` for a complete response. */
+  finish(ok: boolean): void {
+    if (this.#done) return;
+    this.#done = true;
+    const model = this.#model;
+    this.#metrics.inflight.dec({ model });
+    this.#metrics.requests.inc({ model, endpoint: this.#endpoint, request_type: this.#streaming ? 'stream' : 'unary', status: ok ? 'success' : 'error' });
+    this.#metrics.duration.observe({ model }, (performance.now() - this.#start) / 1000);
+    if (this.#outputTokens > 0) this.#metrics.outputTokens.observe({ model }, this.#outputTokens);
+  }
+}

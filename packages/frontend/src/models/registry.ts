@@ -1,0 +1,186 @@
+import { mdcsum, ModelDeploymentCardSchema, modelTypeFromWire, ModelType, Preprocessor } from '@dynamo/llm';
+import { type Client, type DistributedRuntime, type EndpointRecord, type Log, MDC_BUCKET, type ModelEvent, type ModelRecord } from '@dynamo/runtime';
+
+import type { RouterFactory } from '../routing/router.js';
+import type { CardFiles } from './card-files.js';
+import { ServedModel } from './served-model.js';
+
+/** What the registry needs from the frontend. */
+export interface ModelRegistryOptions {
+  runtime: DistributedRuntime;
+  /** Serve only models registered in this namespace (all namespaces when omitted). */
+  namespace?: string;
+  routers: RouterFactory;
+  cardFiles: CardFiles;
+  log: Log;
+}
+
+const SERVABLE = ModelType.Chat | ModelType.Completions;
+/** The longest {@link ModelRegistry.start} waits for the records present at start. */
+const INITIAL_SYNC_MS = 5_000;
+
+/**
+ * The models the frontend serves, kept in step with discovery: a model appears with the first
+ * worker that registers its card and disappears with the last one. Cards the frontend cannot
+ * serve (disaggregated roles, embeddings, a card differing from the one already served under the
+ * same name) are logged once and left out.
+ */
+export class ModelRegistry {
+  readonly #options: ModelRegistryOptions;
+  readonly #models = new Map<string, ServedModel>();
+  readonly #byKey = new Map<string, ServedModel>();
+  readonly #clients = new Map<string, Promise<Client>>();
+  readonly #connected = new Set<Client>();
+  readonly #closing = new AbortController();
+  readonly #refused = new Set<string>();
+  #watching: Promise<void> | undefined;
+  #watchError: Error | undefined;
+
+  constructor(options: ModelRegistryOptions) {
+    this.#options = options;
+  }
+
+  /**
+   * Follows discovery until {@link close}. Resolves once the records present now are applied (or
+   * after {@link INITIAL_SYNC_MS}, should one vanish before the watch replays it).
+   */
+  async start(): Promise<void> {
+    const { runtime, namespace } = this.#options;
+    const existing = await runtime.discovery.store.list(MDC_BUCKET, namespace === undefined ? '' : `${namespace}/`);
+    const waiting = new Set(existing.map((e) => e.key));
+    let synced!: () => void;
+    const initial = new Promise<void>((resolve) => (synced = resolve));
+    if (waiting.size === 0) synced();
+    this.#watching = this.#follow(runtime.discovery.watchModels(this.#closing.signal, namespace), (key) => {
+      if (waiting.delete(key) && waiting.size === 0) synced();
+    });
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([initial, new Promise<void>((resolve) => (timer = setTimeout(resolve, INITIAL_SYNC_MS)))]);
+    clearTimeout(timer);
+  }
+
+  async #follow(events: AsyncIterable<ModelEvent>, applied: (key: string) => void): Promise<void> {
+    try {
+      for await (const event of events) {
+        await this.#apply(event);
+        applied(event.key);
+      }
+    } catch (err) {
+      if (this.#closing.signal.aborted) return;
+      this.#watchError = err as Error;
+      this.#options.log.error({ err: (err as Error).message }, 'model discovery watch failed; the model list is frozen');
+    }
+  }
+
+  /** The model served as `name`. */
+  get(name: string): ServedModel | undefined {
+    return this.#models.get(name);
+  }
+
+  /** Every model, ready or not. */
+  all(): ServedModel[] {
+    return [...this.#models.values()];
+  }
+
+  /** The live endpoint instances behind the served models, as discovery lists them. */
+  instanceRecords(): EndpointRecord[] {
+    return [...this.#connected].flatMap((client) => client.records());
+  }
+
+  /** Why discovery stopped being followed, if it did. */
+  get watchError(): Error | undefined {
+    return this.#watchError;
+  }
+
+  /** Stops following discovery and closes the clients. */
+  async close(): Promise<void> {
+    this.#closing.abort();
+    await this.#watching;
+    for (const client of this.#clients.values()) (await client.catch(() => undefined))?.close();
+  }
+
+  async #apply(event: ModelEvent): Promise<void> {
+    try {
+      if (event.type === 'removed') this.#remove(event.key);
+      else await this.#add(event.key, event.record);
+    } catch (err) {
+      this.#options.log.warn({ key: event.key, err: (err as Error).message }, 'could not apply a model record');
+    }
+  }
+
+  #remove(key: string): void {
+    const model = this.#byKey.get(key);
+    if (!model) return;
+    this.#byKey.delete(key);
+    if (!model.removeRecord(key) && this.#models.get(model.name) === model) {
+      this.#models.delete(model.name);
+      this.#options.log.info({ model: model.name }, 'model removed: its last worker is gone');
+    }
+  }
+
+  /** Logs why a card is not served, once per key and reason. */
+  #refuse(key: string, reason: string, fields: Record<string, unknown> = {}): void {
+    const id = `${key}\0${reason}`;
+    if (this.#refused.has(id)) return;
+    this.#refused.add(id);
+    this.#options.log.warn({ key, ...fields }, reason);
+  }
+
+  async #add(key: string, record: ModelRecord): Promise<void> {
+    const parsed = ModelDeploymentCardSchema.safeParse(record.card_json);
+    if (!parsed.success) {
+      return this.#refuse(key, 'model card not served: it is malformed', { err: parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') });
+    }
+    const card = parsed.data;
+    const types = modelTypeFromWire(card.model_type);
+    if ((types & SERVABLE) === 0) return this.#refuse(key, `model ${card.display_name} not served: model_type '${card.model_type}' has no chat or completions`);
+    if (card.worker_type !== 'aggregated' && card.worker_type !== '') {
+      return this.#refuse(key, `model ${card.display_name} not served: disaggregated ${card.worker_type} workers are not supported by this frontend yet`);
+    }
+    if (card.model_input === 'Tensor') return this.#refuse(key, `model ${card.display_name} not served: Tensor input is not supported`);
+    const checksum = mdcsum(card);
+    const previous = this.#byKey.get(key);
+    if (previous) {
+      if (previous.checksum === checksum && previous.name === card.display_name) return;
+      this.#remove(key);
+    }
+    let model = this.#models.get(card.display_name);
+    if (model && model.checksum !== checksum) {
+      return this.#refuse(key, `instance not served: its card for model ${card.display_name} differs from the one being served`, {
+        served_mdcsum: model.checksum,
+        mdcsum: checksum,
+      });
+    }
+    const client = await this.#client(record.namespace, record.component, record.endpoint);
+    if (!model) {
+      model = new ServedModel(card, checksum, types, this.#options.routers(card.display_name));
+      if (card.model_input === 'Tokens') {
+        const log = this.#options.log;
+        const loading = this.#options.cardFiles.load(card).then((files) => Preprocessor.create(files, card));
+        loading.then(
+          () => log.info({ model: card.display_name }, 'model ready'),
+          (err: unknown) => log.error({ model: card.display_name, err: (err as Error).message }, 'model files could not be loaded; requests for it fail with 503'),
+        );
+        model.setPreprocessor(loading);
+      }
+      this.#models.set(card.display_name, model);
+      this.#options.log.info({ model: card.display_name, input: card.model_input, model_type: card.model_type }, 'model added');
+    }
+    model.addRecord(key, { instanceId: record.instance_id, endpoint: `${record.namespace}/${record.component}/${record.endpoint}` }, client);
+    this.#byKey.set(key, model);
+  }
+
+  #client(namespace: string, component: string, endpoint: string): Promise<Client> {
+    const id = `${namespace}/${component}/${endpoint}`;
+    let client = this.#clients.get(id);
+    if (!client) {
+      client = this.#options.runtime.namespace(namespace).component(component).endpoint(endpoint).client();
+      this.#clients.set(id, client);
+      client.then(
+        (c) => this.#connected.add(c),
+        () => this.#clients.delete(id),
+      );
+    }
+    return client;
+  }
+}

@@ -1,0 +1,137 @@
+import { type ModelDeploymentCard, ModelType, type Preprocessor } from '@dynamo/llm';
+import type { Client } from '@dynamo/runtime';
+
+import type { Candidate, Router } from '../routing/router.js';
+
+/** The OpenAI surfaces a request can come through. */
+export type Surface = 'chat' | 'completions';
+
+/** One instance's model record: which endpoint of which instance serves the model. */
+export interface ModelInstance {
+  instanceId: bigint;
+  /** `ns/comp/ep` of the endpoint. */
+  endpoint: string;
+}
+
+/**
+ * A model as the frontend serves it: the card its first worker registered, the instances that
+ * registered the same card, the clients that reach them, its router, and (Tokens input) its
+ * preprocessor once its files are loaded.
+ */
+export class ServedModel {
+  readonly name: string;
+  readonly card: ModelDeploymentCard;
+  /** The card's `mdcsum`: a worker registering a different card under this name is refused. */
+  readonly checksum: string;
+  readonly router: Router;
+  readonly #types: number;
+  /** Model records (discovery keys) → instance. */
+  readonly #records = new Map<string, ModelInstance>();
+  /** Endpoint → its client and the instances on it that serve this model. */
+  readonly #endpoints = new Map<string, { client: Client; instances: Set<bigint> }>();
+  #preprocessor: Promise<Preprocessor> | undefined;
+  #loadError: Error | undefined;
+  #loaded: boolean;
+
+  constructor(card: ModelDeploymentCard, checksum: string, types: number, router: Router) {
+    this.name = card.display_name;
+    this.card = card;
+    this.checksum = checksum;
+    this.#types = types;
+    this.router = router;
+    this.#loaded = card.model_input !== 'Tokens';
+  }
+
+  /** Whether requests can be served now (a Tokens-input model's files are loaded). */
+  get ready(): boolean {
+    return this.#loaded;
+  }
+
+  /** Whether the model takes Tokens (the frontend preprocesses) or Text (raw OpenAI bodies). */
+  get input(): 'Tokens' | 'Text' {
+    return this.card.model_input === 'Tokens' ? 'Tokens' : 'Text';
+  }
+
+  /** Whether the model serves `surface`. */
+  serves(surface: Surface): boolean {
+    return (this.#types & (surface === 'chat' ? ModelType.Chat : ModelType.Completions)) !== 0;
+  }
+
+  /** The migration limit its card asks for. */
+  get cardMigrationLimit(): number {
+    return this.card.migration_limit;
+  }
+
+  /** Starts loading the preprocessor; requests await it. A failed load is kept and reported. */
+  setPreprocessor(loading: Promise<Preprocessor>): void {
+    this.#preprocessor = loading;
+    loading.then(
+      () => (this.#loaded = true),
+      (err: unknown) => (this.#loadError = err as Error),
+    );
+  }
+
+  /** The preprocessor (Tokens input); rejects with the load's error. */
+  preprocessor(): Promise<Preprocessor> {
+    if (!this.#preprocessor) return Promise.reject(new Error(`model ${this.name} takes Text input; it has no preprocessor`));
+    return this.#preprocessor;
+  }
+
+  /** Why the model's files could not be loaded, if they could not. */
+  get loadError(): Error | undefined {
+    return this.#loadError;
+  }
+
+  /** Adds an instance's record of this model. */
+  addRecord(key: string, instance: ModelInstance, client: Client): void {
+    this.#records.set(key, instance);
+    let endpoint = this.#endpoints.get(instance.endpoint);
+    if (!endpoint) {
+      endpoint = { client, instances: new Set() };
+      this.#endpoints.set(instance.endpoint, endpoint);
+    }
+    endpoint.instances.add(instance.instanceId);
+  }
+
+  /** Removes a record; returns whether the model has records left. */
+  removeRecord(key: string): boolean {
+    const instance = this.#records.get(key);
+    if (instance) {
+      this.#records.delete(key);
+      const stillThere = [...this.#records.values()].some((i) => i.endpoint === instance.endpoint && i.instanceId === instance.instanceId);
+      const endpoint = this.#endpoints.get(instance.endpoint);
+      if (endpoint && !stillThere) {
+        endpoint.instances.delete(instance.instanceId);
+        if (endpoint.instances.size === 0) this.#endpoints.delete(instance.endpoint);
+      }
+    }
+    return this.#records.size > 0;
+  }
+
+  /** Whether `key` is one of this model's records. */
+  hasRecord(key: string): boolean {
+    return this.#records.has(key);
+  }
+
+  /** The instances that registered this model and whose endpoints are live and reachable now. */
+  candidates(): Candidate[] {
+    const out: Candidate[] = [];
+    for (const { client, instances } of this.#endpoints.values()) {
+      for (const instanceId of client.availableIds()) if (instances.has(instanceId)) out.push({ instanceId, client });
+    }
+    return out;
+  }
+
+  /** The instance `instanceId` if it serves this model and its endpoint is live. */
+  candidate(instanceId: bigint): Candidate | undefined {
+    for (const { client, instances } of this.#endpoints.values()) {
+      if (instances.has(instanceId) && client.instanceIds().includes(instanceId)) return { instanceId, client };
+    }
+    return undefined;
+  }
+
+  /** Every instance with a record of this model (live or not). */
+  instances(): ModelInstance[] {
+    return [...this.#records.values()];
+  }
+}

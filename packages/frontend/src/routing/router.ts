@@ -1,0 +1,94 @@
+import type { Client } from '@dynamo/runtime';
+import { HttpError } from '../http/errors.js';
+
+/** An instance that can take a request for a model now, and the client that reaches it. */
+export interface Candidate {
+  readonly instanceId: bigint;
+  readonly client: Client;
+}
+
+/** What a router may look at to place one request. */
+export interface RouteRequest {
+  /** The served model name. */
+  readonly model: string;
+  /** The request id (also the worker-side context id). */
+  readonly requestId: string;
+  /** The prompt's token ids (Tokens-input models), for routers that weigh prefix reuse. */
+  readonly tokenIds?: readonly number[];
+  /** Instances this request already failed on (during migration); avoid them when possible. */
+  readonly failed: ReadonlySet<bigint>;
+}
+
+/**
+ * Chooses the instance a request goes to. One router serves one model; `candidates` is never
+ * empty. The KV-aware router plugs in here.
+ */
+export interface Router {
+  /** The routing mode's name, as `--router-mode` spells it. */
+  readonly mode: string;
+  select(candidates: readonly Candidate[], request: RouteRequest): Candidate;
+}
+
+/** Builds the router of one model. */
+export type RouterFactory = (model: string) => Router;
+
+/** The built-in modes. */
+export const ROUTER_MODES = ['round-robin', 'random', 'direct'] as const;
+export type RouterMode = (typeof ROUTER_MODES)[number];
+
+/** Candidates the request has not failed on yet, unless it failed on all of them. */
+function fresh(candidates: readonly Candidate[], failed: ReadonlySet<bigint>): readonly Candidate[] {
+  if (failed.size === 0) return candidates;
+  const left = candidates.filter((c) => !failed.has(c.instanceId));
+  return left.length > 0 ? left : candidates;
+}
+
+/** Takes the instances in turn. */
+export class RoundRobinRouter implements Router {
+  readonly mode = 'round-robin';
+  #next = 0;
+
+  select(candidates: readonly Candidate[], request: RouteRequest): Candidate {
+    const pool = fresh(candidates, request.failed);
+    const chosen = pool[this.#next % pool.length]!;
+    this.#next = (this.#next + 1) % 0x4000_0000;
+    return chosen;
+  }
+}
+
+/** Picks an instance uniformly at random. */
+export class RandomRouter implements Router {
+  readonly mode = 'random';
+
+  select(candidates: readonly Candidate[], request: RouteRequest): Candidate {
+    const pool = fresh(candidates, request.failed);
+    return pool[Math.floor(Math.random() * pool.length)]!;
+  }
+}
+
+/**
+ * Refuses to choose: every request names its instance (`x-dynamo-worker-instance-id` or
+ * `nvext.backend_instance_id`), which the pipeline honours before asking any router.
+ */
+export class DirectRouter implements Router {
+  readonly mode = 'direct';
+
+  select(): Candidate {
+    throw new HttpError(
+      400,
+      'router mode "direct" needs the instance in the request: the x-dynamo-worker-instance-id header or nvext.backend_instance_id',
+    );
+  }
+}
+
+/** The factory for a built-in mode. */
+export function routerFactory(mode: RouterMode): RouterFactory {
+  switch (mode) {
+    case 'round-robin':
+      return () => new RoundRobinRouter();
+    case 'random':
+      return () => new RandomRouter();
+    case 'direct':
+      return () => new DirectRouter();
+  }
+}

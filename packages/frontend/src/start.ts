@@ -1,0 +1,121 @@
+import { readFile } from 'node:fs/promises';
+import type { AddressInfo } from 'node:net';
+import { type Context, DistributedRuntime, InvalidArgument, parseOrThrow } from '@dynamo/runtime';
+
+import { createHttpServer } from './http/server.js';
+import { FrontendMetrics } from './metrics.js';
+import { CardFiles } from './models/card-files.js';
+import { ModelRegistry } from './models/registry.js';
+import { type FrontendOptions, FrontendSettingsSchema } from './options.js';
+import { routerFactory } from './routing/router.js';
+
+/** A running frontend. */
+export interface Frontend {
+  /** `http(s)://host:port` it listens on (a wildcard host shows as 127.0.0.1). */
+  readonly url: string;
+  readonly host: string;
+  readonly port: number;
+  readonly runtime: DistributedRuntime;
+  readonly metrics: FrontendMetrics;
+  /** Names of the models it serves now (ready or loading). */
+  models(): string[];
+  /**
+   * Graceful shutdown: stop accepting connections, let in-flight responses finish within
+   * `gracefulShutdownMs`, cut off the rest, stop following discovery. Idempotent.
+   */
+  close(): Promise<void>;
+}
+
+/**
+ * Starts the OpenAI-compatible frontend: follows discovery for model cards and worker instances,
+ * and serves `/v1/chat/completions`, `/v1/completions`, `/v1/models`, `/health`, `/live` and
+ * `/metrics`. Resolves once it listens and the models registered now are known.
+ *
+ * ```ts
+ * const frontend = await startFrontend({ port: 8000 });
+ * // ... POST http://127.0.0.1:8000/v1/chat/completions
+ * await frontend.close();
+ * ```
+ *
+ * Throws `InvalidArgument` naming a bad option, `CannotConnect` when discovery is unreachable.
+ */
+export async function startFrontend(options: FrontendOptions = {}): Promise<Frontend> {
+  const { router, runtime: given, runtimeOptions, ...plain } = options;
+  const settings = parseOrThrow(FrontendSettingsSchema, plain, 'options');
+  if ((settings.tlsCertPath === undefined) !== (settings.tlsKeyPath === undefined)) {
+    throw new InvalidArgument('options: tlsCertPath and tlsKeyPath go together; give both or neither');
+  }
+  const tls = settings.tlsCertPath && settings.tlsKeyPath ? await readTls(settings.tlsCertPath, settings.tlsKeyPath) : undefined;
+  const runtime = given ?? (await DistributedRuntime.create(runtimeOptions));
+  const log = runtime.log('frontend');
+  const metrics = new FrontendMetrics(settings.metricsPrefix);
+  const registry = new ModelRegistry({
+    runtime,
+    ...(settings.namespace === undefined ? {} : { namespace: settings.namespace }),
+    routers: router ?? routerFactory(settings.routerMode),
+    cardFiles: new CardFiles({ ...(settings.modelPath === undefined ? {} : { fallbackModelPath: settings.modelPath }), ...(runtimeOptions?.env ? { env: runtimeOptions.env } : {}) }),
+    log: runtime.log('frontend.models'),
+  });
+  const inflight = new Set<Context>();
+  let shuttingDown = false;
+  const app = createHttpServer({
+    registry,
+    metrics,
+    log,
+    inflight,
+    migrationLimit: settings.migrationLimit,
+    forceIncludeUsage: settings.forceIncludeUsage,
+    ignoreUnknownFields: settings.ignoreUnknownFields,
+    bodyLimitBytes: settings.bodyLimitBytes,
+    requestTimeoutMs: settings.requestTimeoutMs,
+    ...(tls ? { tls } : {}),
+    shuttingDown: () => shuttingDown,
+  });
+  try {
+    await registry.start();
+    await app.listen({ host: settings.host, port: settings.port });
+  } catch (err) {
+    await registry.close();
+    if (!given) await runtime.shutdown();
+    throw err;
+  }
+  const address = app.server.address() as AddressInfo;
+  const shownHost = settings.host === '0.0.0.0' || settings.host === '::' ? '127.0.0.1' : settings.host;
+  const url = `${tls ? 'https' : 'http'}://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${address.port}`;
+  log.info({ url, router: router ? 'custom' : settings.routerMode, models: registry.all().map((m) => m.name) }, 'frontend listening');
+
+  let closing: Promise<void> | undefined;
+  const close = async () => {
+    shuttingDown = true;
+    const serverClosed = app.close();
+    const deadline = Date.now() + settings.gracefulShutdownMs;
+    while (inflight.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    if (inflight.size > 0) log.warn({ requests: inflight.size }, 'graceful shutdown timed out; cutting off in-flight requests');
+    for (const context of inflight) context.kill();
+    app.server.closeAllConnections();
+    await serverClosed;
+    await registry.close();
+    if (!given) await runtime.shutdown();
+    log.info('frontend stopped');
+  };
+  return {
+    url,
+    host: settings.host,
+    port: address.port,
+    runtime,
+    metrics,
+    models: () => registry.all().map((m) => m.name),
+    close: () => (closing ??= close()),
+  };
+}
+
+async function readTls(certPath: string, keyPath: string): Promise<{ cert: Buffer; key: Buffer }> {
+  const read = async (path: string, what: string) => {
+    try {
+      return await readFile(path);
+    } catch (err) {
+      throw new InvalidArgument(`options.${what}: cannot read ${path}: ${(err as Error).message}`, { cause: err });
+    }
+  };
+  return { cert: await read(certPath, 'tlsCertPath'), key: await read(keyPath, 'tlsKeyPath') };
+}

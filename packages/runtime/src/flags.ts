@@ -1,0 +1,91 @@
+import { parseArgs } from 'node:util';
+import type { z } from 'zod';
+import { InvalidArgument } from './errors.js';
+import { describeIssues } from './validate.js';
+
+/**
+ * One command-line option. The key it is stored under is camelCase; the flag is its kebab-case
+ * form (`maxTokens` ⇢ `--max-tokens`). `schema` validates the raw value (a string, or a boolean for
+ * switches) and supplies the default, so the parser, the defaults and `--help` share one source.
+ */
+export interface Flag<S extends z.ZodType = z.ZodType> {
+  schema: S;
+  description: string;
+  /** A switch (`--flag`, no value) rather than `--flag VALUE`. */
+  boolean?: boolean;
+  /** Environment variable read when the flag is absent. */
+  env?: string;
+  /** Shown in `--help` after the flag, e.g. `N`. */
+  placeholder?: string;
+}
+
+/** A set of options, keyed by their camelCase names. */
+export type Flags = Record<string, Flag>;
+
+/** The parsed, validated values of a {@link Flags} set. */
+export type FlagValues<F extends Flags> = { [K in keyof F]: z.output<F[K]['schema']> };
+
+const kebab = (key: string) => key.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);
+
+/** Result of {@link parseFlags}: either the values or a request for help. */
+export type ParsedFlags<F extends Flags> = { help: true } | { help: false; values: FlagValues<F> };
+
+/**
+ * Parses `argv` against `flags` (env variables fill absent flags; `--help`/`-h` is always
+ * accepted). Throws {@link InvalidArgument} naming the flag for unknown options or bad values.
+ */
+export function parseFlags<F extends Flags>(
+  flags: F,
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>> = {},
+): ParsedFlags<F> {
+  const options = Object.fromEntries(
+    Object.entries(flags).map(([key, flag]) => [kebab(key), { type: flag.boolean ? 'boolean' : 'string' }] as const),
+  ) as Record<string, { type: 'boolean' | 'string' }>;
+  let parsed: ReturnType<typeof parseArgs>;
+  try {
+    parsed = parseArgs({
+      args: [...argv],
+      options: { ...options, help: { type: 'boolean', short: 'h' } },
+      strict: true,
+      allowPositionals: false,
+    });
+  } catch (err) {
+    throw new InvalidArgument(`${(err as Error).message} (see --help)`, { cause: err });
+  }
+  if (parsed.values.help === true) return { help: true };
+  const values: Record<string, unknown> = {};
+  for (const [key, flag] of Object.entries(flags)) {
+    let raw: unknown = parsed.values[kebab(key)];
+    let source = `--${kebab(key)}`;
+    if (raw === undefined && flag.env !== undefined && env[flag.env] !== undefined && env[flag.env] !== '') {
+      raw = flag.boolean ? parseEnvBoolean(flag.env, env[flag.env] as string) : env[flag.env];
+      source = flag.env;
+    }
+    const result = flag.schema.safeParse(raw);
+    if (!result.success) throw new InvalidArgument(describeIssues(source, result.error), { cause: result.error });
+    values[key] = result.data;
+  }
+  return { help: false, values: values as FlagValues<F> };
+}
+
+function parseEnvBoolean(name: string, value: string): boolean {
+  const v = value.trim().toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+  if (['0', 'false', 'no', 'off'].includes(v)) return false;
+  throw new InvalidArgument(`${name}: expected a boolean (true/false/1/0), got '${value}'`);
+}
+
+/** Renders `--help` text for `flags`, with each default taken from its schema. */
+export function formatHelp(usage: string, summary: string, flags: Flags): string {
+  const rows = Object.entries(flags).map(([key, flag]) => {
+    const left = `--${kebab(key)}${flag.boolean ? '' : ` ${flag.placeholder ?? 'VALUE'}`}`;
+    const fallback = flag.schema.safeParse(undefined);
+    const shown = fallback.success && fallback.data !== undefined && fallback.data !== false ? ` (default: ${JSON.stringify(fallback.data)})` : '';
+    const env = flag.env ? ` [env: ${flag.env}]` : '';
+    return [left, `${flag.description}${shown}${env}`] as const;
+  });
+  rows.push(['-h, --help', 'Show this help and exit']);
+  const width = Math.max(...rows.map(([left]) => left.length)) + 2;
+  return `Usage: ${usage}\n\n${summary}\n\nOptions:\n${rows.map(([l, r]) => `  ${l.padEnd(width)}${r}`).join('\n')}\n`;
+}
