@@ -1,0 +1,158 @@
+// Request migration and cancellation through dynamo-frontend, with real worker processes that are
+// SIGKILLed mid-stream. The successor engine continues whatever prompt it gets, so a migrated
+// stream must still be exactly tokens p+1, p+2, ... of the original prompt [p].
+import { type Tokenizer, LocalModel } from '@dynamo/llm';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import type { Child } from '../../runtime/test/harness/child.js';
+import { waitFor } from '../../runtime/test/harness/free-port.js';
+import { Deployment, modelDir, post, SETUPS, waitForModel } from './support/stack.js';
+
+const MODEL = 'successor';
+let tokenizer: Tokenizer;
+let deployment: Deployment;
+const fe: Record<'limit0' | 'limit1' | 'limit3', string> = { limit0: '', limit1: '', limit3: '' };
+const workers: Child[] = [];
+
+/** The text of tokens first+1 .. first+count. */
+const expected = (first: number, count: number) => tokenizer.decode(Uint32Array.from({ length: count }, (_, i) => first + i + 1), false);
+
+/** Reads an SSE completions stream: its text, finish reasons, whether it ended with [DONE], and any error event. */
+async function readStream(res: Response, onChunk?: (count: number) => void): Promise<{ text: string; finishes: string[]; done: boolean; error?: string }> {
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  let text = '';
+  let done = false;
+  let error: string | undefined;
+  const finishes: string[] = [];
+  let count = 0;
+  for (;;) {
+    const { value, done: end } = await reader.read();
+    if (end) break;
+    buffer += value;
+    let cut: number;
+    while ((cut = buffer.indexOf('\n\n')) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      if (block.startsWith('event: error')) error = block.split('\n').slice(1).map((l) => l.replace(/^: /, '')).join('\n');
+      else if (block === 'data: [DONE]') done = true;
+      else if (block.startsWith('data: ')) {
+        const choice = (JSON.parse(block.slice(6)) as { choices: Array<{ text: string; finish_reason: string | null }> }).choices[0];
+        if (!choice) continue;
+        text += choice.text;
+        if (choice.finish_reason) finishes.push(choice.finish_reason);
+        onChunk?.(++count);
+      }
+    }
+  }
+  return { text, finishes, done, ...(error === undefined ? {} : { error }) };
+}
+
+const streamRequest = (url: string, first: number, maxTokens: number, id: string, signal?: AbortSignal) =>
+  post(url, '/v1/completions', { model: MODEL, prompt: [first], max_tokens: maxTokens, stream: true }, { headers: { 'x-request-id': id }, ...(signal && { signal }) });
+
+/** The worker that printed GENERATE for request `id`. */
+async function servingWorker(id: string): Promise<Child> {
+  return waitFor(`a worker to take ${id}`, () => workers.find((w) => w.lines.includes(`GENERATE ${id}`)), 10_000);
+}
+
+/** Replaces the killed `victim` by a fresh worker, once every frontend saw it go and the new one come. */
+async function replace(victim: Child): Promise<void> {
+  workers.splice(workers.indexOf(victim), 1);
+  for (const url of Object.values(fe)) await waitForModel(url, MODEL, 'successor', 1);
+  workers.push(deployment.successorWorker(['--delay-ms', '20']));
+  for (const url of Object.values(fe)) await waitForModel(url, MODEL, 'successor', 2);
+}
+
+describe('request migration and cancellation (file + tcp)', () => {
+  beforeAll(async () => {
+    tokenizer = await (await LocalModel.load(modelDir)).tokenizer();
+    // A short discovery TTL so a SIGKILLed worker's records go away soon after its sockets do.
+    deployment = await Deployment.start(SETUPS[0]!, { DYN_FILE_KV_TTL_SECS: '2' });
+    workers.push(deployment.successorWorker(['--delay-ms', '20']), deployment.successorWorker(['--delay-ms', '20']));
+    [fe.limit0, fe.limit1, fe.limit3] = (
+      await Promise.all(['0', '1', '3'].map((limit) => deployment.frontend(['--migration-limit', limit])))
+    ).map((f) => f.url) as [string, string, string];
+    for (const url of Object.values(fe)) await waitForModel(url, MODEL, 'successor', 2);
+  }, 120_000);
+  afterAll(() => deployment.stop());
+
+  it('with migration limit 1, a worker SIGKILLed mid-stream still yields the full, gap-free sequence', async () => {
+    const res = await streamRequest(fe.limit1, 1000, 60, 'migrate-1');
+    expect(res.status).toBe(200);
+    let victim: Child | undefined;
+    const reading = readStream(res, (n) => {
+      if (n === 10) void servingWorker('migrate-1').then((w) => ((victim = w), w.kill()));
+    });
+    const result = await reading;
+    expect(victim).toBeDefined();
+    expect(result).toEqual({ text: expected(1000, 60), finishes: ['length'], done: true });
+    const metrics = await (await fetch(`${fe.limit1}/metrics`)).text();
+    expect(metrics).toMatch(/dynamo_frontend_model_migration_total\{model="successor"\} 1/);
+    await replace(victim!);
+  }, 60_000);
+
+  it('with migration limit 0, the client gets a readable error event instead', async () => {
+    const res = await streamRequest(fe.limit0, 2000, 60, 'no-migrate-1');
+    expect(res.status).toBe(200);
+    let victim: Child | undefined;
+    const result = await readStream(res, (n) => {
+      if (n === 10) void servingWorker('no-migrate-1').then((w) => ((victim = w), w.kill()));
+    });
+    expect(result.done).toBe(false);
+    expect(result.error).toMatch(/Stream ended before generation completed|disconnected|ended/i);
+    expect(expected(2000, 60).startsWith(result.text)).toBe(true);
+    expect(result.text.length).toBeLessThan(expected(2000, 60).length);
+    await replace(victim!);
+  }, 60_000);
+
+  it('a client that disconnects mid-stream stops the worker within 100 ms', async () => {
+    const abort = new AbortController();
+    const res = await streamRequest(fe.limit1, 3000, 200, 'gone-1', abort.signal);
+    let abortedAt = 0;
+    await readStream(res, (n) => {
+      if (n === 5) {
+        abortedAt = Date.now();
+        abort.abort();
+      }
+    }).catch(() => undefined);
+    const worker = await servingWorker('gone-1');
+    const line = await worker.waitForLine(/^STOPPED gone-1 \d+$/, 5_000);
+    const stoppedAt = Number(line.split(' ')[2]);
+    expect(stoppedAt - abortedAt).toBeLessThan(100);
+  });
+
+  it('under load: 200 streams at concurrency 32 all complete exactly while a worker is killed and restarted every 2 s', async () => {
+    let running = true;
+    const killer = (async () => {
+      while (running) {
+        await new Promise((r) => setTimeout(r, 2000));
+        if (!running) break;
+        const victim = workers[workers.length - 1]!;
+        victim.kill();
+        workers.splice(workers.indexOf(victim), 1);
+        workers.push(deployment.successorWorker(['--delay-ms', '20']));
+      }
+    })();
+    const results: Array<{ i: number; ok: boolean; detail: string }> = [];
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 32 }, async () => {
+        while (next < 200) {
+          const i = next++;
+          const first = 10_000 + i * 100;
+          const res = await streamRequest(fe.limit3, first, 40, `load-${i}`);
+          const result = res.status === 200 ? await readStream(res) : { text: await res.text(), finishes: [], done: false };
+          const ok = result.done && result.text === expected(first, 40) && result.finishes.join() === 'length';
+          results.push({ i, ok, detail: ok ? '' : JSON.stringify(result).slice(0, 300) });
+        }
+      }),
+    );
+    running = false;
+    await killer;
+    expect(results.filter((r) => !r.ok)).toEqual([]);
+    expect(results).toHaveLength(200);
+    const metrics = await (await fetch(`${fe.limit3}/metrics`)).text();
+    expect(Number(/dynamo_frontend_model_migration_total\{model="successor"\} (\d+)/.exec(metrics)?.[1] ?? 0)).toBeGreaterThan(0);
+  }, 180_000);
+});
