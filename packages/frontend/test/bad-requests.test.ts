@@ -1,0 +1,151 @@
+// Bad input of every kind through a real dynamo-frontend process (with one sample worker): each
+// gets the right status and Dynamo's JSON error, good requests running at the same time finish,
+// and 10,000 seeded random mutations of valid bodies never produce a 5xx other than 503.
+import { connect } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { Deployment, post, SETUPS, waitForModel } from './support/stack.js';
+
+const MODEL = 'qwen3-sample';
+const chat = { model: MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 4 };
+let deployment: Deployment;
+let url = '';
+
+beforeAll(async () => {
+  deployment = await Deployment.start(SETUPS[0]!);
+  deployment.sampleWorker(['--model-name', MODEL, '--delay-ms', '0']);
+  ({ url } = await deployment.frontend(['--http-body-limit-mb', '1', '--http-request-timeout-secs', '2']));
+  await waitForModel(url, MODEL, 'sample', 1);
+}, 60_000);
+afterAll(() => deployment.stop());
+
+/** A request that must succeed, streamed, to run alongside the bad ones. */
+async function goodStream(): Promise<string> {
+  const res = await post(url, '/v1/chat/completions', { ...chat, stream: true });
+  expect(res.status).toBe(200);
+  return res.text();
+}
+
+const raw = (path: string, body: string | Buffer, headers: Record<string, string> = { 'content-type': 'application/json' }, method = 'POST') =>
+  fetch(`${url}${path}`, { method, headers, ...(method === 'GET' ? {} : { body }) });
+
+const cases: Array<[string, () => Promise<Response>, number, RegExp]> = [
+  ['malformed JSON', () => raw('/v1/chat/completions', '{"model": "qwen3-sample", "messages": ['), 400, /JSON/],
+  ['a body that is not an object', () => raw('/v1/chat/completions', '[1, 2]'), 400, /JSON object/],
+  ['an empty body', () => raw('/v1/chat/completions', ''), 400, /empty/],
+  ['messages of the wrong type', () => post(url, '/v1/chat/completions', { ...chat, messages: 'hello' }), 400, /messages/],
+  ['temperature as a string', () => post(url, '/v1/chat/completions', { ...chat, temperature: 'hot' }), 400, /temperature/],
+  ['negative max_tokens', () => post(url, '/v1/chat/completions', { ...chat, max_tokens: -5 }), 400, /max_tokens/],
+  ['max_tokens 0', () => post(url, '/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 0 }), 400, /Max tokens must be greater than 0/],
+  ['a missing model', () => post(url, '/v1/chat/completions', { messages: chat.messages }), 400, /model/],
+  ['an unknown model', () => post(url, '/v1/chat/completions', { ...chat, model: 'no-such-model' }), 404, /Model not found: no-such-model/],
+  ['n: 2', () => post(url, '/v1/chat/completions', { ...chat, n: 2 }), 400, /n = 2 is not supported/],
+  ['an unknown field', () => post(url, '/v1/chat/completions', { ...chat, bogus: true }), 400, /Unsupported parameter\(s\): `bogus`/],
+  ['deprecated functions', () => post(url, '/v1/chat/completions', { ...chat, functions: [] }), 501, /deprecated/],
+  ['a 10 MB body', () => raw('/v1/chat/completions', JSON.stringify({ ...chat, messages: [{ role: 'user', content: 'x'.repeat(10 * 1024 * 1024) }] })), 413, /larger than the limit/],
+  ['invalid UTF-8', () => raw('/v1/chat/completions', Buffer.from([0x7b, 0x22, 0x6d, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0x22, 0x7d])), 400, /UTF-8/],
+  ['a text/plain body', () => raw('/v1/chat/completions', JSON.stringify(chat), { 'content-type': 'text/plain' }), 415, /Content-Type application\/json/],
+  ['GET on a POST route', () => raw('/v1/chat/completions', '', {}, 'GET'), 405, /only takes POST/],
+  ['an unknown route', () => raw('/v1/nothing', '', {}, 'GET'), 404, /Route not found: GET \/v1\/nothing/],
+  ['a batch of prompts', () => post(url, '/v1/completions', { model: MODEL, prompt: ['a', 'b'] }), 400, /batch of 2 prompts/],
+  ['a bad instance pin', () => post(url, '/v1/chat/completions', chat, { headers: { 'x-dynamo-worker-instance-id': 'abc' } }), 400, /instance id/],
+];
+
+describe('bad requests', () => {
+  it.each(cases)('%s gets the right status and a JSON error, while good requests finish', async (_name, send, status, message) => {
+    const [res, good] = await Promise.all([send(), goodStream()]);
+    expect(res.status).toBe(status);
+    const body = (await res.json()) as { message: string; type: string; code: number };
+    expect(body.code).toBe(status);
+    expect(typeof body.type).toBe('string');
+    expect(body.message).toMatch(message);
+    expect(good).toContain('data: [DONE]');
+  });
+
+  it('a slow-loris client gets a 408 JSON error after the request timeout, and others are served meanwhile', async () => {
+    const socket = connect(Number(new URL(url).port), '127.0.0.1');
+    let received = '';
+    socket.setEncoding('utf8').on('data', (d: string) => (received += d));
+    const closed = new Promise<void>((resolve) => socket.on('close', () => resolve()));
+    socket.write('POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n');
+    const drip = setInterval(() => socket.writable && socket.write('x-slow: 1\r\n'), 300);
+    const started = Date.now();
+    for (let i = 0; i < 3; i++) expect(await goodStream()).toContain('data: [DONE]');
+    await closed;
+    clearInterval(drip);
+    expect(Date.now() - started).toBeLessThan(6000);
+    expect(received).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+    expect(JSON.parse(received.slice(received.indexOf('\r\n\r\n') + 4))).toMatchObject({ code: 408, type: 'Request Timeout' });
+  });
+
+  it('10,000 seeded random mutations of valid bodies produce no 5xx but 503, and the frontend stays up', async () => {
+    const random = mulberry32(20261123);
+    const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
+    const values = [null, true, false, 0, -1, 1.5, 1e308, -1e308, 2 ** 53 + 1, '', 'x', '\u0000', '\ud800', [], [1, 'a'], {}, { a: { b: [] } }, 'qwen3-sample'];
+    const bases: Array<[string, Record<string, unknown>]> = [
+      ['/v1/chat/completions', { ...chat, temperature: 0.5, stop: ['z'], stream: false }],
+      ['/v1/chat/completions', { ...chat, stream: true, stream_options: { include_usage: true }, nvext: { ignore_eos: true } }],
+      ['/v1/completions', { model: MODEL, prompt: 'Once', max_tokens: 3, top_p: 0.9 }],
+      ['/v1/completions', { model: MODEL, prompt: [1, 2, 3], max_tokens: 3, stream: true, min_tokens: 1 }],
+    ];
+    const mutate = (body: Record<string, unknown>): Record<string, unknown> | string => {
+      const out = structuredClone(body);
+      const keys = Object.keys(out);
+      for (let n = 1 + Math.floor(random() * 3); n > 0; n--) {
+        const roll = random();
+        if (roll < 0.3) out[pick(keys)] = pick(values);
+        else if (roll < 0.45) delete out[pick(keys)];
+        else if (roll < 0.6) out[pick(['n', 'logprobs', 'top_logprobs', 'seed', 'max_completion_tokens', 'tools', 'response_format', 'top_k', 'echo', 'best_of', 'zz'])] = pick(values);
+        else if (roll < 0.75) {
+          const messages = out.messages;
+          if (Array.isArray(messages) && typeof messages[0] === 'object' && messages[0] !== null) (messages[0] as Record<string, unknown>)[pick(['role', 'content', 'name'])] = pick(values);
+          else out.prompt = pick(values);
+        } else if (roll < 0.85) out.nvext = pick([{ token_data: pick(values) }, { annotations: pick(values) }, { backend_instance_id: pick(values) }, pick(values)]);
+        else {
+          const text = JSON.stringify(out);
+          const at = Math.floor(random() * text.length);
+          return roll < 0.93 ? text.slice(0, at) : text.slice(0, at) + String.fromCharCode(Math.floor(random() * 0x3000)) + text.slice(at + 1);
+        }
+      }
+      // Keep generation short: the sample engine would honour a huge max_tokens.
+      for (const key of ['max_tokens', 'max_completion_tokens', 'min_tokens'] as const) {
+        if (typeof out[key] === 'number' && (out[key] as number) > 8) out[key] = 8;
+      }
+      return out;
+    };
+    const statuses = new Map<number, number>();
+    const bad: string[] = [];
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: 16 }, async () => {
+        while (next < 10_000) {
+          next += 1;
+          const [path, base] = pick(bases);
+          const body = mutate(base);
+          const res = await raw(path, typeof body === 'string' ? body : JSON.stringify(body));
+          const text = await res.text();
+          statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
+          if (res.status >= 500 && res.status !== 503) bad.push(`${res.status} ${typeof body === 'string' ? body : JSON.stringify(body)} -> ${text.slice(0, 200)}`);
+          else if (res.status >= 400 && !(typeof JSON.parse(text).message === 'string')) bad.push(`no JSON error: ${text.slice(0, 200)}`);
+        }
+      }),
+    );
+    expect(bad.slice(0, 5)).toEqual([]);
+    expect([...statuses.keys()]).toContain(200);
+    expect([...statuses.keys()]).toContain(400);
+    expect((await fetch(`${url}/live`)).status).toBe(200);
+    expect(await goodStream()).toContain('data: [DONE]');
+  }, 300_000);
+});
+
+/** A small seeded PRNG, so a failing mutation can be replayed. */
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
