@@ -63,6 +63,14 @@ export class Deployment {
     return this.#spawn([sampleCli, '--model-path', modelDir, ...args], env);
   }
 
+  /** Starts a process of the stock Dynamo venv's python (`-m module ...`) in this deployment. */
+  stockWorker(python: string, args: string[]): Child {
+    const loopback = { DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1', DYN_EVENT_PLANE_HOST: '127.0.0.1', DYN_SYSTEM_HOST: '127.0.0.1' };
+    const child = startChild(python, args, { ...this.env, ...loopback }, packageDir);
+    this.children.push(child);
+    return child;
+  }
+
   /** Starts a successor-engine worker on the test model. */
   successorWorker(args: string[] = [], env: Record<string, string> = {}): Child {
     return this.#spawn(['--import', 'tsx', successorEngine, '--model-path', modelDir, '--component', 'successor', ...args], env);
