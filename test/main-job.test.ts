@@ -1,0 +1,47 @@
+// The README's main job, run exactly as the README says (its first command), on a free port: it
+// must answer a chat request, then serve the README's curl request with curl's semantics
+// (choices[0].message.content non-empty, finish_reason stop or length), and stop on SIGTERM.
+import { readFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { afterAll, expect, it } from 'vitest';
+
+import { type Child, startChild } from '../packages/runtime/test/harness/child.js';
+import { freePort } from '../packages/runtime/test/harness/free-port.js';
+
+const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
+const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
+const kvDir = mkdtempSync(join(tmpdir(), 'main-job-kv-'));
+let demo: Child | undefined;
+afterAll(() => {
+  demo?.kill();
+  rmSync(kvDir, { recursive: true, force: true });
+});
+
+it('the README main job answers a chat request, serves its curl line, and stops on SIGTERM', async () => {
+  const firstBlock = /```bash\n([^\n]*)\n/.exec(readme)![1]!;
+  const command = firstBlock.split('#')[0]!.trim();
+  expect(command).toBe('bash scripts/demo.sh');
+  const port = await freePort();
+  const [program, ...args] = command.split(' ');
+  demo = startChild(program!, args, { DYN_HTTP_PORT: String(port), DYN_FILE_KV: kvDir, CI: 'true' }, repoRoot);
+  const answered = await demo.waitForLine(/^demo: answered in [\d.]+ s/, 280_000);
+  const seconds = Number(/in ([\d.]+) s/.exec(answered)![1]);
+  expect(seconds).toBeLessThan(60);
+  const answer = demo.lines[demo.lines.indexOf(answered) + 1]!;
+  expect(JSON.parse(answer)).not.toBe('');
+
+  // The README's curl line, sent to this run's port.
+  const curl = /curl -s 127\.0\.0\.1:8000(\/v1\/chat\/completions)[^\n]*\\\n\s*-d '([^']+)'/.exec(readme)!;
+  const res = await fetch(`http://127.0.0.1:${port}${curl[1]}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: curl[2] });
+  expect(res.status).toBe(200);
+  const body = (await res.json()) as { choices: Array<{ message: { content: string }; finish_reason: string }> };
+  expect(body.choices[0]!.message.content.length).toBeGreaterThan(0);
+  expect(['stop', 'length']).toContain(body.choices[0]!.finish_reason);
+
+  demo.child.kill('SIGTERM');
+  expect(await demo.exited).toBe(0);
+  await expect(fetch(`http://127.0.0.1:${port}/live`)).rejects.toThrow();
+});
