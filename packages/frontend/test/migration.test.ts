@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { Child } from '../../runtime/test/harness/child.js';
 import { waitFor } from '../../runtime/test/harness/free-port.js';
-import { Deployment, modelDir, post, SETUPS, waitForModel } from './support/stack.js';
+import { Deployment, modelDir, post, readStream, SETUPS, waitForModel } from './support/stack.js';
 
 const MODEL = 'successor';
 let tokenizer: Tokenizer;
@@ -16,37 +16,6 @@ const workers: Child[] = [];
 
 /** The text of tokens first+1 .. first+count. */
 const expected = (first: number, count: number) => tokenizer.decode(Uint32Array.from({ length: count }, (_, i) => first + i + 1), false);
-
-/** Reads an SSE completions stream: its text, finish reasons, whether it ended with [DONE], and any error event. */
-async function readStream(res: Response, onChunk?: (count: number) => void): Promise<{ text: string; finishes: string[]; done: boolean; error?: string }> {
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-  let buffer = '';
-  let text = '';
-  let done = false;
-  let error: string | undefined;
-  const finishes: string[] = [];
-  let count = 0;
-  for (;;) {
-    const { value, done: end } = await reader.read();
-    if (end) break;
-    buffer += value;
-    let cut: number;
-    while ((cut = buffer.indexOf('\n\n')) >= 0) {
-      const block = buffer.slice(0, cut);
-      buffer = buffer.slice(cut + 2);
-      if (block.startsWith('event: error')) error = block.split('\n').slice(1).map((l) => l.replace(/^: /, '')).join('\n');
-      else if (block === 'data: [DONE]') done = true;
-      else if (block.startsWith('data: ')) {
-        const choice = (JSON.parse(block.slice(6)) as { choices: Array<{ text: string; finish_reason: string | null }> }).choices[0];
-        if (!choice) continue;
-        text += choice.text;
-        if (choice.finish_reason) finishes.push(choice.finish_reason);
-        onChunk?.(++count);
-      }
-    }
-  }
-  return { text, finishes, done, ...(error === undefined ? {} : { error }) };
-}
 
 const streamRequest = (url: string, first: number, maxTokens: number, id: string, signal?: AbortSignal) =>
   post(url, '/v1/completions', { model: MODEL, prompt: [first], max_tokens: maxTokens, stream: true }, { headers: { 'x-request-id': id }, ...(signal && { signal }) });

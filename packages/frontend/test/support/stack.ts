@@ -124,3 +124,34 @@ export async function sseEvents(res: Response): Promise<Array<Record<string, unk
       return data === '[DONE]' ? '[DONE]' : (JSON.parse(data) as Record<string, unknown>);
     });
 }
+
+/** Reads an SSE completions stream: its text, finish reasons, whether it ended with [DONE], and any error event. */
+export async function readStream(res: Response, onChunk?: (count: number) => void): Promise<{ text: string; finishes: string[]; done: boolean; error?: string }> {
+  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = '';
+  let text = '';
+  let done = false;
+  let error: string | undefined;
+  const finishes: string[] = [];
+  let count = 0;
+  for (;;) {
+    const { value, done: end } = await reader.read();
+    if (end) break;
+    buffer += value;
+    let cut: number;
+    while ((cut = buffer.indexOf('\n\n')) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      if (block.startsWith('event: error')) error = block.split('\n').slice(1).map((l) => l.replace(/^: /, '')).join('\n');
+      else if (block === 'data: [DONE]') done = true;
+      else if (block.startsWith('data: ')) {
+        const choice = (JSON.parse(block.slice(6)) as { choices: Array<{ text: string; finish_reason: string | null }> }).choices[0];
+        if (!choice) continue;
+        text += choice.text;
+        if (choice.finish_reason) finishes.push(choice.finish_reason);
+        onChunk?.(++count);
+      }
+    }
+  }
+  return { text, finishes, done, ...(error === undefined ? {} : { error }) };
+}

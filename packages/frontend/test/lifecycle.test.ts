@@ -1,0 +1,66 @@
+// dynamo-frontend as a process: graceful shutdown with a stream in flight, HTTPS, and its CLI.
+import { readFileSync } from 'node:fs';
+import { request } from 'node:https';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { startChild } from '../../runtime/test/harness/child.js';
+import { freePort, waitFor } from '../../runtime/test/harness/free-port.js';
+import { makeTestTlsFiles } from '../../runtime/test/harness/tls.js';
+import { Deployment, packageDir, post, readStream, SETUPS, waitForModel } from './support/stack.js';
+
+const cli = join(packageDir, 'dist', 'cli.js');
+let deployment: Deployment;
+beforeAll(async () => {
+  deployment = await Deployment.start(SETUPS[0]!);
+  deployment.successorWorker(['--delay-ms', '20']);
+}, 60_000);
+afterAll(() => deployment.stop());
+
+describe('dynamo-frontend process', () => {
+  it('on SIGTERM finishes the stream in flight, refuses new connections and exits 0', async () => {
+    const { child, url } = await deployment.frontend();
+    await waitForModel(url, 'successor', 'successor', 1);
+    const res = await post(url, '/v1/completions', { model: 'successor', prompt: [500], max_tokens: 50, stream: true });
+    const result = await readStream(res, (n) => n === 5 && child.child.kill('SIGTERM'));
+    expect(result).toMatchObject({ finishes: ['length'], done: true });
+    expect(await child.exited).toBe(0);
+    await expect(fetch(`${url}/live`)).rejects.toThrow();
+  }, 30_000);
+
+  it('serves HTTPS with --tls-cert-path and --tls-key-path', async () => {
+    const tls = makeTestTlsFiles();
+    const port = await freePort();
+    const child = startChild(process.execPath, [cli, '--http-host', '127.0.0.1', '--http-port', String(port), '--tls-cert-path', tls.certFile, '--tls-key-path', tls.keyFile], deployment.env);
+    deployment.children.push(child);
+    const ca = readFileSync(tls.caFile);
+    const call = (method: string, path: string, body?: unknown) =>
+      new Promise<{ status: number; body: string }>((resolve, reject) => {
+        const req = request({ host: '127.0.0.1', port, path, method, ca, headers: { 'content-type': 'application/json' } }, (res) => {
+          let text = '';
+          res.setEncoding('utf8').on('data', (d: string) => (text += d));
+          res.on('end', () => resolve({ status: res.statusCode!, body: text }));
+        });
+        req.on('error', reject).end(body === undefined ? undefined : JSON.stringify(body));
+      });
+    await waitFor('the HTTPS frontend to list the model', async () => (await call('GET', '/v1/models').catch(() => undefined))?.body.includes('successor'), 30_000);
+    const res = await call('POST', '/v1/completions', { model: 'successor', prompt: [65], max_tokens: 3 });
+    expect(res.status).toBe(200);
+    // Tokens 66, 67, 68 of Qwen3's byte-level vocabulary.
+    expect(JSON.parse(res.body).choices[0].text).toBe('cde');
+    child.child.kill('SIGTERM');
+    expect(await child.exited).toBe(0);
+  }, 40_000);
+
+  it.each([
+    [['--help'], 0, /^Usage: dynamo-frontend/],
+    [['--router-mode', 'bogus'], 2, /--router-mode: .*round-robin/],
+    [['--http-port', '70000'], 2, /--http-port/],
+    [['--tls-cert-path', '/nonexistent.pem'], 2, /tlsCertPath and tlsKeyPath go together/],
+    [['--no-such-flag'], 2, /no-such-flag/],
+  ])('dynamo-frontend %j exits %i and says why', async (args, code, message) => {
+    const child = startChild(process.execPath, [cli, ...args], { DYN_LOG: 'error' });
+    expect(await child.exited).toBe(code);
+    expect(code === 0 ? child.lines.join('\n') : child.stderr()).toMatch(message);
+  });
+});
