@@ -71,6 +71,8 @@ export class RequestTracker {
   readonly #endpoint: EndpointLabel;
   readonly #streaming: boolean;
   readonly #start = performance.now();
+  /** Bound once per request: the per-token histogram observes allocate no label objects. */
+  readonly #itl: { observe(value: number): void };
   #last = 0;
   #outputTokens = 0;
   #done = false;
@@ -80,6 +82,7 @@ export class RequestTracker {
     this.#model = model;
     this.#endpoint = endpoint;
     this.#streaming = streaming;
+    this.#itl = metrics.itl.labels(model);
     metrics.inflight.inc({ model });
   }
 
@@ -92,7 +95,7 @@ export class RequestTracker {
       this.#metrics.inputTokens.observe({ model: this.#model }, inputTokens);
     } else {
       const itl = (now - this.#last) / 1000 / tokens;
-      for (let i = 0; i < tokens; i++) this.#metrics.itl.observe({ model: this.#model }, itl);
+      for (let i = 0; i < tokens; i++) this.#itl.observe(itl);
     }
     this.#last = now;
     this.#outputTokens += tokens;

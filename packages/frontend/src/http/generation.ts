@@ -166,6 +166,11 @@ async function preprocess(surface: Surface, model: ServedModel, body: unknown): 
   return request;
 }
 
+/** The prompt's length: ours for Tokens input, the worker's report for Text input. */
+function promptTokens(g: Generation, last: TextDelta | undefined): number {
+  return g.promptTokens === 0 && last?.usage ? last.usage.prompt_tokens : g.promptTokens;
+}
+
 /** Collects the whole output into one response; an engine error becomes the HTTP error. */
 async function aggregate(g: Generation): Promise<Record<string, unknown>> {
   let text = '';
@@ -178,7 +183,7 @@ async function aggregate(g: Generation): Promise<Record<string, unknown>> {
     last = delta;
   }
   if (g.context.isKilled()) throw new HttpError(499, 'client closed the request');
-  const usage = usageOf(last?.usage?.prompt_tokens && g.promptTokens === 0 ? last.usage.prompt_tokens : g.promptTokens, last?.completionTokens ?? 0, last?.usage);
+  const usage = usageOf(promptTokens(g, last), last?.completionTokens ?? 0, last?.usage);
   return completeResponse(g.surface, g.ids, text, last?.openaiFinishReason ?? 'stop', usage);
 }
 
@@ -209,8 +214,7 @@ async function stream(g: Generation, reply: FastifyReply, first: IteratorResult<
     if (g.context.isKilled() || sse.closed) return false;
     if (last?.openaiFinishReason === undefined) sse.data(chunkJson(g.surface, g.ids, '', 'stop', sent === 0));
     if (g.includeUsage) {
-      const promptTokens = g.promptTokens === 0 && last?.usage ? last.usage.prompt_tokens : g.promptTokens;
-      sse.data(usageChunkJson(g.surface, g.ids, usageOf(promptTokens, last?.completionTokens ?? 0, last?.usage)));
+      sse.data(usageChunkJson(g.surface, g.ids, usageOf(promptTokens(g, last), last?.completionTokens ?? 0, last?.usage)));
     }
     sse.done();
     return true;
