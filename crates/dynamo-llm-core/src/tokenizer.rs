@@ -68,8 +68,9 @@ impl Tokenizer {
     }
 
     /// Token ids of `text`; `add_special_tokens` adds what the post-processor adds (BOS...).
+    /// Offsets are never used, so they are not computed (`encode_fast`, same ids).
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
-        let encoding = self.inner.encode(text, add_special_tokens).map_err(|e| LlmError::Tokenizer(e.to_string()))?;
+        let encoding = self.inner.encode_fast(text, add_special_tokens).map_err(|e| LlmError::Tokenizer(e.to_string()))?;
         Ok(encoding.get_ids().to_vec())
     }
 
@@ -77,7 +78,7 @@ impl Tokenizer {
     pub fn encode_batch(&self, texts: Vec<String>, add_special_tokens: bool) -> Result<Vec<Vec<u32>>> {
         let encodings = self
             .inner
-            .encode_batch(texts, add_special_tokens)
+            .encode_batch_fast(texts, add_special_tokens)
             .map_err(|e| LlmError::Tokenizer(e.to_string()))?;
         Ok(encodings.into_iter().map(|e| e.get_ids().to_vec()).collect())
     }

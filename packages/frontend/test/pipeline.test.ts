@@ -1,6 +1,7 @@
 // The serving pipeline, all real processes: dynamo-frontend and two dynamo-sample-engine workers,
 // on the embedded default (file discovery + TCP) and on etcd + NATS (real servers).
 import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dynamo/llm';
+import { parseJson } from '@dynamo/runtime';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -93,6 +94,26 @@ describe.each(SETUPS)('frontend + two sample workers, $name', (setup) => {
     for (let i = 0; i < 10; i++) expect((await post(url, '/v1/chat/completions', { ...chatBody, max_tokens: 2 })).status).toBe(200);
     const after = await Promise.all(systemPorts.map(workerRequests));
     expect(after.map((n, i) => n - before[i]!)).toEqual([5, 5]);
+  });
+
+  it('sends a pinned request to the named worker: nvext.backend_instance_id (a bare u64) or the header', async () => {
+    const health = parseJson(await (await fetch(`${url}/health`)).text()) as { instances: Array<{ instance_id: bigint | number }> };
+    const ids = health.instances.map((i) => BigInt(i.instance_id));
+    expect(ids).toHaveLength(2);
+    for (const [n, id] of ids.entries()) {
+      const before = await Promise.all(systemPorts.map(workerRequests));
+      // The id goes in as a bare integer, as a Dynamo client writes it (most are beyond 2^53).
+      const body = `{"model":"${MODEL}","messages":[{"role":"user","content":"Hi"}],"max_tokens":2,"nvext":{"backend_instance_id":${id}}}`;
+      for (let i = 0; i < 3; i++) {
+        const res = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+        expect(res.status, await res.text()).toBe(200);
+      }
+      const viaHeader = await post(url, '/v1/chat/completions', { ...chatBody, max_tokens: 2 }, { headers: { 'x-dynamo-worker-instance-id': String(id) } });
+      expect(viaHeader.status).toBe(200);
+      const after = await Promise.all(systemPorts.map(workerRequests));
+      const served = after.map((count, i) => count - before[i]!);
+      expect(served.sort(), `pin ${n}`).toEqual([0, 4]);
+    }
   });
 
   it('works with the official openai client, streaming and not', async () => {

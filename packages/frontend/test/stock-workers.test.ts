@@ -20,8 +20,8 @@ describe.skipIf('skip' in stock)('our frontend serving stock Dynamo 1.6.1 worker
     const python = (stock as { python: string }).python;
     deployment = await Deployment.start(SETUPS[0]!);
     const common = ['--discovery-backend', 'file', '--request-plane', 'tcp'];
-    deployment.stockWorker(python, ['-m', 'dynamo.common.backend.sample_main', '--model-name', sampleName, ...common, '--delay', '0']);
-    deployment.stockWorker(python, ['-m', 'dynamo.mocker', '--model-path', modelDir, '--model-name', mockerName, '--speedup-ratio', '1000000', ...common]);
+    deployment.stockProcess(python, ['-m', 'dynamo.common.backend.sample_main', '--model-name', sampleName, ...common, '--delay', '0']);
+    deployment.stockProcess(python, ['-m', 'dynamo.mocker', '--model-path', modelDir, '--model-name', mockerName, '--speedup-ratio', '1000000', ...common]);
     ({ url } = await deployment.frontend());
     const listed = async () => ((await (await fetch(`${url}/v1/models`)).json()) as { data: Array<{ id: string }> }).data.map((m) => m.id);
     await waitFor('both stock models behind our frontend', async () => (await listed()).includes(sampleName) && (await listed()).includes(mockerName), 120_000);

@@ -31,5 +31,5 @@ export {
   OutputOptionsSchema,
 } from './preprocess/preprocessed-request.js';
 export { Preprocessor } from './preprocess/preprocessor.js';
-export { postprocess, EngineOutputSchema, type EngineOutput, type TextDelta } from './postprocess/postprocessor.js';
+export { postprocess, postprocessBatches, OutputPostprocessor, EngineOutputSchema, type EngineOutput, type TextDelta } from './postprocess/postprocessor.js';
 export { Tokenizer, PromptFormatter, Detokenizer, computeBlockHashes, computeSequenceHashes } from '@dynamo/core';

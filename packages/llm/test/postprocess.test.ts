@@ -2,7 +2,7 @@ import { rmSync } from 'node:fs';
 import { InvalidArgument } from '@dynamo/runtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { LocalModel, postprocess, type PreprocessedRequest, type TextDelta, type Tokenizer } from '../src/index.js';
+import { LocalModel, postprocess, postprocessBatches, type PreprocessedRequest, type TextDelta, type Tokenizer } from '../src/index.js';
 import { qwen3ModelDir } from './helpers/qwen3.js';
 
 let dir: string;
@@ -78,5 +78,47 @@ describe('postprocess', () => {
     expect((err as Error).message).toMatch(/^engine output chunk 1: token_ids\.0: /);
     const bad = await collect(request(), [{ token_ids: [1], finish_reason: 'exploded' }]).catch((e: unknown) => e);
     expect((bad as Error).message).toContain('engine output chunk 0: finish_reason');
+  });
+});
+
+describe('postprocessBatches', () => {
+  async function collectBatches(req: PreprocessedRequest, batches: unknown[][], seen?: { closed: boolean }): Promise<TextDelta[]> {
+    const out: TextDelta[] = [];
+    for await (const delta of postprocessBatches(tokenizer, req, chunks(batches, seen) as AsyncIterable<unknown[]>)) out.push(delta);
+    return out;
+  }
+
+  it('gives one delta per batch with the text and token ids of all its chunks', async () => {
+    const text = 'Streaming ünïcödé 数据 in batches';
+    const perToken = ids(text).map((id) => ({ token_ids: [id] }));
+    const batches = [perToken.slice(0, 3), perToken.slice(3, 9), [...perToken.slice(9), { token_ids: [], finish_reason: 'length' }]];
+    const out = await collectBatches(request(), batches);
+    expect(out).toHaveLength(3);
+    expect(out.map((d) => d.text).join('')).toBe(text);
+    expect(out.flatMap((d) => d.tokenIds)).toEqual(ids(text));
+    expect(out.at(-1)).toMatchObject({ finishReason: 'length', completionTokens: ids(text).length });
+    // The same stream read chunk by chunk gives the same text.
+    expect((await collect(request(), perToken)).map((d) => d.text).join('')).toBe(text);
+  });
+
+  it('stops inside a batch at a stop string or EOS, dropping the rest and closing the source', async () => {
+    const items = ids('The answer is 42. END here').map((id) => ({ token_ids: [id] }));
+    const seen = { closed: false };
+    const out = await collectBatches(request({ stop_conditions: { stop: ['. END'] } }), [items, [{ token_ids: ids(' later') }]], seen);
+    expect(out).toEqual([expect.objectContaining({ text: 'The answer is 42', finishReason: 'stop', stopReason: '. END' })]);
+    expect(seen.closed).toBe(true);
+    const eos = await collectBatches(request(), [[{ token_ids: ids('Done.') }, { token_ids: [IM_END] }, { token_ids: ids(' extra') }]]);
+    expect(eos).toEqual([expect.objectContaining({ text: 'Done.', finishReason: 'eos' })]);
+  });
+
+  it('keeps engine text, usage and an error finish that arrive inside a batch', async () => {
+    const out = await collectBatches(request(), [[{ token_ids: ids('Hi') }, { token_ids: [9], text: ' pre' }, { token_ids: ids('!'), finish_reason: { error: 'GPU fell over' }, completion_usage: { prompt_tokens: 3, completion_tokens: 4 } }]]);
+    expect(out).toEqual([expect.objectContaining({ text: 'Hi pre!', finishReason: 'error', error: 'GPU fell over', usage: { prompt_tokens: 3, completion_tokens: 4 } })]);
+  });
+
+  it('names a malformed chunk by its index in the whole stream', async () => {
+    const err = await collectBatches(request(), [[{ token_ids: [1] }, { token_ids: [2] }], [{ token_ids: [3] }, { token_ids: 'x' }]]).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(InvalidArgument);
+    expect((err as Error).message).toMatch(/^engine output chunk 3: token_ids: /);
   });
 });

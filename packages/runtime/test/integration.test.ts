@@ -83,6 +83,13 @@ describe.each(setups)('$name', (setup) => {
     }
   });
 
+  it('reads a direct response in batches that add up to the whole stream, in order', async () => {
+    const batches: Array<Array<{ i: number }>> = [];
+    for await (const batch of client.directBatches<{ i: number }>({ count: 500 }, workers[0]!.instanceId)) batches.push(batch);
+    expect(batches.flat().map((x) => x.i)).toEqual(Array.from({ length: 500 }, (_, i) => i));
+    expect(batches.every((b) => b.length > 0)).toBe(true);
+  });
+
   it('delivers a stop to the worker, which sees isStopped()', async () => {
     const context = new Context();
     let n = 0;

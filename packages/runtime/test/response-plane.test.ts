@@ -128,6 +128,35 @@ describe('call-home response plane', () => {
     expect(await reading).toEqual({ items: [{ a: 1 }, { text: 'ünï ✓' }, { big: 1 }] });
   });
 
+  it('read as batches, items that arrive together come together, in order, then the end', async () => {
+    const p = server.register('req-batches');
+    const batches: unknown[][] = [];
+    const reading = (async () => {
+      for await (const batch of p.batches) batches.push(batch);
+    })();
+    const w = await rawWorker(p.connectionInfo);
+    w.socket.write(Buffer.concat([handshake(p.connectionInfo), prologueOk, item(1), item(2), item(3)]));
+    await waitFor('the first batch', () => batches.length === 1);
+    w.socket.write(Buffer.concat([item(4), item(5), end, sentinel]));
+    await reading;
+    expect(batches).toEqual([[1, 2, 3], [4, 5]]);
+  });
+
+  it('read as batches, a worker abort gives the items sent, then Disconnected', async () => {
+    const p = server.register('req-batches-abort');
+    const seen: unknown[] = [];
+    const reading = (async () => {
+      for await (const batch of p.batches) seen.push(...batch);
+    })().catch((err: unknown) => err);
+    const w = await rawWorker(p.connectionInfo);
+    w.socket.write(Buffer.concat([handshake(p.connectionInfo), prologueOk, item('a'), item('b')]));
+    await waitFor('the items', () => seen.length === 2);
+    w.socket.write(item('c'));
+    w.socket.end();
+    expect(await reading).toBeInstanceOf(Disconnected);
+    expect(seen).toEqual(['a', 'b', 'c']);
+  });
+
   it('keeps u64 integers in items exact', async () => {
     const p = server.register('req-big');
     const reading = drain(p);
@@ -224,13 +253,16 @@ describe('call-home response plane', () => {
     expect(await drain(p)).toEqual({ items: [] });
   });
 
-  it('leaving a for-await early kills the stream', async () => {
-    const p = server.register('req-7');
+  it.each(['items', 'batches'] as const)('leaving a for-await early over %s kills the stream', async (how) => {
+    const p = server.register(`req-7-${how}`);
     const w = await worker(p.connectionInfo);
     const producing = (async () => {
       for (let i = 0; i < 1000 && !w.killed; i++) await w.send({ i });
     })();
-    for await (const x of p.stream) {
+    const items = how === 'items' ? p.stream : (async function* () {
+      for await (const batch of p.batches) yield* batch;
+    })();
+    for await (const x of items) {
       if ((x as { i: number }).i === 5) break;
     }
     await waitFor('worker to see the kill', () => w.killed);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type PreprocessedRequest, postprocess, type TextDelta } from '@dynamo/llm';
+import { type PreprocessedRequest, postprocessBatches, type TextDelta } from '@dynamo/llm';
 import { CannotConnect, Context, type DynamoException, type Log, parseTraceparent } from '@dynamo/runtime';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
@@ -10,7 +10,7 @@ import { migratingStream } from '../pipeline/migration.js';
 import { textDeltas } from '../pipeline/text-stream.js';
 import type { Candidate } from '../routing/router.js';
 import { HttpError, toHttpError } from './errors.js';
-import { chunkJson, completeResponse, type ResponseIds, responseIds, usageChunkJson, usageOf } from './openai-shapes.js';
+import { chunkJson, completeResponse, plainChunkJson, type ResponseIds, responseIds, usageChunkJson, usageOf } from './openai-shapes.js';
 import { checkRequestFields, pinnedInstance } from './request-fields.js';
 import { SseWriter } from './sse.js';
 
@@ -107,7 +107,7 @@ export function generationHandler(surface: Surface, deps: GenerationDeps) {
             deps.log.warn({ request_id: requestId, model: model.name, instance_id: instanceId.toString(16), err: err.message }, 'worker failed mid-request; migrating');
           },
         });
-        deltas = postprocess((await model.preprocessor()).tokenizer, request, outputs);
+        deltas = postprocessBatches((await model.preprocessor()).tokenizer, request, outputs);
       } else {
         const target = route(new Set());
         deltas = textDeltas(surface, target.client.direct(body, target.instanceId, { context }));
@@ -193,6 +193,7 @@ async function aggregate(g: Generation): Promise<Record<string, unknown>> {
  */
 async function stream(g: Generation, reply: FastifyReply, first: IteratorResult<TextDelta>, log: Log): Promise<boolean> {
   const sse = new SseWriter(reply.raw, { 'x-request-id': g.context.id() });
+  const plain = plainChunkJson(g.surface, g.ids);
   let last: TextDelta | undefined;
   let sent = 0;
   try {
@@ -200,13 +201,14 @@ async function stream(g: Generation, reply: FastifyReply, first: IteratorResult<
       const delta = r.value;
       g.tracker.tokens(delta.tokenIds.length, g.promptTokens);
       if (delta.finishReason === 'error') {
-        await sse.error(`the engine failed: ${delta.error ?? 'unknown error'}`);
+        sse.error(`the engine failed: ${delta.error ?? 'unknown error'}`);
         sse.end();
         return false;
       }
       last = delta;
       if (delta.text === '' && delta.openaiFinishReason === undefined && sent > 0) continue;
-      const wait = sse.data(chunkJson(g.surface, g.ids, delta.text, delta.openaiFinishReason ?? null, sent === 0));
+      const finish = delta.openaiFinishReason ?? null;
+      const wait = sse.data(sent > 0 && finish === null ? plain(delta.text) : chunkJson(g.surface, g.ids, delta.text, finish, sent === 0));
       sent += 1;
       if (wait) await wait;
       if (sse.closed) return false;
@@ -221,7 +223,7 @@ async function stream(g: Generation, reply: FastifyReply, first: IteratorResult<
   } catch (err) {
     const error = toHttpError(err);
     log.warn({ request_id: g.context.id(), model: g.model.name, status: error.status, err: error.message }, 'stream failed after it started');
-    await sse.error(error.message);
+    sse.error(error.message);
     sse.end();
     return false;
   }

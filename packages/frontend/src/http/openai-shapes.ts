@@ -29,6 +29,21 @@ export function chunkJson(surface: Surface, ids: ResponseIds, text: string, fini
   return JSON.stringify({ id: ids.id, object: 'text_completion', created: ids.created, model: ids.model, choices: [{ index: 0, text, finish_reason: finishReason, logprobs: null }] });
 }
 
+/**
+ * The JSON of a plain chunk (not the first, no finish reason) for one request, as `chunkJson`
+ * writes it but built once: per token only the text is serialized, into a fixed prefix and
+ * suffix.
+ */
+export function plainChunkJson(surface: Surface, ids: ResponseIds): (text: string) => string {
+  const marker = JSON.stringify('\u0000');
+  const template = chunkJson(surface, ids, '\u0000', null, false);
+  // The text is the last string field: the model name before it may hold the marker too.
+  const at = template.lastIndexOf(marker);
+  const prefix = template.slice(0, at);
+  const suffix = template.slice(at + marker.length);
+  return (text) => prefix + JSON.stringify(text) + suffix;
+}
+
 /** The usage-only chunk sent last with `stream_options.include_usage`. */
 export function usageChunkJson(surface: Surface, ids: ResponseIds, usage: Usage): string {
   const object = surface === 'chat' ? 'chat.completion.chunk' : 'text_completion';

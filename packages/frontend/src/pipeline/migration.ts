@@ -38,12 +38,13 @@ export function continuation(request: PreprocessedRequest, generated: readonly n
 }
 
 /**
- * A worker's output stream for `request` that survives the worker: when an attempt fails with a
- * migratable error and the budget allows, the continuation is sent to another instance and its
- * output follows on in the same stream, so the consumer sees one gap-free sequence. Otherwise the
- * error is thrown (prefixed "Migration limit exhausted" once resends are used up).
+ * A worker's output stream for `request`, in batches (`Client.directBatches`), that survives the
+ * worker: when an attempt fails with a migratable error and the budget allows, the continuation
+ * is sent to another instance and its output follows on in the same stream, so the consumer sees
+ * one gap-free sequence. Otherwise the error is thrown (prefixed "Migration limit exhausted" once
+ * resends are used up).
  */
-export async function* migratingStream(request: PreprocessedRequest, options: MigrationOptions): AsyncGenerator<unknown> {
+export async function* migratingStream(request: PreprocessedRequest, options: MigrationOptions): AsyncGenerator<unknown[]> {
   let budget = options.limit;
   let current = request;
   const generated: number[] = [];
@@ -51,12 +52,14 @@ export async function* migratingStream(request: PreprocessedRequest, options: Mi
   for (;;) {
     const target = options.route(failed);
     try {
-      for await (const chunk of target.client.direct(current, target.instanceId, { context: options.context })) {
+      for await (const batch of target.client.directBatches(current, target.instanceId, { context: options.context })) {
         if (options.limit > 0) {
-          const ids = (chunk as { token_ids?: unknown } | null)?.token_ids;
-          if (Array.isArray(ids)) for (const id of ids) generated.push(id as number);
+          for (const chunk of batch) {
+            const ids = (chunk as { token_ids?: unknown } | null)?.token_ids;
+            if (Array.isArray(ids)) for (const id of ids) generated.push(id as number);
+          }
         }
-        yield chunk;
+        yield batch;
       }
       return;
     } catch (err) {
@@ -71,7 +74,7 @@ export async function* migratingStream(request: PreprocessedRequest, options: Mi
       current = continuation(request, generated);
       if (current.stop_conditions?.max_tokens === 0) {
         // Every token arrived; only the worker's final marker was lost.
-        yield { token_ids: [], finish_reason: 'length' };
+        yield [{ token_ids: [], finish_reason: 'length' }];
         return;
       }
     }

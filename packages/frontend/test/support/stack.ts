@@ -63,10 +63,10 @@ export class Deployment {
     return this.#spawn([sampleCli, '--model-path', modelDir, ...args], env);
   }
 
-  /** Starts a process of the stock Dynamo venv's python (`-m module ...`) in this deployment. */
-  stockWorker(python: string, args: string[]): Child {
+  /** Starts a process of the stock Dynamo venv's python (`-m module ...`) in this deployment, on loopback. */
+  stockProcess(python: string, args: string[], env: Record<string, string> = {}): Child {
     const loopback = { DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1', DYN_EVENT_PLANE_HOST: '127.0.0.1', DYN_SYSTEM_HOST: '127.0.0.1' };
-    const child = startChild(python, args, { ...this.env, ...loopback }, packageDir);
+    const child = startChild(python, args, { ...this.env, ...loopback, ...env }, packageDir);
     this.children.push(child);
     return child;
   }

@@ -1,5 +1,5 @@
 import type { PromptFormatter, Tokenizer } from '@dynamo/core';
-import { InvalidArgument, parseOrThrow } from '@dynamo/runtime';
+import { InvalidArgument, parseOrThrow, stringifyJson } from '@dynamo/runtime';
 
 import { mdcsum } from '../card/mdcsum.js';
 import type { ModelDeploymentCard } from '../card/schema.js';
@@ -56,10 +56,20 @@ export class Preprocessor {
   }
 
   async #render(request: ChatCompletionRequest): Promise<string> {
+    return this.#templated(() => this.#formatter().render(stringifyJson(request)));
+  }
+
+  #formatter(): PromptFormatter {
     if (!this.formatter) throw new InvalidArgument(`model ${this.card.display_name} has no chat template; use /v1/completions`);
+    return this.formatter;
+  }
+
+  /** Runs a template step; a template that rejects the request is the request's fault. */
+  async #templated<T>(step: () => Promise<T>): Promise<T> {
     try {
-      return await this.formatter.render(JSON.stringify(request));
+      return await step();
     } catch (err) {
+      if (err instanceof InvalidArgument || (err as { code?: unknown }).code !== 'InvalidArg') throw err;
       throw new InvalidArgument(`request: ${(err as Error).message}`, { cause: err });
     }
   }
@@ -67,8 +77,16 @@ export class Preprocessor {
   /** The `PreprocessedRequest` for an OpenAI chat-completions body, and the prompt it rendered. */
   async preprocessChat(body: unknown): Promise<{ request: PreprocessedRequest; prompt: string }> {
     const chat = this.#parseChat(body);
-    const prompt = await this.#render(chat);
-    const tokenIds = chat.nvext?.token_data ?? (await this.#encode(prompt));
+    let prompt: string;
+    let tokenIds: number[];
+    if (chat.nvext?.token_data) {
+      prompt = await this.#render(chat);
+      tokenIds = chat.nvext.token_data;
+    } else {
+      const encoded = await this.#templated(() => this.#formatter().renderAndEncode(stringifyJson(chat), this.tokenizer));
+      prompt = encoded.prompt;
+      tokenIds = Array.from(encoded.tokenIds);
+    }
     const logprobs = chat.logprobs ? (chat.top_logprobs ?? 0) : null;
     return { request: this.#build(chat, tokenIds, chat.max_completion_tokens ?? chat.max_tokens, logprobs), prompt };
   }

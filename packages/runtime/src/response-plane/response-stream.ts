@@ -24,9 +24,14 @@ type Phase =
   | 'closed'; // no socket any more
 
 interface Waiter {
+  /** Wants every queued item at once rather than the next one. */
+  batch: boolean;
   resolve(result: IteratorResult<unknown>): void;
   reject(err: unknown): void;
 }
+
+/** What the consumer gets next: an iterator result, or the stream's error. */
+type Taken = { result: IteratorResult<unknown> } | { error: Error };
 
 const DONE: IteratorResult<unknown> = { done: true, value: undefined };
 
@@ -61,6 +66,11 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
   #ended = false;
   #delivered = false; // the consumer has seen the end or the error
   #waiter: Waiter | undefined;
+  #wakeScheduled = false;
+  readonly #wake = () => {
+    this.#wakeScheduled = false;
+    this.#settle();
+  };
 
   constructor(init: ResponseStreamInit) {
     this.connectionInfo = init.connectionInfo;
@@ -86,6 +96,15 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
 
   get stream(): AsyncIterable<unknown> {
     return this;
+  }
+
+  get batches(): AsyncIterable<unknown[]> {
+    return {
+      [Symbol.asyncIterator]: () => ({
+        next: () => this.#read(true) as Promise<IteratorResult<unknown[]>>,
+        return: () => this.return() as Promise<IteratorResult<unknown[]>>,
+      }),
+    };
   }
 
   /** True once no more items or errors will be queued. */
@@ -141,33 +160,61 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
   }
 
   next(): Promise<IteratorResult<unknown>> {
+    return this.#read(false);
+  }
+
+  #read(batch: boolean): Promise<IteratorResult<unknown>> {
+    const taken = this.#take(batch);
+    if (taken) return 'error' in taken ? Promise.reject(taken.error) : Promise.resolve(taken.result);
+    return new Promise((resolve, reject) => {
+      this.#waiter = { batch, resolve, reject };
+    });
+  }
+
+  /** The next item (or all queued ones), then the error or the end; undefined while none is ready. */
+  #take(batch: boolean): Taken | undefined {
     if (this.#head < this.#items.length) {
-      const value = this.#items[this.#head];
-      this.#items[this.#head++] = undefined;
-      const left = this.#items.length - this.#head;
-      if (left === 0) {
+      let value: unknown;
+      if (batch) {
+        value = this.#head === 0 ? this.#items : this.#items.slice(this.#head);
         this.#items = [];
         this.#head = 0;
+      } else {
+        value = this.#items[this.#head];
+        this.#items[this.#head++] = undefined;
+        if (this.#head === this.#items.length) {
+          this.#items = [];
+          this.#head = 0;
+        }
       }
-      if (this.#paused && left <= LOW_WATER) {
+      if (this.#paused && this.#items.length - this.#head <= LOW_WATER) {
         this.#paused = false;
         this.#socket?.resume();
       }
-      return Promise.resolve({ done: false, value });
+      return { result: { done: false, value } };
     }
     if (this.#error) {
-      const err = this.#error;
+      const error = this.#error;
       this.#error = undefined;
       this.#delivered = true;
-      return Promise.reject(err);
+      return { error };
     }
     if (this.#ended) {
       this.#delivered = true;
-      return Promise.resolve(DONE);
+      return { result: DONE };
     }
-    return new Promise((resolve, reject) => {
-      this.#waiter = { resolve, reject };
-    });
+    return undefined;
+  }
+
+  /** Gives a waiting consumer what is ready. */
+  #settle(): void {
+    const waiter = this.#waiter;
+    if (!waiter) return;
+    const taken = this.#take(waiter.batch);
+    if (!taken) return;
+    this.#waiter = undefined;
+    if ('error' in taken) waiter.reject(taken.error);
+    else waiter.resolve(taken.result);
   }
 
   /** Called when a `for await` exits early: the caller no longer wants the response. */
@@ -290,13 +337,16 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
   }
 
   #push(item: unknown): void {
+    this.#items.push(item);
     const waiter = this.#waiter;
     if (waiter) {
-      this.#waiter = undefined;
-      waiter.resolve({ done: false, value: item });
-      return;
+      // A batch reader is woken after the frames of this socket read are all queued.
+      if (!waiter.batch) this.#settle();
+      else if (!this.#wakeScheduled) {
+        this.#wakeScheduled = true;
+        queueMicrotask(this.#wake);
+      }
     }
-    this.#items.push(item);
     if (!this.#paused && this.#items.length - this.#head >= HIGH_WATER) {
       this.#paused = true;
       this.#socket?.pause();
@@ -309,12 +359,7 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
     this.#ended = true;
     clearTimeout(this.#timer);
     this.#signal?.removeEventListener('abort', this.#onAbort);
-    const waiter = this.#waiter;
-    if (waiter) {
-      this.#waiter = undefined;
-      this.#delivered = true;
-      waiter.resolve(DONE);
-    }
+    this.#settle();
   }
 
   /** The stream failed: the consumer gets the queued items, then `err`. */
@@ -328,13 +373,7 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
     this.#ended = true;
     clearTimeout(this.#timer);
     this.#signal?.removeEventListener('abort', this.#onAbort);
-    const waiter = this.#waiter;
-    if (waiter) {
-      this.#waiter = undefined;
-      this.#error = undefined;
-      this.#delivered = true;
-      waiter.reject(err);
-    }
+    this.#settle();
   }
 
   #protocolError(reason: string): void {

@@ -51,6 +51,12 @@ export interface PendingResponse {
    * Leaving a `for await` early kills the stream. Iterate it once.
    */
   readonly stream: AsyncIterable<unknown>;
+  /**
+   * The same items as {@link stream}, read as batches: each batch is every item that had arrived
+   * when the reader asked (at least one), so a reader that falls behind catches up in one step.
+   * Iterate one of the two, once.
+   */
+  readonly batches: AsyncIterable<unknown[]>;
   /** Asks the worker to stop generating (`"stop"`); items keep arriving until it ends the stream. */
   stop(): void;
   /** Kills the stream (`"kill"`): the worker stops at once and the stream ends now, silently. */
