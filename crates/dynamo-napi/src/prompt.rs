@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use dynamo_llm_core::prompt::{PromptFormatter as Core, RenderOptions, TemplateSources};
+use dynamo_llm_core::tokenizer::Tokenizer as TokenizerCore;
 use napi::bindgen_prelude::{AsyncTask, Uint32Array};
 use napi::{Error, Status};
 use napi_derive::napi;
@@ -80,14 +81,14 @@ impl PromptFormatter {
     pub fn render_and_encode(&self, request_json: String, tokenizer: &Tokenizer) -> AsyncTask<Work<(String, Vec<u32>), EncodedPrompt>> {
         let inner = self.inner.clone();
         let tokenizer = tokenizer.inner.clone();
-        AsyncTask::new(Work::new(
-            move || {
-                let prompt = inner.render(&parse_request(&request_json)?)?;
-                let ids = if prompt.contains('\0') { tokenizer.encode(&prompt.replace('\0', ""), false)? } else { tokenizer.encode(&prompt, false)? };
-                Ok((prompt, ids))
-            },
-            |(prompt, ids)| EncodedPrompt { prompt, token_ids: Uint32Array::new(ids) },
-        ))
+        AsyncTask::new(Work::new(move || render_and_encode(&inner, &tokenizer, &request_json), encoded))
+    }
+
+    /// `renderAndEncode` on the calling thread: no thread hop, for when nothing else is waiting
+    /// for the JS thread.
+    #[napi]
+    pub fn render_and_encode_sync(&self, request_json: String, tokenizer: &Tokenizer) -> napi::Result<EncodedPrompt> {
+        render_and_encode(&self.inner, &tokenizer.inner, &request_json).map(encoded).map_err(js_error)
     }
 
     /// The prompt for a chat request given as JSON text, on the calling thread.
@@ -95,6 +96,16 @@ impl PromptFormatter {
     pub fn render_sync(&self, request_json: String) -> napi::Result<String> {
         parse_request(&request_json).and_then(|r| self.inner.render(&r)).map_err(js_error)
     }
+}
+
+fn render_and_encode(formatter: &Core, tokenizer: &TokenizerCore, request_json: &str) -> dynamo_llm_core::Result<(String, Vec<u32>)> {
+    let prompt = formatter.render(&parse_request(request_json)?)?;
+    let ids = if prompt.contains('\0') { tokenizer.encode(&prompt.replace('\0', ""), false)? } else { tokenizer.encode(&prompt, false)? };
+    Ok((prompt, ids))
+}
+
+fn encoded((prompt, ids): (String, Vec<u32>)) -> EncodedPrompt {
+    EncodedPrompt { prompt, token_ids: Uint32Array::new(ids) }
 }
 
 fn parse_request(text: &str) -> dynamo_llm_core::Result<Value> {

@@ -10,31 +10,40 @@
 //      new connection per request (the stock frontend leaves Nagle on, which stalls each response
 //      on a reused connection by a delayed ACK; fresh connections take that out of the ratio).
 //   3. Frontend RSS idle (model loaded, after the warm-up) and its peak under load.
-// Both frontends log at their default level (info); the stock one logs two lines per request, so
-// it is measured once more at DYN_LOG=warn. Prints tables with PASS/FAIL and exits 0: a report.
+//   4. What fastify costs: the same canned SSE stream (bench/sse-server.ts) served by a fastify
+//      route and by a plain node:http handler; streamed tokens/s at concurrency 64 (fastify is
+//      kept unless it loses more than 10%) and c=1 TTFT.
+// All frontends run at once (an idle one costs nothing) and the loads are interleaved over
+// several rounds, frontend by frontend, so drift in this machine's speed hits each alike; the
+// figures are medians over the rounds. Both log at their default level (info); the stock one logs
+// two lines per request, so it is measured again at DYN_LOG=warn. Prints tables with PASS/FAIL and
+// exits 0: a report.
 //
-// Knobs: BENCH_C1_REQUESTS=300  BENCH_C64_REQUESTS=1280
+// Knobs: BENCH_C1_REQUESTS=300  BENCH_C64_REQUESTS=640 (per round)  BENCH_ROUNDS=3
 import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Agent, request as httpRequest } from 'node:http';
 import { performance } from 'node:perf_hooks';
 import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dynamo/llm';
 import { DistributedRuntime, loadRuntimeConfig } from '@dynamo/runtime';
 
-import type { Child } from '../../runtime/test/harness/child.js';
+import { type Child, startChild } from '../../runtime/test/harness/child.js';
 import { freePort, waitFor } from '../../runtime/test/harness/free-port.js';
 import { stockPython } from '../../runtime/test/harness/stock-dynamo.js';
-import { Deployment, modelDir } from '../test/support/stack.js';
+import { Deployment, modelDir, packageDir } from '../test/support/stack.js';
 
 const OSL = 256;
 const ISL = 128;
 const CONCURRENCY = 64;
 const c1Requests = Number(process.env.BENCH_C1_REQUESTS ?? 300);
-const c64Requests = Number(process.env.BENCH_C64_REQUESTS ?? 1280);
+const c64Requests = Number(process.env.BENCH_C64_REQUESTS ?? 640);
+const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
 const CLK_TCK = 100; // Linux USER_HZ
 const MODEL = 'qwen3';
 const COMPONENT = 'bench';
 
 const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!;
+const median = (xs: number[]) => percentile(xs, 0.5);
 
 /** User + system CPU of a process so far, in ms (all its threads). */
 function cpuMs(pid: number): number {
@@ -133,37 +142,40 @@ async function load(frontend: string, url: string, pid: number, payload: string,
   };
 }
 
-interface Measured {
-  frontend: string;
+/** A frontend under test: a running process serving MODEL at `url`. */
+interface Frontend {
+  name: string;
+  url: string;
+  child: Child;
+  /** Also measured on a new connection per request. */
+  freshConnections: boolean;
   rssIdle: number;
-  ttftC1: { keepAlive: number; fresh: number };
+  ttftC1?: { keepAlive: number; fresh: number };
   rows: LoadRow[];
 }
 
-/** Idle RSS, c=1 TTFT and the c=64 loads of one running frontend. */
-async function measure(frontend: string, url: string, child: Child, payload: string, warnOnly = false): Promise<Measured> {
-  await waitFor(`${frontend} to serve ${MODEL}`, async () => ((await (await fetch(`${url}/v1/models`).catch(() => undefined))?.text()) ?? '').includes(`"${MODEL}"`), 60_000).catch((err: Error) => {
-    throw new Error(`${err.message}\n${child.stderr().slice(-3000)}`);
+async function ready(fe: Frontend, payload: string): Promise<void> {
+  await waitFor(`${fe.name} to serve ${MODEL}`, async () => ((await (await fetch(`${fe.url}/v1/models`).catch(() => undefined))?.text()) ?? '').includes(`"${MODEL}"`), 60_000).catch((err: Error) => {
+    throw new Error(`${err.message}\n${fe.child.stderr().slice(-3000)}`);
   });
-  const pid = child.child.pid!;
-  const keepAlive = new Agent({ keepAlive: true, maxSockets: 1 });
-  for (let i = 0; i < 20; i++) await streamChat(url, payload, keepAlive);
-  const rssIdle = rssMiB(pid);
-  const ttftC1 = { keepAlive: 0, fresh: 0 };
-  if (!warnOnly) {
-    const kept: number[] = [];
-    const fresh: number[] = [];
-    for (let i = 0; i < 100; i++) {
-      kept.push((await streamChat(url, payload, keepAlive)).ttftMs);
-      fresh.push((await streamChat(url, payload, false)).ttftMs);
-    }
-    Object.assign(ttftC1, { keepAlive: percentile(kept, 0.5), fresh: percentile(fresh, 0.5) });
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  for (let i = 0; i < 20; i++) await streamChat(fe.url, payload, agent);
+  agent.destroy();
+  await load(fe.name, fe.url, fe.child.child.pid!, payload, false, CONCURRENCY * 2); // warm-up at load
+  fe.rssIdle = rssMiB(fe.child.child.pid!);
+}
+
+/** p50 TTFT at concurrency 1 on a kept connection and on new ones, interleaved. */
+async function ttftC1(fe: Frontend, payload: string): Promise<void> {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const kept: number[] = [];
+  const fresh: number[] = [];
+  for (let i = 0; i < 100; i++) {
+    kept.push((await streamChat(fe.url, payload, agent)).ttftMs);
+    fresh.push((await streamChat(fe.url, payload, false)).ttftMs);
   }
-  keepAlive.destroy();
-  await load(frontend, url, pid, payload, false, CONCURRENCY * 2); // warm-up at load
-  const rows = [await load(frontend, url, pid, payload, false, c64Requests)];
-  if (!warnOnly) rows.push(await load(frontend, url, pid, payload, true, c64Requests));
-  return { frontend, rssIdle, ttftC1, rows };
+  agent.destroy();
+  fe.ttftC1 = { keepAlive: median(kept), fresh: median(fresh) };
 }
 
 /** Our frontend's added TTFT at concurrency 1: through it vs straight to the worker, interleaved. */
@@ -194,20 +206,47 @@ async function overheadC1(url: string, deployment: Deployment, preprocessor: Pre
       via.push((await streamChat(url, payload, agent)).ttftMs);
     }
     agent.destroy();
-    return { viaFrontend: percentile(via, 0.5), direct: percentile(straight, 0.5) };
+    return { viaFrontend: median(via), direct: median(straight) };
   } finally {
     await runtime.shutdown();
   }
 }
 
-async function stop(child: Child): Promise<void> {
-  child.child.kill('SIGTERM');
-  await Promise.race([child.exited, new Promise((r) => setTimeout(r, 10_000))]);
-  child.kill();
+/** Section 4: the canned stream on fastify and on node:http, interleaved over the rounds. */
+async function frameworkCheck(payload: string): Promise<Frontend[]> {
+  const servers: Frontend[] = [];
+  for (const kind of ['fastify', 'node:http']) {
+    const port = await freePort();
+    const child = startChild(process.execPath, ['--import', 'tsx', join(packageDir, 'bench', 'sse-server.ts'), kind === 'fastify' ? 'fastify' : 'http', String(port), '32'], {}, packageDir);
+    await child.waitForLine(/^listening$/);
+    servers.push({ name: kind, url: `http://127.0.0.1:${port}`, child, freshConnections: false, rssIdle: rssMiB(child.child.pid!), rows: [] });
+  }
+  try {
+    for (const server of servers) await ttftC1(server, payload);
+    for (let round = 0; round < rounds; round++) {
+      for (const server of servers) server.rows.push(await load(server.name, server.url, server.child.child.pid!, payload, false, c64Requests * 2));
+    }
+  } finally {
+    for (const server of servers) server.child.kill();
+  }
+  return servers;
 }
 
 const f = (x: number, digits = 0) => x.toFixed(digits);
 const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
+
+/** The medians over the rounds of one frontend's loads on one kind of connection. */
+function summary(fe: Frontend, connections: string) {
+  const rows = fe.rows.filter((r) => r.connections === connections);
+  if (rows.length === 0) return undefined;
+  return {
+    tokensPerSec: median(rows.map((r) => r.tokensPerSec)),
+    cpuMsPerRequest: median(rows.map((r) => r.cpuMsPerRequest)),
+    ttftP50: median(rows.map((r) => r.ttftP50)),
+    clientCpuPct: median(rows.map((r) => r.clientCpuPct)),
+    rssPeak: Math.max(...rows.map((r) => r.rssPeak)),
+  };
+}
 
 const loopback = { DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1' };
 const deployment = await Deployment.start({ name: 'file + tcp', discovery: 'file', plane: 'tcp' }, loopback);
@@ -219,23 +258,27 @@ try {
   const promptTokens = (await preprocessor.preprocessChat(body)).request.token_ids.length;
 
   deployment.sampleWorker(['--model-name', MODEL, '--component', COMPONENT, '--delay-ms', '0', '--disable-kv-routing']);
-
   const ours = await deployment.frontend([], { DYN_LOG: 'info' });
-  const overhead = await overheadC1(ours.url, deployment, preprocessor, body);
-  const results = [await measure('ours (TypeScript)', ours.url, ours.child, payload)];
-  await stop(ours.child);
-
+  const frontends: Frontend[] = [{ name: 'ours (TypeScript)', url: ours.url, child: ours.child, freshConnections: true, rssIdle: 0, rows: [] }];
   const stock = stockPython();
   if ('skip' in stock) console.log(`stock frontend: not measured (${stock.skip})`);
   else {
-    for (const level of ['info', 'warn'] as const) {
+    for (const level of ['info', 'warn']) {
       const port = await freePort();
       const args = ['-m', 'dynamo.frontend', '--http-host', '127.0.0.1', '--http-port', String(port), '--discovery-backend', 'file', '--request-plane', 'tcp'];
       const child = deployment.stockProcess(stock.python, args, { DYN_LOG: level });
-      try {
-        results.push(await measure(`stock 1.6.1 (DYN_LOG=${level})`, `http://127.0.0.1:${port}`, child, payload, level === 'warn'));
-      } finally {
-        await stop(child);
+      frontends.push({ name: `stock 1.6.1 (DYN_LOG=${level})`, url: `http://127.0.0.1:${port}`, child, freshConnections: level === 'info', rssIdle: 0, rows: [] });
+    }
+  }
+  for (const fe of frontends) await ready(fe, payload);
+
+  const overhead = await overheadC1(ours.url, deployment, preprocessor, body);
+  for (const fe of frontends) if (fe.freshConnections) await ttftC1(fe, payload);
+  for (let round = 0; round < rounds; round++) {
+    for (const fresh of [false, true]) {
+      for (const fe of frontends) {
+        if (fresh && !fe.freshConnections) continue;
+        fe.rows.push(await load(fe.name, fe.url, fe.child.child.pid!, payload, fresh, c64Requests));
       }
     }
   }
@@ -245,27 +288,39 @@ try {
   const added = overhead.viaFrontend - overhead.direct;
   console.log(`   added by the frontend: ${f(added, 2)} ms (target <= 1 ms -> ${verdict(added <= 1)})`);
 
-  console.log(`\n2. concurrency ${CONCURRENCY}, ${OSL}-token streamed chat, ${c64Requests} requests, one sample worker at --delay-ms 0:`);
-  console.log('frontend                  connections       out tok/s  fe CPU ms/req  TTFT p50 ms  client CPU %  RSS idle  RSS peak  c=1 TTFT p50 keep-alive / new conn');
-  for (const m of results) {
-    for (const r of m.rows) {
-      const c1 = m.ttftC1.keepAlive ? `${f(m.ttftC1.keepAlive, 2)} / ${f(m.ttftC1.fresh, 2)} ms` : '-';
+  console.log(`\n2. concurrency ${CONCURRENCY}, ${OSL}-token streamed chat, one sample worker at --delay-ms 0, medians of ${rounds} interleaved rounds of ${c64Requests} requests:`);
+  console.log('frontend                   connections       out tok/s  fe CPU ms/req  TTFT p50 ms  client CPU %  RSS idle  RSS peak  c=1 TTFT p50');
+  for (const fe of frontends) {
+    for (const connections of ['keep-alive', 'new per request']) {
+      const m = summary(fe, connections);
+      if (!m) continue;
+      const c1 = fe.ttftC1 ? `${f(connections === 'keep-alive' ? fe.ttftC1.keepAlive : fe.ttftC1.fresh, 2)} ms` : '-';
       console.log(
-        `${m.frontend.padEnd(25)} ${r.connections.padEnd(16)} ${f(r.tokensPerSec).padStart(10)} ${f(r.cpuMsPerRequest, 2).padStart(14)} ${f(r.ttftP50, 1).padStart(12)} ${f(r.clientCpuPct).padStart(12)} ${f(m.rssIdle).padStart(5)} MiB ${f(r.rssPeak).padStart(5)} MiB  ${c1}`,
+        `${fe.name.padEnd(26)} ${connections.padEnd(16)} ${f(m.tokensPerSec).padStart(10)} ${f(m.cpuMsPerRequest, 2).padStart(14)} ${f(m.ttftP50, 1).padStart(12)} ${f(m.clientCpuPct).padStart(12)} ${f(fe.rssIdle).padStart(5)} MiB ${f(m.rssPeak).padStart(5)} MiB  ${c1}`,
       );
     }
   }
-  const [mine, theirs] = [results[0]!, results[1]];
-  if (theirs) {
+  const [mine, ...theirs] = frontends;
+  for (const other of theirs) {
     for (const connections of ['keep-alive', 'new per request']) {
-      const a = mine.rows.find((r) => r.connections === connections)!;
-      const b = theirs.rows.find((r) => r.connections === connections)!;
+      const a = summary(mine!, connections);
+      const b = summary(other, connections);
+      if (!a || !b) continue;
       const speed = a.tokensPerSec / b.tokensPerSec;
       const cpu = a.cpuMsPerRequest / b.cpuMsPerRequest;
-      console.log(`   ${connections}: ours/stock output tokens/s ${f(speed, 2)}x (target >= 1.0x -> ${verdict(speed >= 1)}), frontend CPU ms/request ${f(cpu, 2)}x (target <= 1.0x -> ${verdict(cpu <= 1)})`);
+      console.log(`   vs ${other.name}, ${connections}: output tokens/s ${f(speed, 2)}x (target >= 1.0x -> ${verdict(speed >= 1)}), frontend CPU ms/request ${f(cpu, 2)}x (target <= 1.0x -> ${verdict(cpu <= 1)})`);
     }
-    console.log(`   RSS ours/stock: idle ${f(mine.rssIdle / theirs.rssIdle, 2)}x, under load ${f(mine.rows[0]!.rssPeak / theirs.rows[0]!.rssPeak, 2)}x`);
+    console.log(`   vs ${other.name}: RSS idle ${f(mine!.rssIdle / other.rssIdle, 2)}x, under load ${f(summary(mine!, 'keep-alive')!.rssPeak / summary(other, 'keep-alive')!.rssPeak, 2)}x`);
   }
+
+  const [onFastify, onHttp] = await frameworkCheck(payload);
+  const [a, b] = [summary(onFastify!, 'keep-alive')!, summary(onHttp!, 'keep-alive')!];
+  console.log(`\n4. fastify vs node:http, the same canned 256-token SSE stream in 32 events, concurrency ${CONCURRENCY}, keep-alive, medians of ${rounds} rounds:`);
+  for (const [server, m] of [[onFastify!, a], [onHttp!, b]] as const) {
+    console.log(`   ${server.name.padEnd(10)} ${f(m.tokensPerSec).padStart(8)} tokens/s  ${f(m.cpuMsPerRequest, 3)} CPU ms/request  c=1 TTFT p50 ${f(server.ttftC1!.keepAlive, 3)} ms`);
+  }
+  const kept = a.tokensPerSec / b.tokensPerSec;
+  console.log(`   fastify keeps ${f(kept * 100, 1)}% of node:http's streamed tokens/s (keep fastify unless below 90% -> ${verdict(kept >= 0.9)})`);
 } finally {
   await deployment.stop();
 }

@@ -30,6 +30,6 @@ export {
   SamplingOptionsSchema,
   OutputOptionsSchema,
 } from './preprocess/preprocessed-request.js';
-export { Preprocessor } from './preprocess/preprocessor.js';
+export { Preprocessor, type PreprocessOptions } from './preprocess/preprocessor.js';
 export { postprocess, postprocessBatches, OutputPostprocessor, EngineOutputSchema, type EngineOutput, type TextDelta } from './postprocess/postprocessor.js';
 export { Tokenizer, PromptFormatter, Detokenizer, computeBlockHashes, computeSequenceHashes } from '@dynamo/core';

@@ -73,6 +73,16 @@ describe('Preprocessor', () => {
     expect(request.mdc_sum).toBe(mdcsum(pre.card));
   });
 
+  it('preprocesses a chat body the same on the calling thread as off it, NULs and u64 fields included', async () => {
+    const body = { model: 'qwen3', messages: [{ role: 'user', content: 'Hi\0 there', name: 2n ** 63n }], max_tokens: 7, nvext: { backend_instance_id: 2n ** 63n + 5n } };
+    const off = await pre.preprocessChat(body);
+    const on = await pre.preprocessChat(body, { onCallingThread: true });
+    expect(on).toEqual(off);
+    expect(off.request.token_ids).toEqual(Array.from(pre.tokenizer.encodeSync(off.prompt.replaceAll('\0', ''), false)));
+    const nullContent = { model: 'qwen3', messages: [{ role: 'user', content: 'x' }, { role: 'assistant', content: null }] };
+    await expect(pre.preprocessChat(nullContent, { onCallingThread: true })).rejects.toThrow(/^request: /);
+  });
+
   it('encodes a long prompt off the JS thread with the same result', async () => {
     const long = 'The quick brown fox jumps over the lazy dog. '.repeat(400);
     const out = await pre.preprocessCompletion({ model: 'qwen3', prompt: long });

@@ -67,7 +67,8 @@ export function generationHandler(surface: Surface, deps: GenerationDeps) {
     const context = new Context({ id: requestId, ...(trace ? { trace } : {}) });
 
     let request: PreprocessedRequest | undefined;
-    if (model.input === 'Tokens') request = await preprocess(surface, model, body);
+    // Alone, a request is fastest preprocessed on this thread; with others in flight, off it.
+    if (model.input === 'Tokens') request = await preprocess(surface, model, body, deps.inflight.size === 0);
     const route = (failed: ReadonlySet<bigint>): Candidate => {
       if (pinned !== undefined) {
         const candidate = model.candidate(pinned);
@@ -141,7 +142,7 @@ export function generationHandler(surface: Surface, deps: GenerationDeps) {
 }
 
 /** Preprocesses a Tokens-input request: template, tokenization, validation, context length. */
-async function preprocess(surface: Surface, model: ServedModel, body: unknown): Promise<PreprocessedRequest> {
+async function preprocess(surface: Surface, model: ServedModel, body: unknown, onCallingThread: boolean): Promise<PreprocessedRequest> {
   let pre;
   try {
     pre = await model.preprocessor();
@@ -150,7 +151,7 @@ async function preprocess(surface: Surface, model: ServedModel, body: unknown): 
   }
   let request: PreprocessedRequest;
   if (surface === 'chat') {
-    request = (await pre.preprocessChat(body)).request;
+    request = (await pre.preprocessChat(body, { onCallingThread })).request;
   } else {
     const all = await pre.preprocessCompletions(body);
     if (all.length !== 1) throw new HttpError(400, `Validation: a batch of ${all.length} prompts is not supported; send one prompt per request`);
