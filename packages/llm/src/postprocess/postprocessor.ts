@@ -37,26 +37,26 @@ export interface TextDelta {
   usage?: { prompt_tokens: number; completion_tokens: number; total_tokens?: number | undefined };
 }
 
+type EngineChunk = z.output<typeof EngineOutputSchema>;
+
 /**
  * The common chunk (token ids, maybe text, no finish reason or usage) checked by hand: zod per
  * token cost about as much as detokenizing it. Anything else, including every malformed chunk,
  * goes through {@link EngineOutputSchema}, which names what is wrong.
  */
-function plainChunk(raw: unknown): z.output<typeof EngineOutputSchema> | undefined {
+function plainChunk(raw: unknown): EngineChunk | undefined {
   if (typeof raw !== 'object' || raw === null) return undefined;
   const chunk = raw as Record<string, unknown>;
   const ids = chunk.token_ids;
   if (!Array.isArray(ids) || chunk.finish_reason != null || chunk.completion_usage != null) return undefined;
   if (chunk.text != null && typeof chunk.text !== 'string') return undefined;
   for (const id of ids) if (!Number.isSafeInteger(id) || (id as number) < 0) return undefined;
-  return chunk as z.output<typeof EngineOutputSchema>;
+  return chunk as EngineChunk;
 }
 
 function toOpenai(reason: NonNullable<TextDelta['finishReason']>): NonNullable<TextDelta['openaiFinishReason']> {
   return reason === 'length' ? 'length' : reason === 'content_filter' ? 'content_filter' : 'stop';
 }
-
-type EngineChunk = z.output<typeof EngineOutputSchema>;
 
 /** A delta being built from one batch of chunks. */
 interface Draft {
@@ -125,6 +125,10 @@ export class OutputPostprocessor {
       if (end) return end;
     }
     if (draft.text === '' && draft.tokenIds.length === 0) return undefined;
+    return this.#delta(draft);
+  }
+
+  #delta(draft: Draft): TextDelta {
     return { text: draft.text, tokenIds: draft.tokenIds, completionTokens: this.#completionTokens, ...(draft.usage ? { usage: draft.usage } : {}) };
   }
 
@@ -155,18 +159,17 @@ export class OutputPostprocessor {
     draft.text += step.text;
     for (const id of ids) draft.tokenIds.push(id);
     if (usage) draft.usage = usage;
-    const base = () => ({ text: draft.text, tokenIds: draft.tokenIds, completionTokens: this.#completionTokens, ...(draft.usage ? { usage: draft.usage } : {}) });
     if (step.stop) {
       this.#finished = true;
-      return { ...base(), finishReason: step.stop === 'eos' ? 'eos' : 'stop', openaiFinishReason: 'stop', ...(step.stop === 'eos' ? {} : { stopReason: step.stopReason! }) };
+      return { ...this.#delta(draft), finishReason: step.stop === 'eos' ? 'eos' : 'stop', openaiFinishReason: 'stop', ...(step.stop === 'eos' ? {} : { stopReason: step.stopReason! }) };
     }
     if (reason == null) return undefined;
     this.#finished = true;
     const tail = this.#detokenizer.finish();
     draft.text += tail.text;
-    if (typeof reason === 'object') return { ...base(), finishReason: 'error', openaiFinishReason: 'stop', error: reason.error };
+    if (typeof reason === 'object') return { ...this.#delta(draft), finishReason: 'error', openaiFinishReason: 'stop', error: reason.error };
     const finishReason = tail.stop ? 'stop' : reason === 'abort' ? 'cancelled' : reason;
-    return { ...base(), finishReason, openaiFinishReason: toOpenai(finishReason), ...(tail.stop && tail.stop !== 'eos' ? { stopReason: tail.stopReason! } : {}) };
+    return { ...this.#delta(draft), finishReason, openaiFinishReason: toOpenai(finishReason), ...(tail.stop && tail.stop !== 'eos' ? { stopReason: tail.stopReason! } : {}) };
   }
 }
 
