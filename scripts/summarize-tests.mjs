@@ -20,8 +20,9 @@ for (const file of vitestJson) {
   passed += r.numPassedTests;
   failed += r.numFailedTests;
   skipped += r.numPendingTests + r.numTodoTests;
-  // A suite that failed to load counts as a failure even when it has no tests.
-  failed += (r.testResults ?? []).filter((t) => t.status === 'failed' && (t.assertionResults ?? []).length === 0).length;
+  // A suite that failed outside its tests (failed to load, or a beforeAll threw and its tests were
+  // skipped) counts as one failure, so it cannot pass as skipped.
+  failed += (r.testResults ?? []).filter((t) => t.status === 'failed' && !(t.assertionResults ?? []).some((a) => a.status === 'failed')).length;
 }
 
 console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);

@@ -1,16 +1,39 @@
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 
-/** A TCP port on 127.0.0.1 that was free a moment ago (the OS picks it). */
-export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+// The kernel hands out ports in this range to every bind(0) and outgoing connection, so a port
+// picked there can be taken by another process before the test binds it. Picking below it avoids that.
+const EPHEMERAL_LOW = (() => {
+  try {
+    return Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]) || 32768;
+  } catch {
+    return 32768;
+  }
+})();
+const LOWEST = 10_000;
+
+function tryListen(port: number): Promise<number | undefined> {
+  return new Promise((resolve) => {
     const server = createServer();
     server.unref();
-    server.on('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
+    server.on('error', () => resolve(undefined));
+    server.listen(port, '127.0.0.1', () => {
+      const { port: bound } = server.address() as { port: number };
+      server.close(() => resolve(bound));
     });
   });
+}
+
+/** A TCP port on 127.0.0.1 that was free a moment ago, chosen outside the kernel's ephemeral range. */
+export async function freePort(): Promise<number> {
+  const span = EPHEMERAL_LOW - LOWEST;
+  for (let attempt = 0; span > 0 && attempt < 50; attempt++) {
+    const port = await tryListen(LOWEST + Math.floor(Math.random() * span));
+    if (port !== undefined) return port;
+  }
+  const port = await tryListen(0);
+  if (port === undefined) throw new Error('no free TCP port on 127.0.0.1');
+  return port;
 }
 
 /** Polls `probe` every 50 ms until it resolves truthy or `timeoutMs` passes. */
