@@ -2,6 +2,7 @@
 //! `dynamo-napi`: the tokenizer, chat templates, incremental detokenization with stop handling,
 //! KV block hashing and GGUF metadata. No I/O beyond reading the model files it is pointed at.
 
+mod ascii_bpe;
 pub mod block_hash;
 mod byte_level;
 pub mod checksum;

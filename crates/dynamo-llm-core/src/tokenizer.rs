@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 use serde_json::Value;
 use tokenizers::{AddedToken, Tokenizer as HfTokenizer};
 
+use crate::ascii_bpe::AsciiBpe;
 use crate::byte_level::ByteLevelVocab;
 use crate::error::{LlmError, Result};
 
@@ -15,6 +16,8 @@ use crate::error::{LlmError, Result};
 pub struct Tokenizer {
     inner: HfTokenizer,
     byte_level: OnceLock<Option<ByteLevelVocab>>,
+    /// Built on first use, after every added token is registered.
+    ascii: OnceLock<Option<AsciiBpe>>,
 }
 
 impl Tokenizer {
@@ -39,7 +42,7 @@ impl Tokenizer {
         let mut inner = HfTokenizer::from_bytes(bytes).map_err(|e| LlmError::Tokenizer(format!("not a valid tokenizer.json: {e}")))?;
         inner.with_truncation(None).map_err(|e| LlmError::Tokenizer(e.to_string()))?;
         inner.with_padding(None);
-        Ok(Self { inner, byte_level: OnceLock::new() })
+        Ok(Self { inner, byte_level: OnceLock::new(), ascii: OnceLock::new() })
     }
 
     /// Registers the `added_tokens_decoder` entries, as transformers does: special ones as special
@@ -68,8 +71,14 @@ impl Tokenizer {
     }
 
     /// Token ids of `text`; `add_special_tokens` adds what the post-processor adds (BOS...).
-    /// Offsets are never used, so they are not computed (`encode_fast`, same ids).
+    /// Offsets are never used, so they are not computed (`encode_fast`, same ids). ASCII text
+    /// without special tokens added takes the exact fast path where the pipeline allows it.
     pub fn encode(&self, text: &str, add_special_tokens: bool) -> Result<Vec<u32>> {
+        if !add_special_tokens && text.is_ascii() {
+            if let Some(fast) = self.ascii_bpe() {
+                return fast.encode(self.inner.get_model(), text);
+            }
+        }
         let encoding = self.inner.encode_fast(text, add_special_tokens).map_err(|e| LlmError::Tokenizer(e.to_string()))?;
         Ok(encoding.get_ids().to_vec())
     }
@@ -86,6 +95,16 @@ impl Tokenizer {
     /// The text of `ids`; `skip_special_tokens` drops special tokens from it.
     pub fn decode(&self, ids: &[u32], skip_special_tokens: bool) -> Result<String> {
         self.inner.decode(ids, skip_special_tokens).map_err(|e| LlmError::Tokenizer(e.to_string()))
+    }
+
+    /// Whether ASCII text is encoded by the fast path (see `ascii_bpe`): true for the Qwen2 and
+    /// Llama 3 families' byte-level BPE pipelines.
+    pub fn has_ascii_fast_path(&self) -> bool {
+        self.ascii_bpe().is_some()
+    }
+
+    fn ascii_bpe(&self) -> Option<&AsciiBpe> {
+        self.ascii.get_or_init(|| AsciiBpe::of(&self.inner)).as_ref()
     }
 
     /// Per-token bytes when the decoder is byte-level (built on first use), for fast
