@@ -18,6 +18,7 @@ export const modelDir = qwen3ModelDir(tokenizerModels);
 const frontendCli = join(packageDir, 'dist', 'cli.js');
 const sampleCli = join(packageDir, 'node_modules', '@dynamo', 'sample-engine', 'dist', 'cli.js');
 const successorEngine = join(here, '..', 'fixtures', 'successor-engine.ts');
+const textEngine = join(here, '..', 'fixtures', 'text-engine.ts');
 
 /** Discovery backend and request plane of a stack. */
 export type Setup = { name: string; discovery: 'file' | 'etcd'; plane: 'tcp' | 'nats' };
@@ -74,6 +75,11 @@ export class Deployment {
   /** Starts a successor-engine worker on the test model. */
   successorWorker(args: string[] = [], env: Record<string, string> = {}): Child {
     return this.#spawn(['--import', 'tsx', successorEngine, '--model-path', modelDir, '--component', 'successor', ...args], env);
+  }
+
+  /** Starts a Text-input worker (component `text`) serving the test model as `modelName`. */
+  textWorker(modelName: string): Child {
+    return this.#spawn(['--import', 'tsx', textEngine, modelDir, modelName], {});
   }
 
   #spawn(args: string[], env: Record<string, string>): Child {
