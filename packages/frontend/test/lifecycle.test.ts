@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startChild } from '../../runtime/test/harness/child.js';
 import { freePort, waitFor } from '../../runtime/test/harness/free-port.js';
 import { makeTestTlsFiles } from '../../runtime/test/harness/tls.js';
-import { Deployment, packageDir, post, readStream, SETUPS, waitForModel } from './support/stack.js';
+import { Deployment, once, packageDir, post, readStream, SETUPS, waitForModel } from './support/stack.js';
 
 const cli = join(packageDir, 'dist', 'cli.js');
 let deployment: Deployment;
@@ -22,7 +22,7 @@ describe('dynamo-frontend process', () => {
     const { child, url } = await deployment.frontend();
     await waitForModel(url, 'successor', 'successor', 1);
     const res = await post(url, '/v1/completions', { model: 'successor', prompt: [500], max_tokens: 50, stream: true });
-    const result = await readStream(res, (n) => n === 5 && child.child.kill('SIGTERM'));
+    const result = await readStream(res, once(5, () => child.child.kill('SIGTERM')));
     expect(result).toMatchObject({ finishes: ['length'], done: true });
     expect(await child.exited).toBe(0);
     await expect(fetch(`${url}/live`)).rejects.toThrow();

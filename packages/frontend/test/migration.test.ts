@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { Child } from '../../runtime/test/harness/child.js';
 import { waitFor } from '../../runtime/test/harness/free-port.js';
-import { Deployment, modelDir, post, readStream, SETUPS, waitForModel } from './support/stack.js';
+import { Deployment, modelDir, once, post, readStream, SETUPS, waitForModel } from './support/stack.js';
 
 const MODEL = 'successor';
 let tokenizer: Tokenizer;
@@ -23,19 +23,6 @@ const streamRequest = (url: string, first: number, maxTokens: number, id: string
 /** The worker that printed GENERATE for request `id`. */
 async function servingWorker(id: string): Promise<Child> {
   return waitFor(`a worker to take ${id}`, () => workers.find((w) => w.lines.includes(`GENERATE ${id}`)), 10_000);
-}
-
-/**
- * An `onChunk` that runs `act` once, at the `at`-th event or the first after it: a client that
- * falls behind gets chunks merged into fewer events, so an exact count may never come.
- */
-function once(at: number, act: () => void): (count: number) => void {
-  let done = false;
-  return (n) => {
-    if (done || n < at) return;
-    done = true;
-    act();
-  };
 }
 
 /** Replaces the killed `victim` by a fresh worker, once every frontend saw it go and the new one come. */

@@ -131,6 +131,19 @@ export async function sseEvents(res: Response): Promise<Array<Record<string, unk
     });
 }
 
+/**
+ * An `onChunk` that runs `act` once, at the `at`-th event or the first after it: a client that
+ * falls behind gets chunks merged into fewer events, so an exact count may never come.
+ */
+export function once(at: number, act: () => void): (count: number) => void {
+  let done = false;
+  return (n) => {
+    if (done || n < at) return;
+    done = true;
+    act();
+  };
+}
+
 /** Reads an SSE completions stream: its text, finish reasons, whether it ended with [DONE], and any error event. */
 export async function readStream(res: Response, onChunk?: (count: number) => void): Promise<{ text: string; finishes: string[]; done: boolean; error?: string }> {
   const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
