@@ -13,6 +13,7 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use serde_json::{json, Value};
 use tokenizers::{Model, ModelWrapper, Tokenizer as HfTokenizer};
 
+use crate::byte_level::byte_chars;
 use crate::error::{LlmError, Result};
 
 /// The Qwen2 split pattern, and Llama 3's, which differs only in taking up to three digits.
@@ -31,13 +32,15 @@ struct AddedTokens {
 }
 
 impl AddedTokens {
-    fn new(tokens: Vec<(String, u32)>) -> Option<Self> {
+    /// `Ok(None)` when there are none; an error when they cannot be matched (then no fast path:
+    /// dropping them would change the ids).
+    fn new(tokens: Vec<(String, u32)>) -> std::result::Result<Option<Self>, aho_corasick::BuildError> {
         if tokens.is_empty() {
-            return None;
+            return Ok(None);
         }
         let (contents, ids): (Vec<String>, Vec<u32>) = tokens.into_iter().unzip();
-        let matcher = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(contents).ok()?;
-        Some(Self { matcher, ids })
+        let matcher = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(contents)?;
+        Ok(Some(Self { matcher, ids }))
     }
 }
 
@@ -47,8 +50,8 @@ pub(crate) struct AsciiBpe {
     raw: Option<AddedTokens>,
     normalized: Option<AddedTokens>,
     max_digits: usize,
-    /// The byte-level alphabet: the character each ASCII byte stands for in the vocabulary.
-    byte_chars: [char; 128],
+    /// The byte-level alphabet: the character each byte stands for in the vocabulary.
+    byte_chars: [char; 256],
     cache: RwLock<HashMap<Box<[u8]>, Box<[u32]>>>,
 }
 
@@ -81,10 +84,10 @@ impl AsciiBpe {
             }
         }
         Some(Self {
-            raw: AddedTokens::new(raw),
-            normalized: AddedTokens::new(normalized),
+            raw: AddedTokens::new(raw).ok()?,
+            normalized: AddedTokens::new(normalized).ok()?,
             max_digits,
-            byte_chars: byte_level_chars(),
+            byte_chars: byte_chars(),
             cache: RwLock::new(HashMap::new()),
         })
     }
@@ -148,23 +151,6 @@ fn split_digits(pre_tokenizer: &Value) -> Option<usize> {
         LLAMA3_SPLIT => Some(3),
         _ => None,
     }
-}
-
-/// GPT-2's byte-to-character table, for the ASCII bytes: printable ones stand for themselves,
-/// the others (controls, space, DEL) for the characters from U+0100 up, in byte order.
-fn byte_level_chars() -> [char; 128] {
-    let mut chars = ['\0'; 128];
-    let mut next = 0x100;
-    for b in 0..128u8 {
-        chars[usize::from(b)] = if (b'!'..=b'~').contains(&b) {
-            char::from(b)
-        } else {
-            let c = char::from_u32(next).expect("U+0100.. are characters");
-            next += 1;
-            c
-        };
-    }
-    chars
 }
 
 /// Splits `text` around the added tokens of `added`, appending their ids and handing each
@@ -274,7 +260,7 @@ mod tests {
 
     #[test]
     fn maps_ascii_bytes_as_gpt2_does() {
-        let chars = byte_level_chars();
+        let chars = byte_chars();
         assert_eq!(chars[usize::from(b' ')], 'Ġ');
         assert_eq!(chars[usize::from(b'\n')], 'Ċ');
         assert_eq!(chars[0x7f], 'ġ');

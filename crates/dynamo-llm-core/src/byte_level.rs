@@ -49,22 +49,26 @@ impl ByteLevelVocab {
     }
 }
 
-/// GPT-2's byte/character table, inverted: the printable bytes stand for themselves, the others
-/// for the characters from U+0100 on, in byte order.
-fn char_to_byte() -> HashMap<char, u8> {
+/// GPT-2's byte/character table: the printable bytes stand for themselves, the others for the
+/// characters from U+0100 on, in byte order.
+pub(crate) fn byte_chars() -> [char; 256] {
     let printable = |b: u8| (b'!'..=b'~').contains(&b) || (0xA1..=0xAC).contains(&b) || b >= 0xAE;
+    let mut chars = ['\0'; 256];
     let mut next = 256u32;
-    (0..=255u8)
-        .map(|b| {
-            if printable(b) {
-                (char::from(b), b)
-            } else {
-                let c = char::from_u32(next).expect("U+0100..U+0143 are chars");
-                next += 1;
-                (c, b)
-            }
-        })
-        .collect()
+    for b in 0..=255u8 {
+        chars[usize::from(b)] = if printable(b) {
+            char::from(b)
+        } else {
+            next += 1;
+            char::from_u32(next - 1).expect("U+0100..U+0143 are chars")
+        };
+    }
+    chars
+}
+
+/// [`byte_chars`], inverted.
+fn char_to_byte() -> HashMap<char, u8> {
+    (0..=255u8).zip(byte_chars()).map(|(b, c)| (c, b)).collect()
 }
 
 /// How many bytes at the end of `bytes` are the start of a character that may still complete.
