@@ -18,12 +18,15 @@ stdout protocol (one line each, flushed):
                                   once the endpoint is visible and the model registered
   REQUEST <json>                  per request, the received payload (keys as sent)
   DONE <n tokens> <finish_reason> per finished request
+  CANCELLED <n tokens>            per request the caller stopped or dropped mid-stream
   EXIT                            on clean shutdown (SIGTERM/SIGINT)
 
 Options: --model-path DIR (required), --model-name NAME (default: the path, as
 the stock bindings do), --endpoint ns.comp.ep, --context-length N
 (ModelRuntimeConfig.context_length), --kv-block-size N, --model-type
-chat,completions, --reply-ids 1,2,3, --finish-reason stop|length|eos.
+chat,completions, --reply-ids 1,2,3, --finish-reason stop|length|eos, --delay-ms N
+(pause before each token), --cycle (repeat the reply ids up to max_tokens, so a
+long request streams long enough to be cancelled).
 Discovery/request plane come from the usual DYN_* env vars (see ../README.md).
 """
 import argparse
@@ -51,6 +54,8 @@ def parse_args(argv):
     p.add_argument("--reply-ids", default=DEFAULT_REPLY)
     p.add_argument("--finish-reason", default="stop")
     p.add_argument("--ready-timeout", type=float, default=60.0)
+    p.add_argument("--delay-ms", type=float, default=0.0)
+    p.add_argument("--cycle", action="store_true")
     return p.parse_args(argv)
 
 
@@ -68,13 +73,28 @@ async def main(a) -> int:
         out("REQUEST " + json.dumps(request, separators=(",", ":")))
         stop = (request.get("stop_conditions") or {}) if isinstance(request, dict) else {}
         limit = stop.get("max_tokens")
-        ids = reply if limit is None else reply[: max(0, int(limit))]
-        finish = "length" if len(ids) < len(reply) else a.finish_reason
-        for i, tok in enumerate(ids):
-            item = {"token_ids": [tok]}
-            if i == len(ids) - 1:
-                item["finish_reason"] = finish
-            yield item
+        if a.cycle and limit is not None:
+            ids = [reply[i % len(reply)] for i in range(max(0, int(limit)))]
+            finish = "length"
+        else:
+            ids = reply if limit is None else reply[: max(0, int(limit))]
+            finish = "length" if len(ids) < len(reply) else a.finish_reason
+        sent = 0
+        try:
+            for i, tok in enumerate(ids):
+                if a.delay_ms:
+                    await asyncio.sleep(a.delay_ms / 1000)
+                if context is not None and (context.is_stopped() or context.is_killed()):
+                    out(f"CANCELLED {sent}")
+                    return
+                item = {"token_ids": [tok]}
+                if i == len(ids) - 1:
+                    item["finish_reason"] = finish
+                yield item
+                sent += 1
+        except (GeneratorExit, asyncio.CancelledError):
+            out(f"CANCELLED {sent}")
+            raise
         if not ids:
             yield {"token_ids": [], "finish_reason": finish}
         out(f"DONE {len(ids)} {finish}")

