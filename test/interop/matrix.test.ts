@@ -2,13 +2,19 @@
 // release (its frontend, unified-backend sample engine, mocker, and workers on its Python bindings),
 // each pairing on file + tcp, etcd + tcp and etcd + NATS (real servers). One deployment per setup
 // runs every process at once; each test names its pairing. Skipped, never passed, without PyPI.
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { DistributedRuntime, InvalidArgument, loadRuntimeConfig } from '@dynamo/runtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { Child } from '../../packages/runtime/test/harness/child.js';
-import { waitFor } from '../../packages/runtime/test/harness/free-port.js';
-import { stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
-import { modelDir, post, sseEvents } from '../../packages/frontend/test/support/stack.js';
-import { type Frontend, InteropStack, listedModels, MATRIX_SETUPS } from './stack.js';
+import { freePort, waitFor } from '../../packages/runtime/test/harness/free-port.js';
+import { qwen3ModelDir } from '../../packages/runtime/test/harness/qwen3-model.js';
+import { runStock, stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
+import { startWorker } from '../../packages/runtime/test/harness/worker-process.js';
+import { modelDir, post, readStream, sseEvents, tokenizerModels } from '../../packages/frontend/test/support/stack.js';
+import { counter, type Frontend, healthInstances, InteropStack, listedModels, MATRIX_SETUPS } from './stack.js';
 
 const stock = stockPython();
 if ('skip' in stock) console.warn(`\n*** INTEROP MATRIX SKIPPED: ${stock.skip} ***\n`);
@@ -31,6 +37,14 @@ const WORKERS: Worker[] = [
   { name: 'the stock mocker', model: () => 'stock-mocker' },
 ];
 
+/** The golden requests whose PreprocessedRequest stock 1.6.1 sent to a worker (captured by capture-llm.sh). */
+const GOLDEN = (
+  JSON.parse(readFileSync(join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'llm-1.6.1', 'preprocessed-requests.json'), 'utf8')) as Array<{ name: string; path: string; request: Record<string, unknown>; status: number }>
+).filter((c) => c.status === 200 && c.request.model === 'qwen3');
+
+/** The mixed pool's model: a folder of its own, because the stock sample engine serves its folder's path as the name. */
+const mixedDir = qwen3ModelDir(tokenizerModels);
+
 type Chunk = { choices: Array<{ delta?: { content?: string }; text?: string; finish_reason: string | null }>; usage?: { prompt_tokens: number; completion_tokens: number } };
 
 describe.skipIf('skip' in stock).each(MATRIX_SETUPS)('interop matrix, $name', (setup) => {
@@ -44,12 +58,28 @@ describe.skipIf('skip' in stock).each(MATRIX_SETUPS)('interop matrix, $name', (s
     workers.set('ts-echo', stack.customEngine('ts-echo', 'echo', ['--pause-ms', '5', '--tokens-per-chunk', '1']));
     workers.set('stock-sample', stack.stockSample(modelDir, 'sample', ['--delay', '0.005']));
     workers.set('stock-mocker', stack.stockMocker('stock-mocker'));
-    [frontends.stock, frontends.our] = await Promise.all([stack.stockFrontend(['--migration-limit', '3']), stack.ourFrontend(['--migration-limit', '3'])]);
-    const wanted = WORKERS.map((w) => w.model());
+    workers.set('recorder', stack.stockLlmWorker(['--model-name', 'recorder', '--endpoint', 'dynamo.recorder.generate', '--delay-ms', '5', '--cycle']));
+    [frontends.stock, frontends.our] = await Promise.all([stack.stockFrontend(['--migration-limit', '3']), stack.ourFrontend(['--migration-limit', '3'], { DYN_LOG: 'info' })]);
+    startMixed('stock');
+    startMixed('our');
+    const wanted = [...WORKERS.map((w) => w.model()), 'recorder', mixedDir];
     for (const fe of Object.values(frontends)) {
-      await waitFor(`the ${fe.name} frontend to list ${wanted.join(', ')}`, async () => ((listed) => wanted.every((m) => listed.includes(m)))(await listedModels(fe.url)), 180_000);
+      let listed: string[] = [];
+      await waitFor(`the ${fe.name} frontend to list ${wanted.join(', ')}`, async () => ((listed = await listedModels(fe.url)), wanted.every((m) => listed.includes(m))), 60_000).catch((err: Error) => {
+        throw new Error(`${err.message}; it lists ${listed.join(', ')}\n${fe.child.lines.slice(-20).join('\n')}\n${fe.child.stderr().slice(-3000)}`);
+      });
+      await waitFor(`the ${fe.name} frontend to see both workers of the mixed pool`, async () => (await healthInstances(fe.url, 'mixed')).length === 2, 60_000);
     }
   }, 400_000);
+
+  /** The mixed pool: one model served by a stock sample engine and ours at 20 ms a token, each with its metrics port. */
+  const mixed = new Map<'stock' | 'our', { child: Child; metrics: string }>();
+  function startMixed(kind: 'stock' | 'our'): void {
+    const port = 10_000 + Math.floor(Math.random() * 20_000); // below 32768: stock reads DYN_SYSTEM_PORT as an i16
+    const env = { DYN_SYSTEM_PORT: String(port) };
+    const child = kind === 'stock' ? stack.stockSample(mixedDir, 'mixed', ['--delay', '0.02'], env) : stack.ourSample(mixedDir, 'mixed', ['--delay-ms', '20'], env, mixedDir);
+    mixed.set(kind, { child, metrics: `http://127.0.0.1:${port}/metrics` });
+  }
   afterAll(() => stack?.stop());
 
   const pairings = (['stock', 'our'] as const).flatMap((frontend) => WORKERS.map((worker) => ({ frontend, worker, label: `${frontend} frontend → ${worker.name}` })));
@@ -105,5 +135,156 @@ describe.skipIf('skip' in stock).each(MATRIX_SETUPS)('interop matrix, $name', (s
       expect(chunks.flatMap((c) => c.choices).map((c) => c.delta?.content ?? '').join('')).toBe('"#$%');
       expect(chunks.flatMap((c) => c.choices).map((c) => c.finish_reason).filter(Boolean)).toEqual(['stop']);
     });
+  });
+
+  it('our runtime client streams from a stock dynamo_worker endpoint, and gets its errors typed', async () => {
+    const worker = runStock(stack.python, 'worker.py', ['-n', 'interop', '-c', 'stockrt'], stack.deployment.stockEnv());
+    const caller = await DistributedRuntime.create({ config: loadRuntimeConfig({ ...stack.deployment.env, DYN_LOG: 'error' }) });
+    try {
+      const instanceId = BigInt((await worker.waitForLine(/^READY /)).split(' ')[1]!);
+      const client = await caller.endpoint('interop.stockrt.generate').client();
+      expect(await client.waitForInstances({ timeoutMs: 30_000 })).toEqual([instanceId]);
+      const items: unknown[] = [];
+      for await (const item of client.direct({ count: 3, tag: 'from-ts' }, instanceId)) items.push(item);
+      expect(items).toEqual([0, 1, 2].map((n) => ({ n, echo: { count: 3, tag: 'from-ts' } })));
+
+      const partial: unknown[] = [];
+      const failure = await (async () => {
+        try {
+          for await (const item of client.generate({ count: 3, fail_at: 1 })) partial.push(item);
+        } catch (err) {
+          return err;
+        }
+        return undefined;
+      })();
+      expect(partial).toHaveLength(1);
+      expect(failure).toBeInstanceOf(InvalidArgument);
+      expect((failure as Error).message).toContain('fail_at 1');
+    } finally {
+      await caller.shutdown();
+      await worker.stop();
+    }
+  });
+
+  it('a stock Python client streams from our runtime worker, and its stop reaches our handler', async () => {
+    const worker = await startWorker(stack.deployment.env, ['interop', 'tsrt']);
+    try {
+      const client = runStock(stack.python, 'client.py', ['-n', 'interop', '-c', 'tsrt', '--count', '4'], stack.deployment.stockEnv());
+      expect(await client.exited, client.stderr()).toBe(0);
+      expect(client.lines.map((l) => JSON.parse(l) as unknown)).toEqual([0, 1, 2, 3].map((i) => ({ i, instance: worker.instanceId.toString(16) })));
+
+      const stopper = runStock(stack.python, 'client.py', ['-n', 'interop', '-c', 'tsrt', '--request', '{"mode":"forever","delayMs":5}', '--stop-after', '2'], stack.deployment.stockEnv());
+      expect(await stopper.exited, stopper.stderr()).toBe(0);
+      await worker.waitForLine(/^STOPPED /, 10_000);
+    } finally {
+      await worker.stop();
+    }
+  });
+
+  // The same golden request through either frontend reaches the worker as the same PreprocessedRequest.
+  it.for(GOLDEN)('preprocessing parity, $name: both frontends send the worker identical requests', async ({ path, request }) => {
+    const recorder = workers.get('recorder')!;
+    const received: unknown[] = [];
+    for (const fe of [frontends.stock, frontends.our]) {
+      const seen = recorder.lines.length;
+      const res = await post(fe.url, path, { ...request, model: 'recorder' });
+      expect(res.status, `${fe.name} frontend: ${await res.clone().text()}`).toBe(200);
+      await res.text();
+      const line = await waitFor('the recorder to print the request', () => recorder.lines.slice(seen).find((l) => l.startsWith('REQUEST ')), 10_000);
+      received.push(JSON.parse(line.slice('REQUEST '.length)));
+    }
+    expect(received[1]).toEqual(received[0]);
+  });
+
+  /** Starts a long stream, reads its first event, and drops the connection. */
+  async function disconnectMidStream(url: string, model: string): Promise<void> {
+    const controller = new AbortController();
+    const res = await post(url, '/v1/chat/completions', { model, messages: [{ role: 'user', content: USER }], max_tokens: 5000, stream: true }, { signal: controller.signal });
+    expect(res.status).toBe(200);
+    await res.body!.getReader().read();
+    controller.abort();
+  }
+
+  it('cancellation, stock frontend → our engine: a client that disconnects mid-stream stops our engine', async () => {
+    const worker = workers.get('ts-sample')!;
+    const aborted = () => worker.stderr().split('\n').filter((l) => l.includes('"msg":"request aborted"')).length;
+    const before = aborted();
+    await disconnectMidStream(frontends.stock.url, 'ts-sample');
+    await waitFor('our engine to see the abort', () => aborted() > before, 15_000);
+  });
+
+  it('cancellation, our frontend → a stock engine: a client that disconnects mid-stream stops the stock engine', async () => {
+    const recorder = workers.get('recorder')!;
+    const cancelled = () => recorder.lines.filter((l) => l.startsWith('CANCELLED ')).length;
+    const before = cancelled();
+    await disconnectMidStream(frontends.our.url, 'recorder');
+    await waitFor('the stock engine to see the cancellation', () => cancelled() > before, 15_000);
+  });
+
+  describe.for(['stock', 'our'] as const)('mixed pool behind the %s frontend', (name) => {
+    it('one model served by a stock worker and ours at once: the load is spread over both', async () => {
+      const requests = async () => Promise.all([...mixed.values()].map(async (w) => counter(w.metrics, 'dynamo_component_requests_total')));
+      const before = await requests();
+      for (let i = 0; i < 6; i++) {
+        const res = await post(frontends[name].url, '/v1/completions', { model: mixedDir, prompt: USER, max_tokens: 2 });
+        expect(res.status, await res.clone().text()).toBe(200);
+        expect(((await res.json()) as { choices: Array<{ text: string }> }).choices[0]!.text).toBe(SAMPLE_TEXT.slice(0, 2));
+      }
+      const after = await requests();
+      for (const [i, kind] of [...mixed.keys()].entries()) expect(after[i]! - before[i]!, `requests served by the ${kind} worker`).toBeGreaterThanOrEqual(2);
+    });
+
+    it.for(['stock', 'our'] as const)('a stream migrates gap-free from a dying %s worker to the other', async (victim) => {
+      const url = frontends[name].url;
+      const N = 60;
+      // Four streams at once, so that the victim surely holds one when it is SIGKILLed.
+      const counts = [0, 0, 0, 0];
+      const streams = counts.map(async (_, i) => readStream(await post(url, '/v1/completions', { model: mixedDir, prompt: USER, max_tokens: N, stream: true }), (n) => (counts[i] = n)));
+      await waitFor('every stream to be under way', () => counts.every((n) => n >= 5), 30_000);
+      const dead = mixed.get(victim)!.child;
+      dead.kill();
+      const results = await Promise.all(streams);
+      let migrated = 0;
+      for (const r of results) {
+        expect(r.error).toBeUndefined();
+        expect(r.done).toBe(true);
+        expect(r.finishes).toEqual(['length']);
+        // Both engines count from token 1 again on the resent request: prefix k, then N - k more.
+        const k = [...Array(N).keys()].find((k) => k > 0 && r.text === SAMPLE_TEXT.slice(0, k) + SAMPLE_TEXT.slice(0, N - k));
+        if (k !== undefined) migrated += 1;
+        else expect(r.text).toBe(SAMPLE_TEXT.slice(0, N));
+      }
+      expect(migrated, 'streams that were cut and resumed on the other worker').toBeGreaterThanOrEqual(1);
+
+      await dead.exited;
+      const survivors = new Set((await healthInstances(url, 'mixed')).map(String));
+      startMixed(victim);
+      for (const fe of Object.values(frontends)) {
+        await waitFor(`the restarted ${victim} worker behind the ${fe.name} frontend`, async () => (await healthInstances(fe.url, 'mixed')).some((id) => !survivors.has(String(id))), 60_000);
+      }
+    });
+  });
+
+  /** Streams `max_tokens` from `model`, SIGTERMs `worker` after the 10th event, and expects the whole stream. */
+  async function drains(url: string, model: string, worker: Child): Promise<void> {
+    const res = await post(url, '/v1/completions', { model, prompt: USER, max_tokens: 300, stream: true, stream_options: { include_usage: true } });
+    expect(res.status).toBe(200);
+    let signalled = false;
+    const result = await readStream(res, (n) => {
+      if (n >= 10 && !signalled) (signalled = true), worker.child.kill('SIGTERM');
+    });
+    expect(signalled).toBe(true);
+    expect(result.error).toBeUndefined();
+    expect(result.done).toBe(true);
+    expect(result.finishes).toEqual(['length']);
+    expect(await worker.exited).toBe(0);
+  }
+
+  it('SIGTERM drain, stock frontend → our engine: the stream in flight finishes, then the worker exits 0', async () => {
+    await drains(frontends.stock.url, 'ts-sample', workers.get('ts-sample')!);
+  });
+
+  it('SIGTERM drain, our frontend → the stock sample engine: the stream in flight finishes, then the worker exits 0', async () => {
+    await drains(frontends.our.url, modelDir, workers.get('stock-sample')!);
   });
 });

@@ -40,8 +40,8 @@ export class InteropStack {
     return ['--discovery-backend', this.setup.discovery, '--request-plane', this.setup.plane];
   }
 
-  async ourFrontend(args: string[] = []): Promise<Frontend> {
-    return { name: 'our', ...(await this.deployment.frontend(args)) };
+  async ourFrontend(args: string[] = [], env: Record<string, string> = {}): Promise<Frontend> {
+    return { name: 'our', ...(await this.deployment.frontend(args, env)) };
   }
 
   /** `python -m dynamo.frontend`, once it answers `/v1/models`. */
@@ -92,14 +92,14 @@ export async function listedModels(url: string): Promise<string[]> {
   return res?.ok ? ((await res.json()) as { data: Array<{ id: string }> }).data.map((m) => m.id) : [];
 }
 
-/** The instances of `component` that a frontend's `/health` lists. */
+/** The instances of `component`'s generate endpoint that a frontend's `/health` lists. */
 export async function healthInstances(url: string, component: string): Promise<bigint[]> {
   const res = await fetch(`${url}/health`).catch(() => undefined);
   if (!res) return [];
   const text = await res.text();
   // Instance ids are u64: read them from the text, not through a double.
-  const health = JSON.parse(text.replace(/"instance_id":(\d+)/g, '"instance_id":"$1"')) as { instances?: Array<{ component: string; instance_id: string }> };
-  return (health.instances ?? []).filter((i) => i.component === component).map((i) => BigInt(i.instance_id));
+  const health = JSON.parse(text.replace(/"instance_id":(\d+)/g, '"instance_id":"$1"')) as { instances?: Array<{ component: string; endpoint: string; instance_id: string }> };
+  return (health.instances ?? []).filter((i) => i.component === component && i.endpoint === 'generate').map((i) => BigInt(i.instance_id));
 }
 
 /** Sums a counter's samples in a Prometheus text page. */

@@ -32,4 +32,4 @@ export {
 } from './preprocess/preprocessed-request.js';
 export { Preprocessor, type PreprocessOptions } from './preprocess/preprocessor.js';
 export { postprocess, postprocessBatches, OutputPostprocessor, EngineOutputSchema, type EngineOutput, type TextDelta } from './postprocess/postprocessor.js';
-export { Tokenizer, PromptFormatter, Detokenizer, computeBlockHashes, computeSequenceHashes } from '@dynamo/core';
+export { Tokenizer, PromptFormatter, Detokenizer, computeBlockHashes, computeSequenceHashes, fileChecksumBlake3 } from '@dynamo/core';

@@ -4,12 +4,16 @@ import { fileURLToPath } from 'node:url';
 import { type CheckedFile, type FileSlot, LocalModel, type ModelDeploymentCard, resolveModelPath } from '@dynamo/llm';
 import { InvalidArgument } from '@dynamo/runtime';
 
+import { defaultCardCache, downloadCardFiles, isHttpCardFile } from './card-downloads.js';
+
 /** Where a frontend finds the files a card points at. */
 export interface CardFilesOptions {
   /** A local model directory (or `.gguf`) used when the card's own paths cannot be read. */
   fallbackModelPath?: string;
   /** Environment for Hugging Face settings (`HF_HOME`, `HF_HUB_OFFLINE`, `HF_TOKEN`, ...). */
   env?: Readonly<Record<string, string | undefined>>;
+  /** Where http(s) card files are downloaded to (default `~/.cache/dynamo/mdc`, as stock's frontend). */
+  cacheDir?: string;
 }
 
 /** The card's files by the slot `LocalModel` keeps them under. */
@@ -30,7 +34,8 @@ function cardFiles(card: ModelDeploymentCard): Array<[FileSlot, CheckedFile]> {
 
 /**
  * Where a card file is on this machine: an absolute path or `file://` URL as is,
- * `hf://{org}/{name}/{file}` in the Hugging Face cache (downloaded when missing).
+ * `hf://{org}/{name}/{file}` in the Hugging Face cache (downloaded when missing). http(s) files
+ * are downloaded beforehand ({@link downloadCardFiles}).
  */
 async function localFile(path: string, options: CardFilesOptions): Promise<string> {
   let local: string;
@@ -41,7 +46,7 @@ async function localFile(path: string, options: CardFilesOptions): Promise<strin
     local = join(resolved.path, ...file);
   } else {
     local = path.startsWith('file://') ? fileURLToPath(path) : path;
-    if (!isAbsolute(local)) throw new InvalidArgument(`card file ${path}: only absolute paths, file:// and hf:// URLs can be read`);
+    if (!isAbsolute(local)) throw new InvalidArgument(`card file ${path}: expected an absolute path, or a file://, hf:// or http(s):// URL`);
   }
   await access(local);
   return local;
@@ -62,7 +67,7 @@ export class CardFiles {
 
   /** The model behind `card`. Throws `InvalidArgument` naming the file that is missing or differs. */
   async load(card: ModelDeploymentCard): Promise<LocalModel> {
-    const files = cardFiles(card);
+    const files = await this.#downloaded(card, cardFiles(card));
     const tokenizer = files.find(([slot]) => slot === 'tokenizer' || slot === 'gguf');
     if (!tokenizer) throw new InvalidArgument(`model ${card.display_name}: its card names no tokenizer (hf_tokenizer_json or gguf), which a Tokens-input model needs`);
     let source: string;
@@ -99,5 +104,20 @@ export class CardFiles {
       }
     }
     return model;
+  }
+
+  /** `files` with the http(s) ones downloaded and pointing at their local copies. */
+  async #downloaded(card: ModelDeploymentCard, files: Array<[FileSlot, CheckedFile]>): Promise<Array<[FileSlot, CheckedFile]>> {
+    const remote = files.filter(([, file]) => isHttpCardFile(file)).map(([, file]) => file);
+    if (remote.length === 0) return files;
+    let local: Map<string, string>;
+    try {
+      local = await downloadCardFiles(card, remote, this.#options.cacheDir ?? defaultCardCache(this.#options.env));
+    } catch (err) {
+      // With --model-path the files are read from there instead; without it, say which file failed.
+      if (this.#options.fallbackModelPath !== undefined) return files;
+      throw new InvalidArgument(`model ${card.display_name}: ${(err as Error).message}; pass --model-path to read the model files from a local folder instead`, { cause: err });
+    }
+    return files.map(([slot, file]) => [slot, { ...file, path: local.get(file.path) ?? file.path }]);
   }
 }

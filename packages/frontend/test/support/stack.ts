@@ -64,10 +64,15 @@ export class Deployment {
     return this.nodeProcess([sampleCli, '--model-path', modelDir, ...args], env);
   }
 
+  /** The environment of a stock process in this deployment: it binds loopback only. */
+  stockEnv(env: Record<string, string> = {}): Record<string, string> {
+    const loopback = { DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1', DYN_EVENT_PLANE_HOST: '127.0.0.1', DYN_SYSTEM_HOST: '127.0.0.1' };
+    return { ...this.env, ...loopback, ...env };
+  }
+
   /** Starts a process of the stock Dynamo venv's python (`-m module ...`) in this deployment, on loopback. */
   stockProcess(python: string, args: string[], env: Record<string, string> = {}): Child {
-    const loopback = { DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1', DYN_EVENT_PLANE_HOST: '127.0.0.1', DYN_SYSTEM_HOST: '127.0.0.1' };
-    const child = startChild(python, args, { ...this.env, ...loopback, ...env }, packageDir);
+    const child = startChild(python, args, this.stockEnv(env), packageDir);
     this.children.push(child);
     return child;
   }
