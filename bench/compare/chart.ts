@@ -1,0 +1,48 @@
+import { createRequire } from 'node:module';
+import { dirname, join } from 'node:path';
+import { Resvg } from '@resvg/resvg-js';
+import { parse, View } from 'vega';
+import { compile, type TopLevelSpec } from 'vega-lite';
+
+/** One bar: a metric of a pairing in a scenario. */
+export interface ChartPoint {
+  scenario: string;
+  metric: string;
+  pairing: string;
+  value: number;
+}
+
+// Shipped with the benchmark, so the chart has its text on a machine with no fonts installed.
+const fontDir = join(dirname(createRequire(import.meta.url).resolve('dejavu-fonts-ttf/package.json')), 'ttf');
+
+/** A PNG grid of bar charts: a row per metric, a column per scenario, a bar per pairing. */
+export async function renderChart(points: ChartPoint[], title: string): Promise<Buffer> {
+  const spec: TopLevelSpec = {
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: { text: title, anchor: 'start', fontSize: 15 },
+    data: { values: points },
+    config: { font: 'DejaVu Sans' },
+    facet: {
+      row: { field: 'metric', type: 'nominal', title: null, sort: null, header: { labelAngle: 0, labelAlign: 'left', labelFontSize: 12 } },
+      column: { field: 'scenario', type: 'nominal', title: null, sort: null, header: { labelFontSize: 12 } },
+    },
+    spec: {
+      width: 170,
+      height: 95,
+      layer: [
+        { mark: 'bar', encoding: { color: { field: 'pairing', type: 'nominal', sort: null, legend: { orient: 'bottom', title: 'frontend + worker', columns: 2 } } } },
+        { mark: { type: 'text', dy: -6, fontSize: 9 }, encoding: { text: { field: 'value', type: 'quantitative', format: '.3~r' } } },
+      ],
+      encoding: {
+        x: { field: 'pairing', type: 'nominal', sort: null, axis: null },
+        y: { field: 'value', type: 'quantitative', title: null, axis: { tickCount: 4 } },
+      },
+    },
+    resolve: { scale: { y: 'independent' } },
+  };
+  const view = new View(parse(compile(spec).spec), { renderer: 'none' });
+  const svg = await view.toSVG();
+  view.finalize();
+  const fonts = ['DejaVuSans.ttf', 'DejaVuSans-Bold.ttf'].map((f) => join(fontDir, f));
+  return new Resvg(svg, { background: 'white', fitTo: { mode: 'zoom', value: 2 }, font: { fontFiles: fonts, loadSystemFonts: false, defaultFontFamily: 'DejaVu Sans' } }).render().asPng();
+}
