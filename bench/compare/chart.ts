@@ -17,24 +17,26 @@ const fontDir = join(dirname(createRequire(import.meta.url).resolve('dejavu-font
 
 /** A PNG grid of bar charts: a row per metric, a column per scenario, a bar per pairing. */
 export async function renderChart(points: ChartPoint[], title: string): Promise<Buffer> {
+  // Rows, columns and bars in the order the points come in (vega-lite would sort them by name).
+  const order = (key: 'scenario' | 'metric' | 'pairing') => [...new Set(points.map((p) => p[key]))];
   const spec: TopLevelSpec = {
     $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
     title: { text: title, anchor: 'start', fontSize: 15 },
     data: { values: points },
     config: { font: 'DejaVu Sans' },
     facet: {
-      row: { field: 'metric', type: 'nominal', title: null, sort: null, header: { labelAngle: 0, labelAlign: 'left', labelFontSize: 12 } },
-      column: { field: 'scenario', type: 'nominal', title: null, sort: null, header: { labelFontSize: 12 } },
+      row: { field: 'metric', type: 'nominal', title: null, sort: order('metric'), header: { labelAngle: 0, labelAlign: 'left', labelFontSize: 12 } },
+      column: { field: 'scenario', type: 'nominal', title: null, sort: order('scenario'), header: { labelFontSize: 12 } },
     },
     spec: {
       width: 170,
       height: 95,
       layer: [
-        { mark: 'bar', encoding: { color: { field: 'pairing', type: 'nominal', sort: null, legend: { orient: 'bottom', title: 'frontend + worker', columns: 2 } } } },
+        { mark: 'bar', encoding: { color: { field: 'pairing', type: 'nominal', sort: order('pairing'), legend: { orient: 'bottom', title: 'frontend + worker', columns: 2 } } } },
         { mark: { type: 'text', dy: -6, fontSize: 9 }, encoding: { text: { field: 'value', type: 'quantitative', format: '.3~r' } } },
       ],
       encoding: {
-        x: { field: 'pairing', type: 'nominal', sort: null, axis: null },
+        x: { field: 'pairing', type: 'nominal', sort: order('pairing'), axis: null },
         y: { field: 'value', type: 'quantitative', title: null, axis: { tickCount: 4 } },
       },
     },
