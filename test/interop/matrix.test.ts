@@ -60,8 +60,7 @@ describe.skipIf('skip' in stock).each(MATRIX_SETUPS)('interop matrix, $name', (s
     workers.set('stock-mocker', stack.stockMocker('stock-mocker'));
     workers.set('recorder', stack.stockLlmWorker(['--model-name', 'recorder', '--endpoint', 'dynamo.recorder.generate', '--delay-ms', '5', '--cycle']));
     [frontends.stock, frontends.our] = await Promise.all([stack.stockFrontend(['--migration-limit', '3']), stack.ourFrontend(['--migration-limit', '3'], { DYN_LOG: 'info' })]);
-    startMixed('stock');
-    startMixed('our');
+    await Promise.all([startMixed('stock'), startMixed('our')]);
     const wanted = [...WORKERS.map((w) => w.model()), 'recorder', mixedDir];
     for (const fe of Object.values(frontends)) {
       let listed: string[] = [];
@@ -74,8 +73,8 @@ describe.skipIf('skip' in stock).each(MATRIX_SETUPS)('interop matrix, $name', (s
 
   /** The mixed pool: one model served by a stock sample engine and ours at 20 ms a token, each with its metrics port. */
   const mixed = new Map<'stock' | 'our', { child: Child; metrics: string }>();
-  function startMixed(kind: 'stock' | 'our'): void {
-    const port = 10_000 + Math.floor(Math.random() * 20_000); // below 32768: stock reads DYN_SYSTEM_PORT as an i16
+  async function startMixed(kind: 'stock' | 'our'): Promise<void> {
+    const port = await freePort(); // below the ephemeral range, so below 32768: stock reads DYN_SYSTEM_PORT as an i16
     const env = { DYN_SYSTEM_PORT: String(port) };
     const child = kind === 'stock' ? stack.stockSample(mixedDir, 'mixed', ['--delay', '0.02'], env) : stack.ourSample(mixedDir, 'mixed', ['--delay-ms', '20'], env, mixedDir);
     mixed.set(kind, { child, metrics: `http://127.0.0.1:${port}/metrics` });
@@ -258,7 +257,7 @@ describe.skipIf('skip' in stock).each(MATRIX_SETUPS)('interop matrix, $name', (s
 
       await dead.exited;
       const survivors = new Set((await healthInstances(url, 'mixed')).map(String));
-      startMixed(victim);
+      await startMixed(victim);
       for (const fe of Object.values(frontends)) {
         await waitFor(`the restarted ${victim} worker behind the ${fe.name} frontend`, async () => (await healthInstances(fe.url, 'mixed')).some((id) => !survivors.has(String(id))), 60_000);
       }
