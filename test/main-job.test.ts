@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, expect, it } from 'vitest';
 
 import { type Child, startChild } from '../packages/runtime/test/harness/child.js';
-import { freePort } from '../packages/runtime/test/harness/free-port.js';
+import { freePort, waitFor } from '../packages/runtime/test/harness/free-port.js';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
@@ -30,7 +30,8 @@ it('the README main job answers a chat request, serves its curl line, and stops 
   const answered = await demo.waitForLine(/^demo: answered in [\d.]+ s/, 280_000);
   const seconds = Number(/in ([\d.]+) s/.exec(answered)![1]);
   expect(seconds).toBeLessThan(60);
-  const answer = demo.lines[demo.lines.indexOf(answered) + 1]!;
+  // The answer is the next line, which may come in a later chunk of output than the one above.
+  const answer = await waitFor('the answer line after it', () => demo!.lines[demo!.lines.indexOf(answered) + 1], 10_000);
   expect(JSON.parse(answer)).not.toBe('');
 
   // The README's curl line, sent to this run's port.
