@@ -26,7 +26,9 @@ describe('dynamo-frontend process', () => {
     expect(result).toMatchObject({ finishes: ['length'], done: true });
     expect(await child.exited).toBe(0);
     await expect(fetch(`${url}/live`)).rejects.toThrow();
-  }, 30_000);
+    // Longer than the two start-up waits above together (30 s each): the first test also waits out
+    // the worker's start, which a loaded CI machine has taken past 30 s.
+  }, 90_000);
 
   it('serves HTTPS with --tls-cert-path and --tls-key-path', async () => {
     const tls = makeTestTlsFiles();
