@@ -22,9 +22,12 @@ describe('dynamo-frontend process', () => {
     const { child, url } = await deployment.frontend();
     await waitForModel(url, 'successor', 'successor', 1);
     const res = await post(url, '/v1/completions', { model: 'successor', prompt: [500], max_tokens: 50, stream: true });
-    const result = await readStream(res, once(5, () => child.child.kill('SIGTERM')));
+    // Each step has its own bound, so a hang says which step and what the frontend logged.
+    const within = <T>(what: string, p: Promise<T>) =>
+      Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what} took over 20 s; frontend stderr:\n${child.stderr().slice(-4000)}\nstdout:\n${child.lines.slice(-20).join('\n')}`)), 20_000))]);
+    const result = await within('the stream', readStream(res, once(5, () => child.child.kill('SIGTERM'))));
     expect(result).toMatchObject({ finishes: ['length'], done: true });
-    expect(await child.exited).toBe(0);
+    expect(await within('the exit after SIGTERM', child.exited)).toBe(0);
     await expect(fetch(`${url}/live`)).rejects.toThrow();
     // Longer than the two start-up waits above together (30 s each): the first test also waits out
     // the worker's start, which a loaded CI machine has taken past 30 s.
