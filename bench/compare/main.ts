@@ -21,7 +21,7 @@ import { waitFor } from '../../packages/runtime/test/harness/free-port.js';
 import { qwen3ModelDir } from '../../packages/runtime/test/harness/qwen3-model.js';
 import { stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
 import { type Frontend, InteropStack, listedModels, MATRIX_SETUPS } from '../../test/interop/stack.js';
-import { ISL, OSL, runAiperf } from './aiperf.js';
+import { type AiperfResult, ISL, OSL, runAiperf } from './aiperf.js';
 import { type ChartPoint, renderChart } from './chart.js';
 import { type Figures, markdown, type Measurement, medians, type Pairing, PAIRINGS, pairingName, type Results, type Scenario, type Side } from './report.js';
 import { ProcessSampler } from './sampler.js';
@@ -47,6 +47,9 @@ if ('skip' in stock) {
   process.exit(1);
 }
 const python = stock.python;
+
+/** aiperf's figures that the report shows. */
+const pickFigures = ({ requestsPerSec, outputTokensPerSec, ttftP50, ttftP99, itlP50, itlP99 }: AiperfResult) => ({ requestsPerSec, outputTokensPerSec, ttftP50, ttftP99, itlP50, itlP99 });
 
 /** Sets the CPUs of every thread of each process. */
 function pin(pids: number[], cpuList: string): void {
@@ -93,12 +96,7 @@ try {
       if (result.errors > 0) console.warn(`\n${pairingName(p)}, ${s.id}: aiperf counted ${result.errors} failed requests`);
       return {
         aiperf: result,
-        requestsPerSec: result.requestsPerSec,
-        outputTokensPerSec: result.outputTokensPerSec,
-        ttftP50: result.ttftP50,
-        ttftP99: result.ttftP99,
-        itlP50: result.itlP50,
-        itlP99: result.itlP99,
+        ...pickFigures(result),
         feCpuMsPerRequest: usage.cpuMs[0]! / result.requests,
         workerCpuMsPerRequest: usage.cpuMs[1]! / result.requests,
         feRssMiB: usage.peakRssMiB[0]!,

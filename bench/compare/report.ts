@@ -31,14 +31,8 @@ export interface Scenario {
   fresh: boolean;
 }
 
-/** One pairing's figures in one scenario (medians over the rounds). */
-export interface Figures {
-  requestsPerSec: number;
-  outputTokensPerSec: number;
-  ttftP50: number;
-  ttftP99: number;
-  itlP50: number;
-  itlP99: number;
+/** One pairing's figures in one scenario (medians over the rounds): aiperf's, and the processes'. */
+export interface Figures extends Pick<AiperfResult, 'requestsPerSec' | 'outputTokensPerSec' | 'ttftP50' | 'ttftP99' | 'itlP50' | 'itlP99'> {
   feCpuMsPerRequest: number;
   workerCpuMsPerRequest: number;
   feRssMiB: number;
