@@ -15,6 +15,8 @@ export interface AiperfLoad {
   cpus?: string;
   /** A new connection per request instead of kept ones. */
   fresh?: boolean;
+  /** Requests a second, sent at a constant rate (never more than `concurrency` at once); else a closed loop. */
+  rate?: number;
 }
 
 /** What aiperf measured, in its units (ms; ns since the epoch for the window). */
@@ -44,6 +46,7 @@ export async function runAiperf(python: string, load: AiperfLoad): Promise<Aiper
     ...['--concurrency', String(load.concurrency), '--request-count', String(load.requests), '--warmup-request-count', String(2 * load.concurrency)],
     ...['--random-seed', '42', '--ui', 'none', '--no-server-metrics', '--no-gpu-telemetry', '--artifact-dir', load.artifactDir],
     ...(load.fresh ? ['--connection-reuse-strategy', 'never'] : []),
+    ...(load.rate === undefined ? [] : ['--request-rate', String(load.rate), '--arrival-pattern', 'constant']),
   ];
   const aiperf = join(dirname(python), 'aiperf');
   const [command, argv] = load.cpus === undefined ? [aiperf, args] : ['taskset', ['-c', load.cpus, aiperf, ...args]];

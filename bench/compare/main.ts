@@ -1,11 +1,12 @@
 // `pnpm bench:compare`: stock Dynamo 1.6.1 and ours side by side on this machine, in one run. The
 // four pairings of frontend (stock `python -m dynamo.frontend`, our dynamo-frontend) and worker (the
 // stock sample engine, our dynamo-sample-engine), under aiperf 0.13.0 (streaming chat, ISL 128,
-// OSL 256): concurrency 1 and 64, engines at zero delay and paced at 10 ms a token, and with the
-// stack pinned to cpu0 and aiperf to cpu1. The same request count for each pairing; pairings are
-// interleaved in a rotating order and the whole set repeated (BENCH_ROUNDS, default 2), so drift on
-// this machine shows and hits every pairing alike; figures are medians over the rounds. CPU is
-// cut to aiperf's profiling window. Writes bench/results/compare.{md,json,png}.
+// OSL 256): concurrency 1 and 64, engines at zero delay and paced at 10 ms a token, with the
+// stack pinned to cpu0 and aiperf to cpu1, and concurrency 1 at a fixed request rate. The same
+// request count for each pairing; pairings are interleaved in a rotating order and the whole set
+// repeated (BENCH_ROUNDS, default 2), so drift on this machine shows and hits every pairing alike;
+// figures are medians over the rounds. CPU is cut to aiperf's profiling window. Writes
+// bench/results/compare.{md,json,png}.
 //
 // Knobs: BENCH_ROUNDS=2  BENCH_SCALE=1 (multiplies every request count)
 import { spawnSync } from 'node:child_process';
@@ -34,6 +35,7 @@ const SCENARIOS: Scenario[] = [
   { id: 'c64-pinned', title: 'Concurrency 64, zero delay, stack pinned to cpu0 and aiperf to cpu1', concurrency: 64, requests: count(640), paced: false, pinned: true, fresh: false },
   { id: 'c1', title: 'Concurrency 1, zero delay, kept connections', concurrency: 1, requests: count(100), paced: false, pinned: false, fresh: false },
   { id: 'c1-fresh', title: 'Concurrency 1, zero delay, a new connection per request', concurrency: 1, requests: count(100), paced: false, pinned: false, fresh: true },
+  { id: 'c1-fresh-rated', title: 'Concurrency 1, zero delay, a new connection per request, 5 requests/s for every pairing', concurrency: 1, requests: count(100), paced: false, pinned: false, fresh: true, rate: 5 },
   { id: 'c64-paced', title: 'Concurrency 64, engines paced at 10 ms a token', concurrency: 64, requests: count(128), paced: true, pinned: false, fresh: false },
   { id: 'c1-paced', title: 'Concurrency 1, engines paced at 10 ms a token', concurrency: 1, requests: count(8), paced: true, pinned: false, fresh: false },
 ];
@@ -90,7 +92,7 @@ try {
     const sampler = new ProcessSampler(pids);
     try {
       const artifactDir = join(artifacts, `${s.id}-${p.frontend}-${p.worker}-${round}`);
-      const result = await runAiperf(python, { url: fe.url, model: worker.model, tokenizer: modelDir, concurrency: s.concurrency, requests: s.requests, artifactDir, ...(s.pinned ? { cpus: '1' } : {}), fresh: s.fresh });
+      const result = await runAiperf(python, { url: fe.url, model: worker.model, tokenizer: modelDir, concurrency: s.concurrency, requests: s.requests, artifactDir, ...(s.pinned ? { cpus: '1' } : {}), fresh: s.fresh, ...(s.rate === undefined ? {} : { rate: s.rate }) });
       sampler.end();
       const usage = sampler.usage(result.startNs, result.endNs);
       if (result.errors > 0) console.warn(`\n${pairingName(p)}, ${s.id}: aiperf counted ${result.errors} failed requests`);
@@ -149,7 +151,7 @@ try {
     ['ttftP50', 'TTFT p50 ms'],
     ['itlP50', 'ITL p50 ms'],
   ];
-  const points: ChartPoint[] = ['c64', 'c64-pinned', 'c1-fresh', 'c64-paced'].flatMap((id) =>
+  const points: ChartPoint[] = ['c64', 'c64-pinned', 'c1-fresh-rated', 'c64-paced'].flatMap((id) =>
     charted.flatMap(([figure, metric]) => PAIRINGS.map((p) => ({ scenario: id, metric, pairing: pairingName(p), value: results.get(id)!.get(pairingName(p))![figure] }))),
   );
   writeFileSync(join(resultsDir, 'compare.png'), await renderChart(points, `bench:compare, ${when}: stock Dynamo 1.6.1 vs ours (frontend + worker), medians of ${rounds} rounds`));

@@ -29,6 +29,11 @@ export interface Scenario {
   pinned: boolean;
   /** A new connection per request (the stock frontend leaves Nagle on for kept ones). */
   fresh: boolean;
+  /**
+   * Requests a second for every pairing, instead of a closed loop. In a closed loop a faster
+   * pipeline gets more requests, so aiperf (on the same two cores) takes more CPU from it.
+   */
+  rate?: number;
 }
 
 /** One pairing's figures in one scenario (medians over the rounds): aiperf's, and the processes'. */
@@ -80,7 +85,7 @@ export const TARGETS: Target[] = [
   { what: "our worker's CPU per request ≤ 1/3 of the stock sample engine's (both behind the stock frontend)", scenario: 'c64', pairing: { frontend: 'stock', worker: 'ours' }, figure: 'workerCpuMsPerRequest', bound: { max: 1 / 3 } },
   { what: "our frontend's CPU per request ≤ the stock frontend's (both in front of the stock worker)", scenario: 'c64', pairing: { frontend: 'ours', worker: 'stock' }, figure: 'feCpuMsPerRequest', bound: { max: 1 } },
   { what: 'our pipeline\'s output tokens/s ≥ 1.0× stock\'s, stack pinned to one core', scenario: 'c64-pinned', pairing: { frontend: 'ours', worker: 'ours' }, figure: 'outputTokensPerSec', bound: { min: 1 } },
-  { what: "our pipeline's TTFT p50 at concurrency 1 no worse than stock's, fresh connections", scenario: 'c1-fresh', pairing: { frontend: 'ours', worker: 'ours' }, figure: 'ttftP50', bound: { max: 1 } },
+  { what: "our pipeline's TTFT p50 at concurrency 1 no worse than stock's, fresh connections", scenario: 'c1-fresh-rated', pairing: { frontend: 'ours', worker: 'ours' }, figure: 'ttftP50', bound: { max: 1 } },
 ];
 
 const STOCK = pairingName({ frontend: 'stock', worker: 'stock' });
