@@ -8,7 +8,8 @@
 // figures are medians over the rounds. CPU is cut to aiperf's profiling window. Writes
 // bench/results/compare.{md,json,png}.
 //
-// Knobs: BENCH_ROUNDS=2  BENCH_SCALE=1 (multiplies every request count)
+// Knobs: BENCH_ROUNDS=2  BENCH_SCALE=1 (multiplies every request count)  BENCH_ONLY=c64,c1 (a subset
+// of the scenarios, by id: the report is printed, bench/results/ is left as it is)
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
@@ -30,7 +31,7 @@ import { ProcessSampler } from './sampler.js';
 const rounds = Number(process.env.BENCH_ROUNDS ?? 2);
 const scale = Number(process.env.BENCH_SCALE ?? 1);
 const count = (n: number) => Math.max(1, Math.round(n * scale));
-const SCENARIOS: Scenario[] = [
+const ALL_SCENARIOS: Scenario[] = [
   { id: 'c64', title: 'Concurrency 64, engines at zero delay', concurrency: 64, requests: count(640), paced: false, pinned: false, fresh: false },
   { id: 'c64-pinned', title: 'Concurrency 64, zero delay, stack pinned to cpu0 and aiperf to cpu1', concurrency: 64, requests: count(640), paced: false, pinned: true, fresh: false },
   { id: 'c1', title: 'Concurrency 1, zero delay, kept connections', concurrency: 1, requests: count(100), paced: false, pinned: false, fresh: false },
@@ -39,6 +40,13 @@ const SCENARIOS: Scenario[] = [
   { id: 'c64-paced', title: 'Concurrency 64, engines paced at 10 ms a token', concurrency: 64, requests: count(128), paced: true, pinned: false, fresh: false },
   { id: 'c1-paced', title: 'Concurrency 1, engines paced at 10 ms a token', concurrency: 1, requests: count(8), paced: true, pinned: false, fresh: false },
 ];
+const only = process.env.BENCH_ONLY?.split(',').filter(Boolean);
+const unknown = only?.filter((id) => !ALL_SCENARIOS.some((s) => s.id === id));
+if (unknown?.length) {
+  console.error(`BENCH_ONLY names no scenario ${unknown.join(', ')}; the scenarios are ${ALL_SCENARIOS.map((s) => s.id).join(', ')}`);
+  process.exit(2);
+}
+const SCENARIOS = only ? ALL_SCENARIOS.filter((s) => only.includes(s.id)) : ALL_SCENARIOS;
 const resultsDir = join(dirname(fileURLToPath(import.meta.url)), '..', 'results');
 
 // The stock release and aiperf, from the test-only venv.
@@ -141,21 +149,25 @@ try {
     'Frontend + worker: `stock` is `python -m dynamo.frontend` / `dynamo.common.backend.sample_main`, `ours` is `dynamo-frontend` / `dynamo-sample-engine`.',
   ];
   const report = markdown(results, SCENARIOS, header);
-  mkdirSync(resultsDir, { recursive: true });
-  writeFileSync(join(resultsDir, 'compare.md'), report);
-  writeFileSync(join(resultsDir, 'compare.json'), `${JSON.stringify({ when, rounds, scenarios: SCENARIOS, runs }, null, 1)}\n`);
-  const charted: Array<[keyof Figures, string]> = [
-    ['feCpuMsPerRequest', 'frontend CPU ms/req'],
-    ['workerCpuMsPerRequest', 'worker CPU ms/req'],
-    ['outputTokensPerSec', 'output tokens/s'],
-    ['ttftP50', 'TTFT p50 ms'],
-    ['itlP50', 'ITL p50 ms'],
-  ];
-  const points: ChartPoint[] = ['c64', 'c64-pinned', 'c1-fresh-rated', 'c64-paced'].flatMap((id) =>
-    charted.flatMap(([figure, metric]) => PAIRINGS.map((p) => ({ scenario: id, metric, pairing: pairingName(p), value: results.get(id)!.get(pairingName(p))![figure] }))),
-  );
-  writeFileSync(join(resultsDir, 'compare.png'), await renderChart(points, `bench:compare, ${when}: stock Dynamo 1.6.1 vs ours (frontend + worker), medians of ${rounds} rounds`));
-  console.log(`\n${report}\nwrote ${join(resultsDir, 'compare.md')}, compare.json and compare.png`);
+  if (only) {
+    console.log(`\n${report}\n(BENCH_ONLY: bench/results/ left as it is)`);
+  } else {
+    mkdirSync(resultsDir, { recursive: true });
+    writeFileSync(join(resultsDir, 'compare.md'), report);
+    writeFileSync(join(resultsDir, 'compare.json'), `${JSON.stringify({ when, rounds, scenarios: SCENARIOS, runs }, null, 1)}\n`);
+    const charted: Array<[keyof Figures, string]> = [
+      ['feCpuMsPerRequest', 'frontend CPU ms/req'],
+      ['workerCpuMsPerRequest', 'worker CPU ms/req'],
+      ['outputTokensPerSec', 'output tokens/s'],
+      ['ttftP50', 'TTFT p50 ms'],
+      ['itlP50', 'ITL p50 ms'],
+    ];
+    const points: ChartPoint[] = ['c64', 'c64-pinned', 'c1-fresh-rated', 'c64-paced'].flatMap((id) =>
+      charted.flatMap(([figure, metric]) => PAIRINGS.map((p) => ({ scenario: id, metric, pairing: pairingName(p), value: results.get(id)!.get(pairingName(p))![figure] }))),
+    );
+    writeFileSync(join(resultsDir, 'compare.png'), await renderChart(points, `bench:compare, ${when}: stock Dynamo 1.6.1 vs ours (frontend + worker), medians of ${rounds} rounds`));
+    console.log(`\n${report}\nwrote ${join(resultsDir, 'compare.md')}, compare.json and compare.png`);
+  }
 } finally {
   await stack.stop();
   rmSync(artifacts, { recursive: true, force: true });

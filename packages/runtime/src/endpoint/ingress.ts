@@ -119,51 +119,40 @@ export class EndpointIngress {
 
   async #process({ control, body }: RequestEnvelope, trace: TraceContext | undefined): Promise<void> {
     const log = this.#log;
+    // Dialing the caller takes a round trip: the request is parsed and the handler started (up to
+    // its first item) meanwhile, so the first item is ready when the connection is.
+    const calling = callHome(control.connection_info, { log });
+    const started = this.#start(control, body, trace);
     let sender: ResponseSender;
     try {
-      sender = await callHome(control.connection_info, { log });
+      sender = await calling;
     } catch (err) {
+      if ('first' in started) void started.iterator.return?.().catch(() => {});
+      started.context?.kill();
       this.#error('response_stream');
       log.warn({ id: control.id, err: (err as Error).message }, 'could not call the caller back; request dropped');
       return;
     }
-    if (control.payload_codec === 'msgpack') {
-      this.#error('deserialization');
-      await sender.prologue('payload codec msgpack is not supported by this worker; send json').catch(() => {});
+    if ('refusal' in started) {
+      this.#error(started.refusal.errorType);
+      await sender.prologue(started.refusal.message).catch(() => {});
       return;
     }
-    let request: unknown;
-    try {
-      request = parseJson(body.toString('utf8'));
-    } catch (err) {
-      this.#error('deserialization');
-      log.warn({ id: control.id, err: (err as Error).message }, 'request body is not valid JSON');
-      await sender.prologue(`deserialization error: request body is not valid JSON: ${(err as Error).message}`).catch(() => {});
-      return;
-    }
-    const context = new Context({ id: control.id, metadata: stringValues(control.metadata), ...(trace ? { trace } : {}) });
+    const { context, iterator, first } = started;
     sender.onCancel(() => (sender.killed ? context.kill() : context.stopGenerating()));
-    let stream: AsyncIterable<unknown>;
-    try {
-      stream = invokeHandler(this.#handler, request, context);
-    } catch (err) {
-      this.#error('generate');
-      log.warn({ id: control.id, err: (err as Error).message }, 'handler failed before streaming');
-      await sender.prologue(toDynamoException(err).message).catch(() => {});
-      return;
-    }
     log.debug({ id: control.id }, 'request accepted');
     let responseBytes = 0;
     let failed = false;
     try {
       await sender.prologue(null);
-      for await (const item of stream) {
+      for (let next = await first; !next.done; next = await iterator.next()) {
         if (sender.killed) break;
-        const json = annotatedJson(item);
+        const json = annotatedJson(next.value);
         responseBytes += json.length;
         const backpressure = sender.sendJson(json);
         if (backpressure) await backpressure;
       }
+      if (sender.killed) await iterator.return?.();
     } catch (err) {
       failed = true;
       if (err instanceof StreamIncomplete) {
@@ -189,10 +178,44 @@ export class EndpointIngress {
     });
   }
 
+  /**
+   * Parses the request and starts the handler, asking for its first item; or says why the request
+   * is refused (sent as the error prologue once the caller is reached).
+   */
+  #start(control: RequestEnvelope['control'], body: Buffer, trace: TraceContext | undefined): Started {
+    if (control.payload_codec === 'msgpack') {
+      return { refusal: { errorType: 'deserialization', message: 'payload codec msgpack is not supported by this worker; send json' } };
+    }
+    let request: unknown;
+    try {
+      request = parseJson(body.toString('utf8'));
+    } catch (err) {
+      this.#log.warn({ id: control.id, err: (err as Error).message }, 'request body is not valid JSON');
+      return { refusal: { errorType: 'deserialization', message: `deserialization error: request body is not valid JSON: ${(err as Error).message}` } };
+    }
+    const context = new Context({ id: control.id, metadata: stringValues(control.metadata), ...(trace ? { trace } : {}) });
+    let iterator: AsyncIterator<unknown>;
+    try {
+      iterator = invokeHandler(this.#handler, request, context)[Symbol.asyncIterator]();
+    } catch (err) {
+      this.#log.warn({ id: control.id, err: (err as Error).message }, 'handler failed before streaming');
+      return { refusal: { errorType: 'generate', message: toDynamoException(err).message }, context };
+    }
+    const first = iterator.next();
+    // Awaited once the caller is reached; a rejection before then is not unhandled.
+    first.catch(() => {});
+    return { context, iterator, first };
+  }
+
   #error(type: ErrorType): void {
     this.#metrics.errors.inc({ ...this.#labels, error_type: type });
   }
 }
+
+/** A request parsed and its handler started, or why it is refused. */
+type Started =
+  | { context: Context; iterator: AsyncIterator<unknown>; first: Promise<IteratorResult<unknown>> }
+  | { refusal: { errorType: ErrorType; message: string }; context?: Context };
 
 function stringValues(metadata: Record<string, unknown> | undefined): Record<string, string> {
   if (!metadata) return {};

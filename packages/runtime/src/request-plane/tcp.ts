@@ -71,24 +71,36 @@ export function advertisedHost(bindHost: string, advertiseHost?: string): string
   return '127.0.0.1';
 }
 
+/** Writes to one socket, batched per tick (see {@link tickBatchedWriter}). */
+export interface BatchedWriter {
+  /** Queues `chunk`; returns `socket.write`'s back-pressure flag. */
+  write(chunk: Uint8Array): boolean;
+  /** Sends what is queued now instead of at the end of the tick. */
+  flush(): void;
+}
+
 /**
  * A writer for `socket` that batches everything written in the same tick (pipelined requests, a
  * burst of stream items) into one `writev` instead of one syscall per write: the first write of a
- * tick corks the socket and a `nextTick` uncorks it. Returns `socket.write`'s back-pressure flag.
+ * tick corks the socket and a `nextTick` uncorks it.
  */
-export function tickBatchedWriter(socket: Socket): (chunk: Uint8Array) => boolean {
+export function tickBatchedWriter(socket: Socket): BatchedWriter {
   let corked = false;
-  const uncork = () => {
+  const flush = () => {
+    if (!corked) return;
     corked = false;
     socket.uncork();
   };
-  return (chunk) => {
-    if (!corked) {
-      corked = true;
-      socket.cork();
-      process.nextTick(uncork);
-    }
-    return socket.write(chunk);
+  return {
+    write(chunk) {
+      if (!corked) {
+        corked = true;
+        socket.cork();
+        process.nextTick(flush);
+      }
+      return socket.write(chunk);
+    },
+    flush,
   };
 }
 
@@ -278,13 +290,13 @@ class ServerConnection {
   // Bytes needed (from the start of the current message) before parsing can advance.
   #need = 2;
   #dead = false;
-  readonly #write: (chunk: Uint8Array) => boolean;
+  readonly #writer: BatchedWriter;
 
   constructor(socket: Socket, server: Dispatcher) {
     this.#socket = socket;
     this.#server = server;
     this.#peer = `${socket.remoteAddress}:${socket.remotePort}`;
-    this.#write = tickBatchedWriter(socket);
+    this.#writer = tickBatchedWriter(socket);
     socket.on('data', (chunk: Buffer) => this.#onData(chunk));
     socket.on('end', () => {
       if (this.#pending.size > 0 && !this.#dead) {
@@ -301,7 +313,7 @@ class ServerConnection {
 
   #reply(bytes: Buffer): void {
     // Stop reading while the peer is not reading our replies, so it cannot grow our buffers.
-    if (!this.#write(bytes)) this.#socket.pause();
+    if (!this.#writer.write(bytes)) this.#socket.pause();
   }
 
   /** Framing is lost: answer once with `text`, then close the connection. */
@@ -426,7 +438,7 @@ class ClientConnection {
   #head = 0;
   #ackTimer: NodeJS.Timeout | undefined;
   #connectTimer: NodeJS.Timeout | undefined;
-  readonly #write: (chunk: Uint8Array) => boolean;
+  readonly #writer: BatchedWriter;
   #failed: CannotConnect | undefined;
 
   constructor(address: string, options: Required<Pick<TcpRequestPlaneClientOptions, 'connectTimeoutMs' | 'requestTimeoutMs'>>, onGone: (conn: ClientConnection) => void) {
@@ -436,7 +448,7 @@ class ClientConnection {
     const { host, port } = splitHostPort(address);
     const socket = connect({ host, port, noDelay: true });
     this.#socket = socket;
-    this.#write = tickBatchedWriter(socket);
+    this.#writer = tickBatchedWriter(socket);
     this.#connectTimer = setTimeout(
       () => this.fail(new CannotConnect(`cannot connect to ${address}: no connection within ${options.connectTimeoutMs} ms`)),
       options.connectTimeoutMs,
@@ -476,8 +488,8 @@ class ClientConnection {
         this.#armAckTimer(this.#requestTimeoutMs);
       }
       // Both writes leave in one writev (see tickBatchedWriter), without copying the envelope.
-      this.#write(prefix);
-      this.#write(envelope);
+      this.#writer.write(prefix);
+      this.#writer.write(envelope);
     });
   }
 

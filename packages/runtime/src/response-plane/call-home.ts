@@ -9,7 +9,7 @@ import { connect, type Socket } from 'node:net';
 import { Cancelled, CannotConnect } from '../errors.js';
 import type { ConnectionInfo } from '../request-plane/control.js';
 import { TwoPartDecoder, type TwoPartFrame } from '../request-plane/envelope.js';
-import { silentLogger, splitHostPort, tickBatchedWriter, type PlaneLogger } from '../request-plane/tcp.js';
+import { type BatchedWriter, silentLogger, splitHostPort, tickBatchedWriter, type PlaneLogger } from '../request-plane/tcp.js';
 import { controlWord, encodeHandshake, encodeItemFrame, encodePrologue, END_FRAME, itemJson, SENTINEL_FRAME } from './frames.js';
 
 /** Options of {@link callHome}. */
@@ -85,13 +85,14 @@ export class ResponseSender {
   #phase: Phase = 'handshaken';
   #stopped = false;
   #killed = false;
-  readonly #batched: (chunk: Uint8Array) => boolean;
+  readonly #writer: BatchedWriter;
+  #sentItem = false;
   #drain: Promise<void> | undefined;
 
   /** @internal Use {@link callHome}. */
   constructor(socket: Socket, subject: string, contextId: string, options: CallHomeOptions) {
     this.#socket = socket;
-    this.#batched = tickBatchedWriter(socket);
+    this.#writer = tickBatchedWriter(socket);
     this.#subject = subject;
     this.contextId = contextId;
     this.#closeWaitMs = options.closeWaitMs ?? 10_000;
@@ -128,7 +129,7 @@ export class ResponseSender {
       this.#phase = 'closed';
     });
     // Batched: the handshake leaves in the same writev as the prologue and the first items.
-    this.#batched(encodeHandshake(subject));
+    this.#writer.write(encodeHandshake(subject));
   }
 
   /** Aborted when the caller stops or kills the stream, or disconnects; the reason is `Cancelled`. */
@@ -202,7 +203,15 @@ export class ResponseSender {
       this.#write(encodePrologue(null));
     }
     if (this.#phase !== 'open' || this.#killed) return;
-    if (!this.#write(encodeItemFrame(json))) return this.#drained();
+    const ok = this.#write(encodeItemFrame(json));
+    if (!this.#sentItem) {
+      // The first item is the caller's time to first token: it leaves now, with the handshake and
+      // prologue, rather than after whatever else the handler produces in this tick (an engine
+      // that never yields to the event loop would otherwise send its whole output at once).
+      this.#sentItem = true;
+      this.#writer.flush();
+    }
+    if (!ok) return this.#drained();
   }
 
   /**
@@ -234,7 +243,7 @@ export class ResponseSender {
   }
 
   #write(frame: Buffer): boolean {
-    return this.#batched(frame);
+    return this.#writer.write(frame);
   }
 
   #drained(): Promise<void> {

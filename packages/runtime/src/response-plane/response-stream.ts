@@ -65,6 +65,7 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
   #error: Error | undefined;
   #ended = false;
   #delivered = false; // the consumer has seen the end or the error
+  #taken = false; // the consumer has had an item
   #waiter: Waiter | undefined;
   #wakeScheduled = false;
   readonly #wake = () => {
@@ -175,18 +176,22 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
   #take(batch: boolean): Taken | undefined {
     if (this.#head < this.#items.length) {
       let value: unknown;
-      if (batch) {
+      // The first item goes alone, even to a batch reader: it is the caller's time to first
+      // token, and a backlog read with it (a fast engine's whole output) would hold it back.
+      if (batch && this.#taken) {
         value = this.#head === 0 ? this.#items : this.#items.slice(this.#head);
         this.#items = [];
         this.#head = 0;
       } else {
         value = this.#items[this.#head];
+        if (batch) value = [value];
         this.#items[this.#head++] = undefined;
         if (this.#head === this.#items.length) {
           this.#items = [];
           this.#head = 0;
         }
       }
+      this.#taken = true;
       if (this.#paused && this.#items.length - this.#head <= LOW_WATER) {
         this.#paused = false;
         this.#socket?.resume();

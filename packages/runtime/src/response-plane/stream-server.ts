@@ -54,7 +54,8 @@ export interface PendingResponse {
   /**
    * The same items as {@link stream}, read as batches: each batch is every item that had arrived
    * when the reader asked (at least one), so a reader that falls behind catches up in one step.
-   * Iterate one of the two, once.
+   * The first batch is the first item alone, so a backlog never delays the first token. Iterate
+   * one of the two, once.
    */
   readonly batches: AsyncIterable<unknown[]>;
   /** Asks the worker to stop generating (`"stop"`); items keep arriving until it ends the stream. */
