@@ -332,7 +332,7 @@ const PING = frame('{"token_ids":[1,2,3,4,5,6,7,8]}');
 /** Floor: `concurrency` request/response loops pipelined on one echo connection (FIFO pairing). */
 async function floorEchoPipelined(port: number, total: number): Promise<ShortResult> {
   const socket = await dial(port);
-  const write = tickBatchedWriter(socket);
+  const writer = tickBatchedWriter(socket);
   let waiters: Array<() => void> = [];
   let head = 0;
   socket.on(
@@ -348,7 +348,7 @@ async function floorEchoPipelined(port: number, total: number): Promise<ShortRes
   const result = await closedLoop(total, CONCURRENCY, () =>
     new Promise<void>((resolve) => {
       waiters.push(resolve);
-      write(PING);
+      writer.write(PING);
     }),
   );
   socket.destroy();
