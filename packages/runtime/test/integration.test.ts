@@ -90,6 +90,15 @@ describe.each(setups)('$name', (setup) => {
     expect(batches.every((b) => b.length > 0)).toBe(true);
   });
 
+  it('sends the first item at once, even when the handler keeps the event loop busy after it', async () => {
+    // Writes are batched per tick; the first item (the time to first token) must not wait for
+    // the end of a tick that a fast engine fills with the rest of its output.
+    const arrivals: number[] = [];
+    for await (const _ of client.direct({ count: 2, spinMs: 600 }, workers[0]!.instanceId)) arrivals.push(performance.now());
+    expect(arrivals).toHaveLength(2);
+    expect(arrivals[1]! - arrivals[0]!).toBeGreaterThan(300);
+  });
+
   it('delivers a stop to the worker, which sees isStopped()', async () => {
     const context = new Context();
     let n = 0;
