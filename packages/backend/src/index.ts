@@ -14,7 +14,7 @@ export { engineLog, loggingFromEnv } from './logging.js';
 export type { Log } from '@dynamo/runtime';
 export { modelRegistration, parseEndpointTypes, type ModelRegistration } from './worker/registration.js';
 export { resolveHealthCheck, parseHealthCheckPayload, HEALTH_CHECK_PAYLOAD_ENV } from './worker/health-payload.js';
-export { Context, type ContextOptions, type TraceContext } from '@dynamo/runtime';
+export { Context, type ContextOptions, type TraceContext, registerPrometheus, type RegisterPrometheusOptions } from '@dynamo/runtime';
 export {
   DynamoException,
   Unknown,

@@ -23,7 +23,7 @@ export { HealthCanary, type HealthCheck, type CanaryTiming } from './endpoint/ca
 export { envFlag, loadRuntimeConfig, type RuntimeConfig, type RuntimeConfigOverrides } from './config.js';
 export { validateName, parseEndpointPath, type EndpointPath } from './names.js';
 export { createLogging, parseLogFilter, type Log, type Logging, type LoggingOptions, type LogFilter } from './logger.js';
-export { RuntimeMetrics } from './metrics.js';
+export { registerPrometheus, type RegisterPrometheusOptions, RuntimeMetrics } from './metrics.js';
 export { parseJson, stringifyJson, hexId, parseHexId } from './json.js';
 export { Discovery, type InstanceEvent, type ModelEvent } from './discovery/discovery.js';
 export {

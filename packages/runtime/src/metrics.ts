@@ -15,6 +15,44 @@ const endpointLabels = ['dynamo_namespace', 'dynamo_component', 'dynamo_endpoint
 /** Request-duration buckets from 5 ms to 10 min, like Dynamo's. */
 const durationBuckets = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 
+/** Which of a registry's metrics {@link registerPrometheus} shows. */
+export interface RegisterPrometheusOptions {
+  /** Only metrics whose names start with one of these (e.g. `['myengine_']`); default all. */
+  prefixes?: readonly string[];
+  /** Never metrics whose names start with one of these. */
+  excludePrefixes?: readonly string[];
+}
+
+const foreign = new Map<Registry, RegisterPrometheusOptions>();
+
+/**
+ * Shows `registry`'s metrics (an engine's own prom-client metrics) on `/metrics` of every runtime
+ * in this process, beside Dynamo's, filtered by name prefix as stock Dynamo filters `vllm:` or
+ * `sglang:` metrics. A metric whose name the runtime already uses is left out. Registering the
+ * same registry again replaces its options. Returns a function that takes it off again.
+ */
+export function registerPrometheus(registry: Registry, options: RegisterPrometheusOptions = {}): () => void {
+  foreign.set(registry, { ...options });
+  return () => {
+    foreign.delete(registry);
+  };
+}
+
+const startsWithAny = (name: string, prefixes: readonly string[]) => prefixes.some((p) => name.startsWith(p));
+
+/** The exposition text of the registered registries' metrics that pass their filters. */
+async function foreignMetrics(taken: ReadonlySet<string>): Promise<string> {
+  const parts: string[] = [];
+  for (const [registry, { prefixes, excludePrefixes = [] }] of foreign) {
+    for (const metric of registry.getMetricsAsArray()) {
+      const name = metric.name;
+      if (taken.has(name) || (prefixes && !startsWithAny(name, prefixes)) || startsWithAny(name, excludePrefixes)) continue;
+      parts.push(await registry.getSingleMetricAsString(name));
+    }
+  }
+  return parts.length === 0 ? '' : `${parts.join('\n')}\n`;
+}
+
 /**
  * The runtime's Prometheus metrics, with Dynamo's names (`dynamo_component_*`), in a registry of
  * their own so several runtimes in one process (tests) do not collide.
@@ -53,8 +91,11 @@ export class RuntimeMetrics {
     });
   }
 
-  /** Prometheus text exposition of every metric. */
+  /** Prometheus text exposition of every metric, then those of {@link registerPrometheus}'s registries. */
   async expose(): Promise<string> {
-    return this.registry.metrics();
+    const own = await this.registry.metrics();
+    if (foreign.size === 0) return own;
+    const taken = new Set(this.registry.getMetricsAsArray().map((m) => m.name));
+    return own + (await foreignMetrics(taken));
   }
 }

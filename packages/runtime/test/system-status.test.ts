@@ -1,5 +1,6 @@
+import { Counter, Gauge, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { DistributedRuntime, loadRuntimeConfig, MemKvSpace } from '../src/index.js';
+import { DistributedRuntime, loadRuntimeConfig, MemKvSpace, registerPrometheus } from '../src/index.js';
 import { waitFor } from './harness/free-port.js';
 
 describe('system status server (DYN_SYSTEM_PORT)', () => {
@@ -49,6 +50,35 @@ describe('system status server (DYN_SYSTEM_PORT)', () => {
       expect((await fetch(`${base}/nope`)).status).toBe(404);
     } finally {
       await caller.shutdown();
+      await worker.shutdown();
+    }
+  });
+
+  it("shows an engine's own registry on /metrics, filtered by prefix, until it is taken off", async () => {
+    const env = { DYN_DISCOVERY_BACKEND: 'mem', DYN_SYSTEM_PORT: '0', DYN_SYSTEM_HOST: '127.0.0.1', DYN_LOG: 'error' };
+    const worker = await DistributedRuntime.create({ config: loadRuntimeConfig(env), memSpace: new MemKvSpace() });
+    const engine = new Registry();
+    const tokens = new Counter({ name: 'myengine_generated_tokens_total', help: 'Tokens generated', labelNames: ['dp_rank'], registers: [engine] });
+    new Gauge({ name: 'myengine_internal_queue', help: 'Excluded by prefix', registers: [engine] }).set(3);
+    new Gauge({ name: 'unrelated_gauge', help: 'Not under a shown prefix', registers: [engine] }).set(1);
+    // A name the runtime already uses must not appear twice.
+    new Gauge({ name: 'dynamo_component_uptime_seconds', help: 'Clashes with the runtime', registers: [engine] }).set(-1);
+    tokens.inc({ dp_rank: '0' }, 7);
+    const off = registerPrometheus(engine, { prefixes: ['myengine_', 'dynamo_component_'], excludePrefixes: ['myengine_internal'] });
+    try {
+      const base = `http://127.0.0.1:${worker.systemPort}`;
+      const shown = await (await fetch(`${base}/metrics`)).text();
+      expect(shown).toMatch(/^# TYPE myengine_generated_tokens_total counter$/m);
+      expect(shown).toMatch(/^# HELP myengine_generated_tokens_total Tokens generated$/m);
+      expect(shown).toContain('myengine_generated_tokens_total{dp_rank="0"} 7');
+      expect(shown).not.toContain('myengine_internal_queue');
+      expect(shown).not.toContain('unrelated_gauge');
+      expect(shown.match(/# TYPE dynamo_component_uptime_seconds /g)).toHaveLength(1);
+      expect(shown).not.toMatch(/^dynamo_component_uptime_seconds -1$/m);
+      off();
+      expect(await (await fetch(`${base}/metrics`)).text()).not.toContain('myengine_generated_tokens_total');
+    } finally {
+      off();
       await worker.shutdown();
     }
   });
