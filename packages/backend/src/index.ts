@@ -11,6 +11,7 @@ export { engineHandler, type EngineHandlerOptions } from './worker/engine-handle
 export { run, type EngineClass, type EngineFromArgs, type RunOptions } from './worker/run.js';
 export { Worker, type WorkerOptions } from './worker/worker.js';
 export { engineLog, loggingFromEnv } from './logging.js';
+export { forcedDpRank, validateGlobalDpRank } from './dp-rank.js';
 export type { Log } from '@dynamo/runtime';
 export { modelRegistration, parseEndpointTypes, type ModelRegistration } from './worker/registration.js';
 export { resolveHealthCheck, parseHealthCheckPayload, HEALTH_CHECK_PAYLOAD_ENV } from './worker/health-payload.js';
