@@ -9,6 +9,7 @@ pub mod checksum;
 pub mod detokenizer;
 pub mod error;
 pub mod gguf;
+pub mod parsers;
 pub mod prompt;
 pub mod template;
 pub mod tokenizer;

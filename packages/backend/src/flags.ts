@@ -55,6 +55,18 @@ export const workerFlags = {
     env: 'DYN_CUSTOM_JINJA_TEMPLATE',
     placeholder: 'FILE',
   },
+  dynToolCallParser: {
+    schema: z.string().min(1).optional(),
+    description: 'Tool-call parser frontends apply to this model\'s output (hermes, qwen3_coder, llama3_json, mistral, pythonic, deepseek_v3, ...)',
+    env: 'DYN_TOOL_CALL_PARSER',
+    placeholder: 'NAME',
+  },
+  dynReasoningParser: {
+    schema: z.string().min(1).optional(),
+    description: 'Reasoning parser frontends apply to this model\'s output (basic, qwen3, deepseek_r1, ...)',
+    env: 'DYN_REASONING_PARSER',
+    placeholder: 'NAME',
+  },
   disableKvRouting: { schema: z.boolean().default(false), boolean: true, description: 'Do not publish KV events or load snapshots' },
 } satisfies Flags;
 
@@ -63,12 +75,14 @@ export const workerFlags = {
  * as `modelName`, the served name, ...) on top. Throws `InvalidArgument` naming a bad field.
  */
 export function workerConfigFromFlags(values: FlagValues<typeof workerFlags>, extra: WorkerConfigInput = {}): WorkerConfig {
-  const { disableKvRouting, healthCheckPayload, customJinjaTemplate, ...common } = values;
+  const { disableKvRouting, healthCheckPayload, customJinjaTemplate, dynToolCallParser, dynReasoningParser, ...common } = values;
   return workerConfig({
     ...common,
     enableKvRouting: !disableKvRouting,
     ...(healthCheckPayload && { healthCheckPayload }),
     ...(customJinjaTemplate && { customJinjaTemplate }),
+    ...(dynToolCallParser && { toolCallParser: dynToolCallParser }),
+    ...(dynReasoningParser && { reasoningParser: dynReasoningParser }),
     ...extra,
   });
 }
