@@ -9,6 +9,7 @@ mod gguf;
 mod js_engine;
 mod kernels;
 mod lifecycle;
+mod output_parser;
 mod prompt;
 mod tokenizer;
 mod work;

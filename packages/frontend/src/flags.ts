@@ -35,6 +35,18 @@ export const frontendFlags = {
   },
   enableForceIncludeUsage: { schema: z.boolean().default(false), boolean: true, description: 'End every stream with a usage chunk', env: 'DYN_ENABLE_FORCE_INCLUDE_USAGE' },
   ignoreOpenaiFeUnsupportedFields: { schema: z.boolean().default(false), boolean: true, description: 'Accept unknown request fields instead of answering 400', env: 'DYN_IGNORE_OPENAI_FE_UNSUPPORTED_FIELDS' },
+  dynToolCallParser: {
+    schema: z.string().min(1).optional(),
+    description: "Tool-call parser for models whose workers name none (hermes, qwen3_coder, llama3_json, mistral, pythonic, deepseek_v3)",
+    env: 'DYN_TOOL_CALL_PARSER',
+    placeholder: 'NAME',
+  },
+  dynReasoningParser: {
+    schema: z.string().min(1).optional(),
+    description: 'Reasoning parser for models whose workers name none (basic, qwen3, deepseek_r1, ...)',
+    env: 'DYN_REASONING_PARSER',
+    placeholder: 'NAME',
+  },
 } satisfies Flags;
 
 /** Parsed `dynamo-frontend` options. */
@@ -61,6 +73,8 @@ export function frontendOptionsFromFlags(values: FrontendFlagValues, env: Readon
     ...optional('tlsCertPath', values.tlsCertPath),
     ...optional('tlsKeyPath', values.tlsKeyPath),
     ...optional('modelPath', values.modelPath),
+    ...optional('toolCallParser', values.dynToolCallParser),
+    ...optional('reasoningParser', values.dynReasoningParser),
     metricsPrefix: values.metricsPrefix,
     bodyLimitBytes: Math.round(values.httpBodyLimitMb * 1024 * 1024),
     requestTimeoutMs: Math.round(values.httpRequestTimeoutSecs * 1000),

@@ -32,6 +32,10 @@ export const FrontendSettingsSchema = z.object({
   forceIncludeUsage: z.boolean().default(false),
   /** Accept unknown top-level request fields instead of answering 400. */
   ignoreUnknownFields: z.boolean().default(false),
+  /** Tool-call parser for models whose cards name none. */
+  toolCallParser: z.string().min(1).optional(),
+  /** Reasoning parser for models whose cards name none. */
+  reasoningParser: z.string().min(1).optional(),
 });
 
 /** Plain settings of the frontend, before defaults. */

@@ -1,5 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
+import { modelParsers } from '@dynamo/llm';
 import { type Context, DistributedRuntime, InvalidArgument, parseOrThrow } from '@dynamo/runtime';
 
 import { createHttpServer } from './http/server.js';
@@ -45,6 +46,8 @@ export async function startFrontend(options: FrontendOptions = {}): Promise<Fron
   if ((settings.tlsCertPath === undefined) !== (settings.tlsKeyPath === undefined)) {
     throw new InvalidArgument('options: tlsCertPath and tlsKeyPath go together; give both or neither');
   }
+  const unknownParsers = modelParsers({ toolCallParser: settings.toolCallParser, reasoningParser: settings.reasoningParser }).problems;
+  if (unknownParsers.length > 0) throw new InvalidArgument(`options: ${unknownParsers.join('; ')}`);
   const tls = settings.tlsCertPath && settings.tlsKeyPath ? await readTls(settings.tlsCertPath, settings.tlsKeyPath) : undefined;
   const runtime = given ?? (await DistributedRuntime.create(runtimeOptions));
   const log = runtime.log('frontend');
@@ -54,6 +57,7 @@ export async function startFrontend(options: FrontendOptions = {}): Promise<Fron
     ...(settings.namespace === undefined ? {} : { namespace: settings.namespace }),
     routers: router ?? routerFactory(settings.routerMode),
     cardFiles: new CardFiles({ ...(settings.modelPath === undefined ? {} : { fallbackModelPath: settings.modelPath }), ...(runtimeOptions?.env ? { env: runtimeOptions.env } : {}) }),
+    defaultParsers: { toolCallParser: settings.toolCallParser, reasoningParser: settings.reasoningParser },
     log: runtime.log('frontend.models'),
   });
   const inflight = new Set<Context>();

@@ -31,5 +31,6 @@ export {
   OutputOptionsSchema,
 } from './preprocess/preprocessed-request.js';
 export { Preprocessor, type PreprocessOptions } from './preprocess/preprocessor.js';
+export { ChatOutputParser, joinParts, modelParsers, type ChatParts, type ModelParsers, type ToolCallDelta } from './postprocess/chat-parsing.js';
 export { postprocess, postprocessBatches, OutputPostprocessor, EngineOutputSchema, type EngineOutput, type TextDelta } from './postprocess/postprocessor.js';
 export { Tokenizer, PromptFormatter, Detokenizer, computeBlockHashes, computeSequenceHashes, fileChecksumBlake3 } from '@dynamo/core';

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { type PreprocessedRequest, postprocessBatches, type TextDelta } from '@dynamo/llm';
+import { ChatOutputParser, type ChatParts, joinParts, type PreprocessedRequest, postprocessBatches, type TextDelta } from '@dynamo/llm';
 import { CannotConnect, Context, type DynamoException, type Log, parseTraceparent } from '@dynamo/runtime';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
@@ -10,7 +10,7 @@ import { migratingStream } from '../pipeline/migration.js';
 import { textDeltas } from '../pipeline/text-stream.js';
 import type { Candidate } from '../routing/router.js';
 import { HttpError, toHttpError } from './errors.js';
-import { chunkJson, completeResponse, plainChunkJson, type ResponseIds, responseIds, usageChunkJson, usageOf } from './openai-shapes.js';
+import { chunkJson, completeResponse, parsedChunkJson, parsedResponse, plainChunkJson, type ResponseIds, responseIds, usageChunkJson, usageOf } from './openai-shapes.js';
 import { checkRequestFields, pinnedInstance } from './request-fields.js';
 import { SseWriter } from './sse.js';
 
@@ -40,6 +40,8 @@ interface Generation {
   includeUsage: boolean;
   tracker: RequestTracker;
   deltas: AsyncIterator<TextDelta>;
+  /** Splits chat output into content, reasoning and tool calls when the model has parsers. */
+  parser: ChatOutputParser | undefined;
 }
 
 const header = (req: FastifyRequest, name: string): string | undefined => {
@@ -69,6 +71,7 @@ export function generationHandler(surface: Surface, deps: GenerationDeps) {
     let request: PreprocessedRequest | undefined;
     // Alone, a request is fastest preprocessed on this thread; with others in flight, off it.
     if (model.input === 'Tokens') request = await preprocess(surface, model, body, deps.inflight.size === 0);
+    const parser = request && surface === 'chat' ? ChatOutputParser.forRequest(model.parsers, fields) : undefined;
     const route = (failed: ReadonlySet<bigint>): Candidate => {
       if (pinned !== undefined) {
         const candidate = model.candidate(pinned);
@@ -123,6 +126,7 @@ export function generationHandler(surface: Surface, deps: GenerationDeps) {
         includeUsage: deps.forceIncludeUsage || usage?.include_usage === true,
         tracker,
         deltas: deltas[Symbol.asyncIterator](),
+        parser,
       };
       if (!streaming) {
         const response = await aggregate(generation);
@@ -167,6 +171,14 @@ async function preprocess(surface: Surface, model: ServedModel, body: unknown, o
   return request;
 }
 
+/** A response that made tool calls finishes with `tool_calls`, unless it was cut off. */
+function finishReason(parser: ChatOutputParser, reason: TextDelta['openaiFinishReason']): string {
+  const base = reason ?? 'stop';
+  return base === 'stop' && parser.sawToolCalls ? 'tool_calls' : base;
+}
+
+const isEmpty = (parts: ChatParts): boolean => parts.content === '' && parts.reasoning === '' && parts.toolCalls.length === 0;
+
 /** The prompt's length: ours for Tokens input, the worker's report for Text input. */
 function promptTokens(g: Generation, last: TextDelta | undefined): number {
   return g.promptTokens === 0 && last?.usage ? last.usage.prompt_tokens : g.promptTokens;
@@ -185,7 +197,9 @@ async function aggregate(g: Generation): Promise<Record<string, unknown>> {
   }
   if (g.context.isKilled()) throw new HttpError(499, 'client closed the request');
   const usage = usageOf(promptTokens(g, last), last?.completionTokens ?? 0, last?.usage);
-  return completeResponse(g.surface, g.ids, text, last?.openaiFinishReason ?? 'stop', usage);
+  if (!g.parser) return completeResponse(g.surface, g.ids, text, last?.openaiFinishReason ?? 'stop', usage);
+  const parts = joinParts(g.parser.push(text), g.parser.finish());
+  return parsedResponse(g.ids, parts, finishReason(g.parser, last?.openaiFinishReason), usage);
 }
 
 /**
@@ -207,15 +221,26 @@ async function stream(g: Generation, reply: FastifyReply, first: IteratorResult<
         return false;
       }
       last = delta;
-      if (delta.text === '' && delta.openaiFinishReason === undefined && sent > 0) continue;
-      const finish = delta.openaiFinishReason ?? null;
-      const wait = sse.data(sent > 0 && finish === null ? plain(delta.text) : chunkJson(g.surface, g.ids, delta.text, finish, sent === 0));
+      let json: string;
+      if (g.parser) {
+        const finishing = delta.openaiFinishReason !== undefined;
+        const parts = finishing ? joinParts(g.parser.push(delta.text), g.parser.finish()) : g.parser.push(delta.text);
+        if (!finishing && sent > 0 && isEmpty(parts)) continue;
+        json = parsedChunkJson(g.ids, parts, finishing ? finishReason(g.parser, delta.openaiFinishReason) : null, sent === 0);
+      } else {
+        if (delta.text === '' && delta.openaiFinishReason === undefined && sent > 0) continue;
+        const finish = delta.openaiFinishReason ?? null;
+        json = sent > 0 && finish === null ? plain(delta.text) : chunkJson(g.surface, g.ids, delta.text, finish, sent === 0);
+      }
+      const wait = sse.data(json);
       sent += 1;
       if (wait) await wait;
       if (sse.closed) return false;
     }
     if (g.context.isKilled() || sse.closed) return false;
-    if (last?.openaiFinishReason === undefined) sse.data(chunkJson(g.surface, g.ids, '', 'stop', sent === 0));
+    if (last?.openaiFinishReason === undefined) {
+      sse.data(g.parser ? parsedChunkJson(g.ids, g.parser.finish(), finishReason(g.parser, undefined), sent === 0) : chunkJson(g.surface, g.ids, '', 'stop', sent === 0));
+    }
     if (g.includeUsage) {
       sse.data(usageChunkJson(g.surface, g.ids, usageOf(promptTokens(g, last), last?.completionTokens ?? 0, last?.usage)));
     }

@@ -9,7 +9,7 @@ const COMMON = [
   'nvext', 'top_k', 'min_p', 'repetition_penalty', 'length_penalty', 'use_beam_search', 'min_tokens', 'ignore_eos', 'stop_token_ids',
   'include_stop_str_in_output', 'skip_special_tokens', 'detokenize', 'allowed_token_ids', 'bad_words_token_ids', 'cache_salt',
   'guided_json', 'guided_regex', 'guided_grammar', 'guided_choice', 'guided_decoding_backend', 'guided_whitespace_pattern',
-  'structured_outputs', 'response_format', 'mm_processor_kwargs',
+  'response_format', 'mm_processor_kwargs',
 ];
 const ALLOWED: Record<Surface, ReadonlySet<string>> = {
   chat: new Set([

@@ -1,4 +1,4 @@
-import { mdcsum, ModelDeploymentCardSchema, modelTypeFromWire, ModelType, Preprocessor } from '@dynamo/llm';
+import { mdcsum, ModelDeploymentCardSchema, type ModelParsers, modelTypeFromWire, ModelType, Preprocessor } from '@dynamo/llm';
 import { type Client, type DistributedRuntime, type EndpointRecord, type Log, MDC_BUCKET, type ModelEvent, type ModelRecord } from '@dynamo/runtime';
 
 import type { RouterFactory } from '../routing/router.js';
@@ -12,6 +12,8 @@ export interface ModelRegistryOptions {
   namespace?: string;
   routers: RouterFactory;
   cardFiles: CardFiles;
+  /** Parsers for models whose cards name none (`--dyn-tool-call-parser`, `--dyn-reasoning-parser`). */
+  defaultParsers?: ModelParsers;
   log: Log;
 }
 
@@ -153,7 +155,8 @@ export class ModelRegistry {
     }
     const client = await this.#client(record.namespace, record.component, record.endpoint);
     if (!model) {
-      model = new ServedModel(card, checksum, types, this.#options.routers(card.display_name));
+      model = new ServedModel(card, checksum, types, this.#options.routers(card.display_name), this.#options.defaultParsers);
+      for (const problem of model.parserProblems) this.#options.log.warn({ model: card.display_name, err: problem }, 'its output is served without this parser');
       if (card.model_input === 'Tokens') {
         const log = this.#options.log;
         const loading = this.#options.cardFiles.load(card).then((files) => Preprocessor.create(files, card));

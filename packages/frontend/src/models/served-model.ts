@@ -1,4 +1,4 @@
-import { type ModelDeploymentCard, ModelType, type Preprocessor } from '@dynamo/llm';
+import { type ModelDeploymentCard, type ModelParsers, modelParsers, ModelType, type Preprocessor } from '@dynamo/llm';
 import type { Client } from '@dynamo/runtime';
 
 import type { Candidate, Router } from '../routing/router.js';
@@ -24,6 +24,10 @@ export class ServedModel {
   /** The card's `mdcsum`: a worker registering a different card under this name is refused. */
   readonly checksum: string;
   readonly router: Router;
+  /** The tool-call and reasoning parsers applied to its chat output. */
+  readonly parsers: ModelParsers;
+  /** Why a parser its card names is not applied (this frontend does not have it). */
+  readonly parserProblems: string[];
   readonly #types: number;
   /** Model records (discovery keys) → instance. */
   readonly #records = new Map<string, ModelInstance>();
@@ -33,8 +37,10 @@ export class ServedModel {
   #loadError: Error | undefined;
   #loaded: boolean;
 
-  constructor(card: ModelDeploymentCard, checksum: string, types: number, router: Router) {
+  constructor(card: ModelDeploymentCard, checksum: string, types: number, router: Router, defaultParsers: ModelParsers = {}) {
     this.name = card.display_name;
+    const named = { toolCallParser: card.runtime_config.tool_call_parser, reasoningParser: card.runtime_config.reasoning_parser };
+    ({ parsers: this.parsers, problems: this.parserProblems } = modelParsers(named, defaultParsers));
     this.card = card;
     this.checksum = checksum;
     this.#types = types;

@@ -1,5 +1,7 @@
 import { z } from 'zod';
 
+import { guidedFields, ToolChoiceSchema } from './guided-decoding.js';
+
 /**
  * The OpenAI request fields the preprocessor reads, typed as stock Dynamo deserializes them
  * (ranges it checks afterwards live in validate.ts). Other fields are kept (loose objects).
@@ -31,7 +33,7 @@ const sampling = {
   skip_special_tokens: z.boolean().nullish(),
   stream: z.boolean().nullish(),
   stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
-  response_format: z.looseObject({ type: z.string(), json_schema: z.looseObject({ schema: z.unknown().optional() }).nullish() }).nullish(),
+  ...guidedFields,
   nvext: z
     .looseObject({
       ignore_eos: z.boolean().nullish(),
@@ -54,8 +56,8 @@ export const ChatCompletionRequestSchema = z.looseObject({
   max_completion_tokens: u32.nullish(),
   logprobs: z.boolean().nullish(),
   top_logprobs: u8.nullish(),
-  tools: z.array(z.looseObject({ type: z.string(), function: z.looseObject({ name: z.string() }) })).nullish(),
-  tool_choice: z.unknown().optional(),
+  tools: z.array(z.looseObject({ type: z.string(), function: z.looseObject({ name: z.string(), parameters: z.unknown().optional() }) })).nullish(),
+  tool_choice: ToolChoiceSchema.optional(),
   chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
   chat_template_args: z.record(z.string(), z.unknown()).nullish(),
   ...sampling,

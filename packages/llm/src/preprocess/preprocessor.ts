@@ -4,6 +4,7 @@ import { InvalidArgument, parseOrThrow, stringifyJson } from '@dynamo/runtime';
 import { mdcsum } from '../card/mdcsum.js';
 import type { ModelDeploymentCard } from '../card/schema.js';
 import type { LocalModel } from '../local-model.js';
+import { guidedDecoding } from './guided-decoding.js';
 import { type ChatCompletionRequest, ChatCompletionRequestSchema, type CompletionRequest, CompletionRequestSchema } from './openai.js';
 import type { PreprocessedRequest } from './preprocessed-request.js';
 import { validateSampling } from './validate.js';
@@ -139,8 +140,9 @@ export class Preprocessor {
     const ignoreEos = request.ignore_eos ?? request.nvext?.ignore_eos ?? null;
     const stop = request.stop == null ? null : typeof request.stop === 'string' ? [request.stop] : request.stop;
     const greedy = request.nvext?.greed_sampling === true;
-    const format = request.response_format;
-    const guided = format?.type === 'json_schema' && format.json_schema?.schema !== undefined ? { json: format.json_schema.schema } : format?.type === 'json_object' ? { json: { type: 'object' } } : null;
+    const chat = 'messages' in request ? (request as ChatCompletionRequest) : undefined;
+    const guided = guidedDecoding(request, chat ?? {});
+    const thinking = chat ? this.#thinkingArgs(chat) : undefined;
     // Field order and explicit nulls as the stock frontend sends them.
     return {
       model: request.model,
@@ -183,6 +185,19 @@ export class Preprocessor {
       annotations: request.nvext?.annotations ?? [],
       routing: {},
       router_config_override: null,
+      ...(thinking && { extra_args: { reasoning_parser_kwargs: { chat_template_kwargs: thinking } } }),
     };
+  }
+
+  /**
+   * A request that turns thinking on or off (`enable_thinking` in its template arguments) for a
+   * model with a reasoning parser: the switch in each spelling templates use, which stock Dynamo
+   * forwards to the engine in `extra_args.reasoning_parser_kwargs`.
+   */
+  #thinkingArgs(chat: ChatCompletionRequest): Record<string, unknown> | undefined {
+    if (!this.card.runtime_config.reasoning_parser) return undefined;
+    const enabled = [chat.chat_template_kwargs, chat.chat_template_args].map((args) => args?.enable_thinking).find((v) => typeof v === 'boolean');
+    if (enabled === undefined) return undefined;
+    return { enable_thinking: enabled, thinking: enabled, thinking_mode: enabled ? 'enabled' : 'disabled' };
   }
 }

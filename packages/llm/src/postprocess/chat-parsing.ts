@@ -1,0 +1,114 @@
+import { randomUUID } from 'node:crypto';
+import { checkParserNames, OutputParser } from '@dynamo/core';
+
+/** One tool call as OpenAI streams it: whole, with its position in the response. */
+export interface ToolCallDelta {
+  index: number;
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+/** What a piece of chat output is, once parsed. */
+export interface ChatParts {
+  content: string;
+  reasoning: string;
+  toolCalls: ToolCallDelta[];
+}
+
+/** The model's parsers, from its card's `runtime_config`. */
+export interface ModelParsers {
+  toolCallParser?: string | null | undefined;
+  reasoningParser?: string | null | undefined;
+}
+
+/**
+ * The parsers a model's card names (`runtime_config.tool_call_parser` / `reasoning_parser`),
+ * falling back to `defaults` where the card names none. A name this frontend does not know is
+ * left out, with the reason in `problems`, so the model is still served, unparsed.
+ */
+export function modelParsers(card: ModelParsers, defaults: ModelParsers = {}): { parsers: ModelParsers; problems: string[] } {
+  const problems: string[] = [];
+  const known = (name: string | null | undefined, check: (n: string) => void): string | undefined => {
+    if (!name) return undefined;
+    try {
+      check(name);
+      return name;
+    } catch (err) {
+      problems.push((err as Error).message);
+      return undefined;
+    }
+  };
+  return {
+    parsers: {
+      toolCallParser: known(card.toolCallParser || defaults.toolCallParser, (n) => checkParserNames(n, undefined)),
+      reasoningParser: known(card.reasoningParser || defaults.reasoningParser, (n) => checkParserNames(undefined, n)),
+    },
+    problems,
+  };
+}
+
+/** The request fields that decide which parsers apply. */
+interface ChatFields {
+  tools?: unknown;
+  tool_choice?: unknown;
+  chat_template_args?: unknown;
+  chat_template_kwargs?: unknown;
+}
+
+const thinkingOff = (args: unknown): boolean => typeof args === 'object' && args !== null && (args as { enable_thinking?: unknown }).enable_thinking === false;
+
+/**
+ * Splits one chat request's output into `content`, `reasoning_content` and `tool_calls` with the
+ * model's parsers, as stock Dynamo's frontend does: reasoning first, then tool calls in the rest.
+ * Tool calls are parsed only when the request has `tools` and `tool_choice` is not `none`.
+ * Tool-call text that does not parse comes back as content.
+ */
+export class ChatOutputParser {
+  readonly #parser: OutputParser;
+  #calls = 0;
+
+  private constructor(parser: OutputParser) {
+    this.#parser = parser;
+  }
+
+  /**
+   * The parser for a request, or undefined when none applies (its text goes out as it is).
+   * Throws naming an unknown parser.
+   */
+  static forRequest(parsers: ModelParsers, body: ChatFields): ChatOutputParser | undefined {
+    const tools = Array.isArray(body.tools) && body.tools.length > 0 && body.tool_choice !== 'none' ? body.tools : undefined;
+    const parser = new OutputParser({
+      toolCallParser: parsers.toolCallParser ?? undefined,
+      reasoningParser: parsers.reasoningParser ?? undefined,
+      tools,
+      thinkingDisabled: thinkingOff(body.chat_template_args) || thinkingOff(body.chat_template_kwargs),
+    });
+    return parser.passthrough ? undefined : new ChatOutputParser(parser);
+  }
+
+  /** True once a tool call was parsed: the response finishes with `tool_calls`. */
+  get sawToolCalls(): boolean {
+    return this.#calls > 0;
+  }
+
+  /** Parses the next delta of text. */
+  push(text: string): ChatParts {
+    return this.#parts(this.#parser.push(text));
+  }
+
+  /** The output ended: what was held back. */
+  finish(): ChatParts {
+    return this.#parts(this.#parser.finish());
+  }
+
+  #parts(parsed: { content: string; reasoning: string; toolCalls: Array<{ name: string; arguments: string }> }): ChatParts {
+    const toolCalls = parsed.toolCalls.map((call) => ({ index: this.#calls++, id: `call-${randomUUID()}`, type: 'function' as const, function: call }));
+    return { content: parsed.content, reasoning: parsed.reasoning, toolCalls };
+  }
+}
+
+/** Joins two parses of consecutive output. */
+export function joinParts(a: ChatParts, b: ChatParts): ChatParts {
+  return { content: a.content + b.content, reasoning: a.reasoning + b.reasoning, toolCalls: [...a.toolCalls, ...b.toolCalls] };
+}

@@ -1,0 +1,143 @@
+// Tool-call and reasoning parsing against the release: a replaying engine (one worker per parser
+// setting) emits fixed Qwen3 token sequences, one token per chunk: tool calls in each parser's
+// format, <think> blocks, malformed tool-call text and plain text. For each, our frontend and the
+// stock 1.6.1 frontend, in front of the same worker, must return the same tool_calls,
+// reasoning_content, content and finish_reason, whole and streamed (deltas joined). Skipped,
+// never passed, without PyPI.
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
+import { REPLAY_CASES, type ReplayCase } from '../../packages/frontend/test/fixtures/replay-cases.js';
+import { modelDir, packageDir, post, sseEvents, waitForModel } from '../../packages/frontend/test/support/stack.js';
+import { type Frontend, InteropStack } from './stack.js';
+
+const stock = stockPython();
+if ('skip' in stock) console.warn(`\n*** PARSER PARITY SKIPPED: ${stock.skip} ***\n`);
+
+const replayEngine = join(packageDir, 'test', 'fixtures', 'replay-engine.ts');
+
+/** A worker's parser flags, and the fixture formats it is asked for besides the plain ones. */
+interface ParserWorker {
+  model: string;
+  args: string[];
+  format?: string;
+}
+const PARSER_WORKERS: ParserWorker[] = [
+  { model: 'replay-hermes', args: ['--dyn-tool-call-parser', 'hermes'], format: 'hermes' },
+  { model: 'replay-qwen3-coder', args: ['--dyn-tool-call-parser', 'qwen3_coder'], format: 'qwen3_coder' },
+  { model: 'replay-llama3-json', args: ['--dyn-tool-call-parser', 'llama3_json'], format: 'llama3_json' },
+  { model: 'replay-mistral', args: ['--dyn-tool-call-parser', 'mistral'], format: 'mistral' },
+  { model: 'replay-pythonic', args: ['--dyn-tool-call-parser', 'pythonic'], format: 'pythonic' },
+  { model: 'replay-deepseek-v3', args: ['--dyn-tool-call-parser', 'deepseek_v3'], format: 'deepseek_v3' },
+  { model: 'replay-think-basic', args: ['--dyn-reasoning-parser', 'basic'] },
+  { model: 'replay-think-qwen3', args: ['--dyn-reasoning-parser', 'qwen3'] },
+  { model: 'replay-think-r1', args: ['--dyn-reasoning-parser', 'deepseek_r1'] },
+  { model: 'replay-qwen3', args: ['--dyn-tool-call-parser', 'hermes', '--dyn-reasoning-parser', 'qwen3'], format: 'hermes' },
+];
+
+const TOOLS = [
+  { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' }, unit: { type: 'string' } } } } },
+  { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: { zone: { type: 'string' }, exact: { type: 'boolean' } } } } },
+];
+
+/** What a response says, in a form both frontends can be compared in (tool call ids are random). */
+interface Said {
+  content: string | null;
+  reasoning: string | null;
+  toolCalls: Array<{ name: string; arguments: unknown }>;
+  finish: string | null;
+}
+
+type ToolCallJson = { index?: number; id?: string; type?: string; function?: { name?: string; arguments?: string } };
+
+/** Ids are random `call-<uuid>` (stock's pythonic parser numbers them `call-1`, `call-2`, ...). */
+const CALL_ID = /^call-[0-9a-f-]+$/;
+const orNull = (s: string | null | undefined): string | null => (s === undefined || s === null || s === '' ? null : s);
+const args = (text: string | undefined): unknown => {
+  try {
+    return JSON.parse(text ?? '');
+  } catch {
+    return { unparsable: text };
+  }
+};
+
+async function whole(url: string, body: Record<string, unknown>): Promise<Said> {
+  const res = await post(url, '/v1/chat/completions', body);
+  expect(res.status, await res.clone().text()).toBe(200);
+  const json = (await res.json()) as { choices: Array<{ message: { content: string | null; reasoning_content?: string; tool_calls?: ToolCallJson[] }; finish_reason: string }> };
+  const { message, finish_reason } = json.choices[0]!;
+  for (const call of message.tool_calls ?? []) expect(call).toMatchObject({ id: expect.stringMatching(CALL_ID), type: 'function' });
+  return {
+    content: orNull(message.content),
+    reasoning: orNull(message.reasoning_content),
+    toolCalls: (message.tool_calls ?? []).map((c) => ({ name: c.function!.name!, arguments: args(c.function!.arguments) })),
+    finish: finish_reason,
+  };
+}
+
+async function streamed(url: string, body: Record<string, unknown>): Promise<Said> {
+  const res = await post(url, '/v1/chat/completions', { ...body, stream: true });
+  expect(res.status, await res.clone().text()).toBe(200);
+  const events = await sseEvents(res);
+  expect(events.at(-1)).toBe('[DONE]');
+  let content = '';
+  let reasoning = '';
+  const finishes: string[] = [];
+  const calls = new Map<number, { name: string; arguments: string }>();
+  for (const event of events.slice(0, -1) as Array<{ choices: Array<{ delta: { content?: string | null; reasoning_content?: string | null; tool_calls?: ToolCallJson[] }; finish_reason: string | null }> }>) {
+    for (const choice of event.choices) {
+      content += choice.delta.content ?? '';
+      reasoning += choice.delta.reasoning_content ?? '';
+      for (const call of choice.delta.tool_calls ?? []) {
+        const entry = calls.get(call.index!) ?? { name: '', arguments: '' };
+        if (call.id !== undefined) expect(call.id).toMatch(CALL_ID);
+        entry.name += call.function?.name ?? '';
+        entry.arguments += call.function?.arguments ?? '';
+        calls.set(call.index!, entry);
+      }
+      if (choice.finish_reason) finishes.push(choice.finish_reason);
+    }
+  }
+  expect(finishes.length, 'one finish_reason per stream').toBe(1);
+  const toolCalls = [...calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => ({ name: c.name, arguments: args(c.arguments) }));
+  return { content: orNull(content), reasoning: orNull(reasoning), toolCalls, finish: finishes[0]! };
+}
+
+const casesFor = (worker: ParserWorker): Array<{ seed: number; c: ReplayCase }> =>
+  REPLAY_CASES.map((c, seed) => ({ seed, c })).filter(({ c }) => c.format === 'any' || c.format === worker.format);
+
+describe.skipIf('skip' in stock)('tool-call and reasoning parsers: ours vs the stock 1.6.1 frontend', () => {
+  let stack: InteropStack;
+  const frontends: Record<'stock' | 'our', Frontend> = {} as never;
+
+  beforeAll(async () => {
+    stack = await InteropStack.start({ name: 'file + tcp', discovery: 'file', plane: 'tcp' }, (stock as { python: string }).python);
+    for (const w of PARSER_WORKERS) stack.deployment.nodeProcess(['--import', 'tsx', replayEngine, '--model-path', modelDir, '--model-name', w.model, '--component', w.model, ...w.args]);
+    [frontends.stock, frontends.our] = await Promise.all([stack.stockFrontend(), stack.ourFrontend()]);
+    for (const fe of Object.values(frontends)) for (const w of PARSER_WORKERS) await waitForModel(fe.url, w.model, w.model, 1, 120_000);
+  }, 300_000);
+  afterAll(() => stack?.stop());
+
+  for (const worker of PARSER_WORKERS) {
+    describe(`${worker.model} (${worker.args.join(' ')})`, () => {
+      const variants: Array<[string, Record<string, unknown>]> = worker.format ? [['with tools', { tools: TOOLS }]] : [['', {}], ['enable_thinking false', { chat_template_args: { enable_thinking: false } }]];
+      for (const [variant, extra] of variants) {
+        for (const { seed, c } of casesFor(worker)) {
+          it(`${c.name}${variant ? `, ${variant}` : ''}: same output, whole and streamed`, async () => {
+            const body = { model: worker.model, messages: [{ role: 'user', content: 'What is the weather in Paris?' }], seed, max_tokens: 400, ...extra };
+            for (const read of [whole, streamed]) {
+              const [theirs, ours] = await Promise.all([read(frontends.stock.url, body), read(frontends.our.url, body)]);
+              if (c.stockDropsText && worker.format === c.format) {
+                expect(theirs.content, 'stock drops malformed tool-call text').toBeNull();
+                expect(ours, read.name).toEqual({ ...theirs, content: c.text });
+              } else {
+                expect(ours, read.name).toEqual(theirs);
+              }
+            }
+          });
+        }
+      }
+    });
+  }
+});
