@@ -7,8 +7,10 @@
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import type { Child } from '../../packages/runtime/test/harness/child.js';
 import { stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
 import { REPLAY_CASES, type ReplayCase } from '../../packages/frontend/test/fixtures/replay-cases.js';
+import { waitFor } from '../../packages/runtime/test/harness/free-port.js';
 import { modelDir, packageDir, post, sseEvents, waitForModel } from '../../packages/frontend/test/support/stack.js';
 import { type Frontend, InteropStack } from './stack.js';
 
@@ -35,6 +37,8 @@ const PARSER_WORKERS: ParserWorker[] = [
   { model: 'replay-think-r1', args: ['--dyn-reasoning-parser', 'deepseek_r1'] },
   { model: 'replay-qwen3', args: ['--dyn-tool-call-parser', 'hermes', '--dyn-reasoning-parser', 'qwen3'], format: 'hermes' },
 ];
+/** A worker without parsers: it records what structured-output requests forward. */
+const RECORDER = 'replay-plain';
 
 const TOOLS = [
   { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' }, unit: { type: 'string' } } } } },
@@ -110,13 +114,56 @@ const casesFor = (worker: ParserWorker): Array<{ seed: number; c: ReplayCase }> 
 describe.skipIf('skip' in stock)('tool-call and reasoning parsers: ours vs the stock 1.6.1 frontend', () => {
   let stack: InteropStack;
   const frontends: Record<'stock' | 'our', Frontend> = {} as never;
+  const workers = new Map<string, Child>();
 
   beforeAll(async () => {
     stack = await InteropStack.start({ name: 'file + tcp', discovery: 'file', plane: 'tcp' }, (stock as { python: string }).python);
-    for (const w of PARSER_WORKERS) stack.deployment.nodeProcess(['--import', 'tsx', replayEngine, '--model-path', modelDir, '--model-name', w.model, '--component', w.model, ...w.args]);
+    for (const w of [...PARSER_WORKERS, { model: RECORDER, args: [] }]) {
+      workers.set(w.model, stack.deployment.nodeProcess(['--import', 'tsx', replayEngine, '--model-path', modelDir, '--model-name', w.model, '--component', w.model, ...w.args]));
+    }
     [frontends.stock, frontends.our] = await Promise.all([stack.stockFrontend(), stack.ourFrontend()]);
-    for (const fe of Object.values(frontends)) for (const w of PARSER_WORKERS) await waitForModel(fe.url, w.model, w.model, 1, 120_000);
+    for (const fe of Object.values(frontends)) for (const model of workers.keys()) await waitForModel(fe.url, model, model, 1, 120_000);
   }, 300_000);
+
+  /** The request the worker of `model` got for `body`, through `url`'s frontend. */
+  async function forwarded(url: string, model: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    const worker = workers.get(model)!;
+    const seen = worker.lines.length;
+    const res = await post(url, '/v1/chat/completions', { model, messages: [{ role: 'user', content: 'hi' }], max_tokens: 5, ...body });
+    expect(res.status, await res.clone().text()).toBe(200);
+    await res.text();
+    const line = await waitFor('the worker to print the request', async () => worker.lines.slice(seen).find((l) => l.startsWith('REQUEST ')), 10_000);
+    return JSON.parse(line.slice('REQUEST '.length)) as Record<string, unknown>;
+  }
+
+  const schema = { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'] };
+  const STRUCTURED: Array<[string, Record<string, unknown>]> = [
+    ['response_format json_object', { response_format: { type: 'json_object' } }],
+    ['response_format json_schema', { response_format: { type: 'json_schema', json_schema: { name: 'answer', schema, strict: true } } }],
+    ['response_format text', { response_format: { type: 'text' } }],
+    ['guided_json with backend and whitespace pattern', { guided_json: schema, guided_decoding_backend: 'xgrammar', guided_whitespace_pattern: ' ' }],
+    ['guided_regex', { guided_regex: '[a-z]+' }],
+    ['guided_choice', { guided_choice: ['yes', 'no'] }],
+    ['guided_grammar', { guided_grammar: 'root ::= "a"' }],
+    ['tool_choice required', { tools: TOOLS, tool_choice: 'required' }],
+    ['tool_choice naming a function', { tools: TOOLS, tool_choice: { type: 'function', function: { name: 'get_time' } } }],
+  ];
+  for (const [name, body] of STRUCTURED) {
+    it(`structured outputs, ${name}: the engine gets the same guided_decoding`, async () => {
+      const [theirs, ours] = await Promise.all([forwarded(frontends.stock.url, RECORDER, body), forwarded(frontends.our.url, RECORDER, body)]);
+      const guided = (r: Record<string, unknown>) => (r.sampling_options as { guided_decoding: unknown }).guided_decoding;
+      expect(guided(ours)).toEqual(guided(theirs));
+      expect(ours.token_ids).toEqual(theirs.token_ids);
+    });
+  }
+
+  it('enable_thinking reaches a reasoning model\'s engine in extra_args, as stock forwards it', async () => {
+    for (const args of [{ chat_template_kwargs: { enable_thinking: false } }, { chat_template_args: { enable_thinking: true } }]) {
+      const [theirs, ours] = await Promise.all([forwarded(frontends.stock.url, 'replay-think-r1', args), forwarded(frontends.our.url, 'replay-think-r1', args)]);
+      expect(ours.extra_args).toEqual(theirs.extra_args);
+      expect(ours.token_ids).toEqual(theirs.token_ids);
+    }
+  });
   afterAll(() => stack?.stop());
 
   for (const worker of PARSER_WORKERS) {

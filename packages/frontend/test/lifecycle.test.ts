@@ -63,6 +63,7 @@ describe('dynamo-frontend process', () => {
     [['--http-port', '70000'], 2, /--http-port/],
     [['--tls-cert-path', '/nonexistent.pem'], 2, /tlsCertPath and tlsKeyPath go together/],
     [['--no-such-flag'], 2, /no-such-flag/],
+    [['--dyn-tool-call-parser', 'nope'], 2, /unknown tool_call_parser "nope"; known: deepseek_v3, hermes/],
   ])('dynamo-frontend %j exits %i and says why', async (args, code, message) => {
     const child = startChild(process.execPath, [cli, ...args], { DYN_LOG: 'error' });
     expect(await child.exited).toBe(code);

@@ -39,7 +39,7 @@ export const ToolChoiceSchema = z.union([z.enum(['none', 'auto', 'required']), z
 });
 
 type GuidedRequest = { [K in keyof typeof guidedFields]?: z.output<(typeof guidedFields)[K]> };
-type Tool = { function: { name: string; parameters?: unknown } };
+type Tool = { function: { name: string; [key: string]: unknown } };
 type ToolRequest = { tools?: Tool[] | null | undefined; tool_choice?: z.output<typeof ToolChoiceSchema> | undefined };
 
 /**

@@ -56,7 +56,8 @@ export const ChatCompletionRequestSchema = z.looseObject({
   max_completion_tokens: u32.nullish(),
   logprobs: z.boolean().nullish(),
   top_logprobs: u8.nullish(),
-  tools: z.array(z.looseObject({ type: z.string(), function: z.looseObject({ name: z.string(), parameters: z.unknown().optional() }) })).nullish(),
+  // Only `name` is declared: zod puts declared keys first, and the template renders the rest in the client's order.
+  tools: z.array(z.looseObject({ type: z.string(), function: z.looseObject({ name: z.string() }) })).nullish(),
   tool_choice: ToolChoiceSchema.optional(),
   chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
   chat_template_args: z.record(z.string(), z.unknown()).nullish(),
