@@ -4,6 +4,8 @@
 // stock 1.6.1 frontend, in front of the same worker, must return the same tool_calls,
 // reasoning_content, content and finish_reason, whole and streamed (deltas joined). Skipped,
 // never passed, without PyPI.
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -39,6 +41,13 @@ const PARSER_WORKERS: ParserWorker[] = [
 ];
 /** A worker without parsers: it records what structured-output requests forward. */
 const RECORDER = 'replay-plain';
+/** A worker registered with a custom chat template (`--custom-jinja-template`). */
+const CUSTOM = 'replay-custom-template';
+const CUSTOM_TEMPLATE = [
+  "{%- if messages | length > 1 %}{{ raise_exception('this model takes one message, got ' ~ (messages | length)) }}{%- endif %}",
+  '<|im_start|>custom\n{{ messages[0].content }}<|im_end|>\n',
+  '{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}',
+].join('');
 
 const TOOLS = [
   { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' }, unit: { type: 'string' } } } } },
@@ -115,10 +124,13 @@ describe.skipIf('skip' in stock)('tool-call and reasoning parsers: ours vs the s
   let stack: InteropStack;
   const frontends: Record<'stock' | 'our', Frontend> = {} as never;
   const workers = new Map<string, Child>();
+  const templateDir = mkdtempSync(join(tmpdir(), 'custom-template-'));
 
   beforeAll(async () => {
     stack = await InteropStack.start({ name: 'file + tcp', discovery: 'file', plane: 'tcp' }, (stock as { python: string }).python);
-    for (const w of [...PARSER_WORKERS, { model: RECORDER, args: [] }]) {
+    const template = join(templateDir, 'template.jinja');
+    writeFileSync(template, CUSTOM_TEMPLATE);
+    for (const w of [...PARSER_WORKERS, { model: RECORDER, args: [] }, { model: CUSTOM, args: ['--custom-jinja-template', template] }]) {
       workers.set(w.model, stack.deployment.nodeProcess(['--import', 'tsx', replayEngine, '--model-path', modelDir, '--model-name', w.model, '--component', w.model, ...w.args]));
     }
     [frontends.stock, frontends.our] = await Promise.all([stack.stockFrontend(), stack.ourFrontend()]);
@@ -164,7 +176,30 @@ describe.skipIf('skip' in stock)('tool-call and reasoning parsers: ours vs the s
       expect(ours.token_ids).toEqual(theirs.token_ids);
     }
   });
-  afterAll(() => stack?.stop());
+  afterAll(async () => {
+    await stack?.stop();
+    rmSync(templateDir, { recursive: true, force: true });
+  });
+
+  it('a custom chat template registered by the worker renders the same prompt through both frontends', async () => {
+    const body = { messages: [{ role: 'user', content: 'Bonjour' }] };
+    const [theirs, ours] = await Promise.all([forwarded(frontends.stock.url, CUSTOM, body), forwarded(frontends.our.url, CUSTOM, body)]);
+    expect(ours.token_ids).toEqual(theirs.token_ids);
+    // `<|im_start|>custom\nBonjour<|im_end|>\n<|im_start|>assistant\n` is 7 tokens; the model's own template makes 10 of this message.
+    expect((ours.token_ids as number[]).length).toBe(7);
+  });
+
+  it('a custom template that raises is a 400 from both frontends; ours names the template error', async () => {
+    const body = { model: CUSTOM, messages: [{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b' }, { role: 'user', content: 'c' }] };
+    const [theirs, ours] = await Promise.all([post(frontends.stock.url, '/v1/chat/completions', body), post(frontends.our.url, '/v1/chat/completions', body)]);
+    const [theirText, ourText] = await Promise.all([theirs.text(), ours.text()]);
+    // Stock answers {"message":"Invalid request"} without the reason.
+    expect(theirs.status, theirText).toBe(400);
+    expect(ours.status, ourText).toBe(400);
+    expect(ourText).toContain('this model takes one message, got 3');
+    // The frontends stay up and keep serving the model.
+    for (const fe of Object.values(frontends)) expect((await post(fe.url, '/v1/chat/completions', { model: CUSTOM, messages: [{ role: 'user', content: 'a' }], max_tokens: 2 })).status).toBe(200);
+  });
 
   for (const worker of PARSER_WORKERS) {
     describe(`${worker.model} (${worker.args.join(' ')})`, () => {
