@@ -4,6 +4,7 @@ import type { EngineConfig } from './protocol/engine-config.js';
 import type { KvEventSource } from './protocol/kv-events.js';
 import type { GenerateRequest } from './protocol/request.js';
 import type { WorkerConfig } from './protocol/worker-config.js';
+import type { SnapshotPublisher } from './worker/snapshot-publisher.js';
 
 /**
  * The contract between an inference engine and Dynamo. Subclass it, implement `start`,
@@ -80,6 +81,24 @@ export abstract class LLMEngine {
   async healthCheckPayload(): Promise<Record<string, unknown> | null> {
     return null;
   }
+
+  /**
+   * The data-parallel ranks whose KV cache state this engine reports (see
+   * {@link attachSnapshotPublisher}); the worker then serves `dynamo_component_total_blocks`,
+   * `_gpu_cache_usage_percent` and `_kv_cache_hit_rate` labelled `dp_rank`. Called once after
+   * `start`. Default: none.
+   */
+  componentMetricsDpRanks(): number[] {
+    return [];
+  }
+
+  /**
+   * Hands the engine the publisher of its per-rank KV cache snapshots; call
+   * `publisher.publish(dpRank, { kvUsedBlocks, kvTotalBlocks, gpuCacheUsage, kvCacheHitRate })`
+   * whenever they change. Called once after `start`, only when
+   * {@link componentMetricsDpRanks} named ranks and KV routing is enabled. Default: ignores it.
+   */
+  attachSnapshotPublisher(_publisher: SnapshotPublisher): void {}
 
   /** Where the router gets this engine's KV cache events from; one source per DP rank. Default: none. */
   async kvEventSources(): Promise<KvEventSource[]> {

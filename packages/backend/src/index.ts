@@ -12,6 +12,7 @@ export { run, type EngineClass, type EngineFromArgs, type RunOptions } from './w
 export { Worker, type WorkerOptions } from './worker/worker.js';
 export { engineLog, loggingFromEnv } from './logging.js';
 export { forcedDpRank, validateGlobalDpRank } from './dp-rank.js';
+export { SnapshotPublisher, ComponentSnapshotSchema, type ComponentSnapshot } from './worker/snapshot-publisher.js';
 export type { Log } from '@dynamo/runtime';
 export { modelRegistration, parseEndpointTypes, type ModelRegistration } from './worker/registration.js';
 export { resolveHealthCheck, parseHealthCheckPayload, HEALTH_CHECK_PAYLOAD_ENV } from './worker/health-payload.js';

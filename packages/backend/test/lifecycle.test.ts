@@ -194,3 +194,33 @@ describe('run(): health canary', () => {
     expect(await w.exited).toBe(0);
   }, 40_000);
 });
+
+describe('run(): engine metrics on /metrics', () => {
+  it("shows the engine's registerPrometheus metrics by prefix and the per-DP-rank KV cache gauges", async () => {
+    const w = worker('metered', ['--dp-ranks', '0,1'], { DYN_SYSTEM_PORT: '0', DYN_SYSTEM_HOST: '127.0.0.1' });
+    const id = await serving(w);
+    const metrics = `http://127.0.0.1:${await systemPort(w)}/metrics`;
+    const sample = (text: string, name: string, rank?: number) =>
+      text.split('\n').find((l) => (l.startsWith(`${name}{`) || l.startsWith(`${name} `)) && (rank === undefined || l.includes(`dp_rank="${rank}"`)))?.split(' ').at(-1);
+
+    let text = await (await fetch(metrics)).text();
+    // Seeded at 0 for each rank before the engine reports anything; no hit rate until one is known.
+    expect([sample(text, 'dynamo_component_total_blocks', 0), sample(text, 'dynamo_component_total_blocks', 1)]).toEqual(['0', '0']);
+    expect(sample(text, 'dynamo_component_gpu_cache_usage_percent', 1)).toBe('0');
+    expect(sample(text, 'dynamo_component_kv_cache_hit_rate')).toBeUndefined();
+    expect(sample(text, 'lifecycle_requests_total')).toBe('0');
+
+    const client = await caller.endpoint('dynamo.metered.generate').client();
+    for (let i = 0; i < 2; i++) await collect(await client.direct(request(1), id));
+    text = await (await fetch(metrics)).text();
+    expect(sample(text, 'lifecycle_requests_total')).toBe('2');
+    expect(text).not.toContain('private_debug_total');
+    expect(sample(text, 'dynamo_component_total_blocks', 1)).toBe('64');
+    expect(sample(text, 'dynamo_component_gpu_cache_usage_percent', 1)).toBe(String(2 / 64));
+    expect(sample(text, 'dynamo_component_kv_cache_hit_rate', 1)).toBe('0.5');
+    expect(sample(text, 'dynamo_component_total_blocks', 0)).toBe('0');
+    expect(text).toMatch(/dynamo_component_total_blocks\{[^}]*dynamo_component="metered"[^}]*model="lifecycle"[^}]*dp_rank="1"\} 64/);
+    w.child.kill('SIGTERM');
+    expect(await w.exited).toBe(0);
+  }, 40_000);
+});

@@ -16,14 +16,15 @@ export type LifecycleLabels = {
  * long each shutdown stage ran and why it ended.
  */
 export class LifecycleMetrics {
-  readonly #labels: LifecycleLabels;
+  /** The labels every worker metric carries. */
+  readonly labels: LifecycleLabels;
   readonly #modelLoad: Gauge;
   readonly #drain: Gauge;
   readonly #cleanup: Gauge;
   readonly #stage: Gauge;
 
   constructor(runtime: DistributedRuntime, labels: LifecycleLabels) {
-    this.#labels = labels;
+    this.labels = labels;
     const registers = [runtime.metrics.registry];
     const labelNames = Object.keys(labels);
     this.#modelLoad = new Gauge({ name: 'dynamo_component_model_load_time_seconds', help: 'Time engine.start() took', labelNames, registers });
@@ -40,13 +41,13 @@ export class LifecycleMetrics {
   }
 
   modelLoaded(seconds: number): void {
-    this.#modelLoad.set(this.#labels, seconds);
+    this.#modelLoad.set(this.labels, seconds);
   }
 
   /** A shutdown stage ended. */
   stage(stage: string, reason: string, seconds: number): void {
-    this.#stage.set({ ...this.#labels, stage, reason }, seconds);
-    if (stage === 'kv_transfer') this.#drain.set(this.#labels, seconds);
-    if (stage === 'cleanup') this.#cleanup.set(this.#labels, seconds);
+    this.#stage.set({ ...this.labels, stage, reason }, seconds);
+    if (stage === 'kv_transfer') this.#drain.set(this.labels, seconds);
+    if (stage === 'cleanup') this.#cleanup.set(this.labels, seconds);
   }
 }

@@ -11,6 +11,7 @@ import {
   type ServedEndpoint,
   Unknown,
 } from '@dynamo/runtime';
+import { z } from 'zod';
 
 import { LLMEngine } from '../engine.js';
 import { loggingFromEnv } from '../logging.js';
@@ -19,7 +20,8 @@ import { type WorkerConfig, type WorkerConfigInput, workerConfig } from '../prot
 import { engineHandler } from './engine-handler.js';
 import { EngineGate } from './engine-gate.js';
 import { resolveHealthCheck } from './health-payload.js';
-import { LifecycleMetrics } from './lifecycle-metrics.js';
+import { type LifecycleLabels, LifecycleMetrics } from './lifecycle-metrics.js';
+import { SnapshotPublisher } from './snapshot-publisher.js';
 import { modelRegistration, requireModelPath } from './registration.js';
 import { type ShutdownHost, ShutdownRun } from './shutdown-executor.js';
 
@@ -191,6 +193,7 @@ export class Worker {
       model_name: registration.servedName,
     });
     metrics.modelLoaded(loadSecs);
+    this.#componentMetrics(runtime, metrics.labels);
     log.info({ engine: this.#name, model: engineConfig.model, seconds: Number(loadSecs.toFixed(3)) }, 'engine started');
     if (this.#stopRequested) {
       log.info('Shutdown signal observed during engine.start(); running orchestrator');
@@ -220,6 +223,19 @@ export class Worker {
     log.info(why === 'signal' ? 'Received shutdown signal; running graceful orchestration' : 'Endpoint completed gracefully; running shutdown orchestration');
     await this.#orchestrate(served, metrics);
     await served.stop({ drainTimeoutMs: 0 });
+  }
+
+  /** The per-rank KV cache gauges, when the engine reports ranks; the engine gets their publisher when KV routing is on. */
+  #componentMetrics(runtime: DistributedRuntime, labels: LifecycleLabels): void {
+    let ranks: number[];
+    try {
+      ranks = parseOrThrow(z.array(z.uint32()), this.engine.componentMetricsDpRanks(), 'componentMetricsDpRanks()');
+    } catch (err) {
+      throw new InvalidArgument(`engine ${this.#name}: ${message(err)}`, { cause: err });
+    }
+    if (ranks.length === 0) return;
+    const publisher = new SnapshotPublisher(runtime, labels, ranks);
+    if (this.config.enableKvRouting) this.engine.attachSnapshotPublisher(publisher);
   }
 
   #checkEngineConfig(config: unknown): EngineConfig {
