@@ -41,6 +41,12 @@ const PARSER_WORKERS: ParserWorker[] = [
 ];
 /** A worker without parsers: it records what structured-output requests forward. */
 const RECORDER = 'replay-plain';
+/** Workers whose cards turn structural tags on (stock has tags for hermes and qwen3_coder only). */
+const STRUCTURAL_TAG_WORKERS: ParserWorker[] = [
+  { model: 'replay-tags-hermes', args: ['--dyn-tool-call-parser', 'hermes', '--dyn-enable-structural-tag'] },
+  { model: 'replay-tags-coder', args: ['--dyn-tool-call-parser', 'qwen3_coder', '--dyn-enable-structural-tag', '--dyn-structural-tag-scope', 'always', '--dyn-structural-tag-schema', 'strict'] },
+  { model: 'replay-tags-mistral', args: ['--dyn-tool-call-parser', 'mistral', '--dyn-enable-structural-tag'] },
+];
 /** A worker registered with a custom chat template (`--custom-jinja-template`). */
 const CUSTOM = 'replay-custom-template';
 const CUSTOM_TEMPLATE = [
@@ -130,7 +136,7 @@ describe.skipIf('skip' in stock)('tool-call and reasoning parsers: ours vs the s
     stack = await InteropStack.start({ name: 'file + tcp', discovery: 'file', plane: 'tcp' }, (stock as { python: string }).python);
     const template = join(templateDir, 'template.jinja');
     writeFileSync(template, CUSTOM_TEMPLATE);
-    for (const w of [...PARSER_WORKERS, { model: RECORDER, args: [] }, { model: CUSTOM, args: ['--custom-jinja-template', template] }]) {
+    for (const w of [...PARSER_WORKERS, ...STRUCTURAL_TAG_WORKERS, { model: RECORDER, args: [] }, { model: CUSTOM, args: ['--custom-jinja-template', template] }]) {
       workers.set(w.model, stack.deployment.nodeProcess(['--import', 'tsx', replayEngine, '--model-path', modelDir, '--model-name', w.model, '--component', w.model, ...w.args]));
     }
     [frontends.stock, frontends.our] = await Promise.all([stack.stockFrontend(), stack.ourFrontend()]);
@@ -149,6 +155,39 @@ describe.skipIf('skip' in stock)('tool-call and reasoning parsers: ours vs the s
   }
 
   const schema = { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'] };
+  const closed = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false };
+  const LOOSE_TOOLS = [TOOLS[0], { type: 'function', function: { name: 'get_time', strict: false, parameters: { type: 'object', properties: { zone: { type: 'string' } } } } }];
+  const STRICT_TOOLS = [{ type: 'function', function: { name: 'get_weather', strict: true, parameters: closed } }, TOOLS[1]];
+  const BAD_STRICT_TOOLS = [{ type: 'function', function: { name: 'get_weather', strict: true, parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+  const TAGGED: Array<[string, string, Record<string, unknown>]> = STRUCTURAL_TAG_WORKERS.flatMap(({ model }) => [
+    [model, 'tool_choice required, one tool strict: false', { tools: LOOSE_TOOLS, tool_choice: 'required' }],
+    [model, 'tool_choice naming a function', { tools: LOOSE_TOOLS, tool_choice: { type: 'function', function: { name: 'get_weather' } } }],
+    [model, 'tool_choice auto', { tools: TOOLS, tool_choice: 'auto' }],
+    [model, 'tool_choice auto, a strict tool', { tools: STRICT_TOOLS }],
+    [model, 'tool_choice auto, parallel_tool_calls false', { tools: TOOLS, parallel_tool_calls: false }],
+  ]);
+  for (const [model, name, body] of TAGGED) {
+    it(`structural tags, ${model}, ${name}: the engine gets the same guided_decoding`, async () => {
+      const [theirs, ours] = await Promise.all([forwarded(frontends.stock.url, model, body), forwarded(frontends.our.url, model, body)]);
+      const guided = (r: Record<string, unknown>) => (r.sampling_options as { guided_decoding: unknown }).guided_decoding;
+      expect(guided(ours)).toEqual(guided(theirs));
+    });
+  }
+
+  it.each([
+    [{ additionalProperties: true }, "In context=#, object schemas require additionalProperties: false"],
+    [{ additionalProperties: false }, "In context=#/required, must include property 'city'"],
+  ])('a strict tool whose schema breaks the strict rules (%j) is a 400 from both frontends, naming the function', async (extra, message) => {
+    const tools = [{ type: 'function', function: { name: 'get_weather', strict: true, parameters: { ...BAD_STRICT_TOOLS[0]!.function.parameters, ...extra } } }];
+    const body = { model: 'replay-tags-hermes', messages: [{ role: 'user', content: 'hi' }], tools };
+    for (const fe of Object.values(frontends)) {
+      const res = await post(fe.url, '/v1/chat/completions', body);
+      const text = await res.text();
+      expect(res.status, `${fe.name}: ${text}`).toBe(400);
+      expect(text, fe.name).toContain(`Invalid schema for function 'get_weather': ${message}`);
+    }
+  });
+
   const STRUCTURED: Array<[string, Record<string, unknown>]> = [
     ['response_format json_object', { response_format: { type: 'json_object' } }],
     ['response_format json_schema', { response_format: { type: 'json_schema', json_schema: { name: 'answer', schema, strict: true } } }],

@@ -67,6 +67,24 @@ export const workerFlags = {
     env: 'DYN_REASONING_PARSER',
     placeholder: 'NAME',
   },
+  dynEnableStructuralTag: {
+    schema: z.boolean().default(false),
+    boolean: true,
+    description: 'Let frontends constrain tool calls with structural tags (hermes, qwen3_coder)',
+    env: 'DYN_ENABLE_STRUCTURAL_TAG',
+  },
+  dynStructuralTagScope: {
+    schema: z.enum(['auto', 'always']).default('auto'),
+    description: 'Structural tags for tool_choice auto: auto (only for strict tools or parallel_tool_calls false) or always',
+    env: 'DYN_STRUCTURAL_TAG_SCOPE',
+    placeholder: 'SCOPE',
+  },
+  dynStructuralTagSchema: {
+    schema: z.enum(['auto', 'strict']).default('auto'),
+    description: 'Hold tool arguments to their schema: auto (unless a tool says strict: false) or strict (always)',
+    env: 'DYN_STRUCTURAL_TAG_SCHEMA',
+    placeholder: 'MODE',
+  },
   disableKvRouting: { schema: z.boolean().default(false), boolean: true, description: 'Do not publish KV events or load snapshots' },
 } satisfies Flags;
 
@@ -75,9 +93,13 @@ export const workerFlags = {
  * as `modelName`, the served name, ...) on top. Throws `InvalidArgument` naming a bad field.
  */
 export function workerConfigFromFlags(values: FlagValues<typeof workerFlags>, extra: WorkerConfigInput = {}): WorkerConfig {
-  const { disableKvRouting, healthCheckPayload, customJinjaTemplate, dynToolCallParser, dynReasoningParser, ...common } = values;
+  const { disableKvRouting, healthCheckPayload, customJinjaTemplate, dynToolCallParser, dynReasoningParser, dynEnableStructuralTag, dynStructuralTagScope, dynStructuralTagSchema, ...common } =
+    values;
   return workerConfig({
     ...common,
+    structuralTagMode: dynEnableStructuralTag ? 'on' : 'off',
+    structuralTagScope: dynStructuralTagScope,
+    structuralTagSchema: dynStructuralTagSchema,
     enableKvRouting: !disableKvRouting,
     ...(healthCheckPayload && { healthCheckPayload }),
     ...(customJinjaTemplate && { customJinjaTemplate }),

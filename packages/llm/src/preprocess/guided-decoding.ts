@@ -40,7 +40,21 @@ export const ToolChoiceSchema = z.union([z.enum(['none', 'auto', 'required']), z
 
 type GuidedRequest = { [K in keyof typeof guidedFields]?: z.output<(typeof guidedFields)[K]> };
 type Tool = { function: { name: string; [key: string]: unknown } };
-type ToolRequest = { tools?: Tool[] | null | undefined; tool_choice?: z.output<typeof ToolChoiceSchema> | undefined };
+type ToolRequest = { tools?: Tool[] | null | undefined; tool_choice?: z.output<typeof ToolChoiceSchema> | undefined; parallel_tool_calls?: unknown };
+
+/** The card's structural-tag policy (`runtime_config.structural_tag_*`) and its tool-call parser. */
+export interface StructuralTagPolicy {
+  toolCallParser?: string | null | undefined;
+  mode?: string | undefined;
+  scope?: string | undefined;
+  schema?: unknown;
+}
+
+/** How each tool call of a parser's format is written: the text around its arguments. */
+const TAG_FORMATS: Record<string, { trigger: string; begin: (name: string) => string; end: string; style: string }> = {
+  hermes: { trigger: '<tool_call>', begin: (name) => `<tool_call>\n{"name": ${JSON.stringify(name)}, "arguments": `, end: '}\n</tool_call>', style: 'json' },
+  qwen3_coder: { trigger: '<tool_call>\n<function=', begin: (name) => `<tool_call>\n<function=${name}>\n`, end: '\n</function>\n</tool_call>', style: 'qwen_xml' },
+};
 
 /**
  * `sampling_options.guided_decoding` as stock Dynamo fills it: the one constraint (`json`,
@@ -48,7 +62,7 @@ type ToolRequest = { tools?: Tool[] | null | undefined; tool_choice?: z.output<t
  * tool choice, with `backend` and `whitespace_pattern` when given; null when there is none.
  * Throws `InvalidArgument` when more than one constraint is set or the chosen tool is missing.
  */
-export function guidedDecoding(request: GuidedRequest, tools: ToolRequest = {}): Record<string, unknown> | null {
+export function guidedDecoding(request: GuidedRequest, tools: ToolRequest = {}, policy: StructuralTagPolicy = {}): Record<string, unknown> | null {
   const constraints: Array<[string, unknown]> = [];
   const format = request.response_format;
   if (format?.type === 'json_object') constraints.push(['json', { type: 'object' }]);
@@ -57,7 +71,9 @@ export function guidedDecoding(request: GuidedRequest, tools: ToolRequest = {}):
   if (request.guided_regex != null) constraints.push(['regex', request.guided_regex]);
   if (request.guided_choice != null) constraints.push(['choice', request.guided_choice]);
   if (request.guided_grammar != null) constraints.push(['grammar', request.guided_grammar]);
-  const forced = toolChoiceSchema(tools);
+  const tag = structuralTag(tools, policy);
+  const forced = tag ? undefined : toolChoiceSchema(tools);
+  if (tag) constraints.push(['structural_tag', tag]);
   if (forced) constraints.push(['json', forced]);
   if (constraints.length > 1) throw new InvalidArgument(`Only one guided-decoding constraint can be set; received: ${constraints.map(([k]) => k).join(', ')}`);
   if (constraints.length === 0) return null;
@@ -79,4 +95,53 @@ function toolChoiceSchema({ tools, tool_choice: choice }: ToolRequest): unknown 
   const tool = tools.find((t) => t.function.name === choice.function.name);
   if (!tool) throw new InvalidArgument(`request.tool_choice.function.name: no tool named ${JSON.stringify(choice.function.name)} in request.tools`);
   return tool.function.parameters ?? {};
+}
+
+const strictOf = (tool: Tool): unknown => tool.function.strict;
+
+/**
+ * The xgrammar structural tag stock Dynamo asks for when the card turns structural tags on and
+ * the parser's format has one (hermes, qwen3_coder): one tag per allowed tool, its arguments held
+ * to the tool's schema (any JSON for a tool with `strict: false` unless the schema policy is
+ * `strict`). Used for a forced tool choice, and for `auto` with scope `always`, a tool marked
+ * `strict: true`, or `parallel_tool_calls: false`. Undefined otherwise.
+ */
+function structuralTag({ tools, tool_choice: choice, parallel_tool_calls: parallel }: ToolRequest, policy: StructuralTagPolicy): unknown {
+  if (policy.mode !== 'on' || !tools?.length || choice === 'none') return undefined;
+  for (const tool of tools) if (strictOf(tool) === true) checkStrictSchema(tool.function.name, tool.function.parameters);
+  const format = TAG_FORMATS[policy.toolCallParser ?? ''];
+  if (!format) return undefined;
+  const kind = choice === undefined ? 'auto' : typeof choice === 'string' ? choice : 'named';
+  const explicitStrict = tools.some((t) => strictOf(t) === true);
+  if (kind === 'auto' && !(policy.scope === 'always' || explicitStrict || parallel === false)) return undefined;
+  const allowed = kind === 'named' ? tools.filter((t) => t.function.name === (choice as { function: { name: string } }).function.name) : tools;
+  if (allowed.length === 0) throw new InvalidArgument(`request.tool_choice.function.name: no tool named ${JSON.stringify((choice as { function: { name: string } }).function.name)} in request.tools`);
+  const enforced = (tool: Tool) => policy.schema === 'strict' || strictOf(tool) !== false;
+  const tags = allowed.map((tool) => ({
+    type: 'tag',
+    begin: format.begin(tool.function.name),
+    content: { type: 'json_schema', json_schema: enforced(tool) ? (tool.function.parameters ?? { type: 'object', properties: {} }) : true, style: format.style },
+    end: format.end,
+  }));
+  const forcedCall = kind === 'required' || kind === 'named';
+  return { type: 'structural_tag', format: { type: 'triggered_tags', triggers: [format.trigger], tags, at_least_one: forcedCall, stop_after_first: !forcedCall && parallel === false } };
+}
+
+/**
+ * OpenAI's rules for `strict: true` tools, with stock's messages: every object schema closes
+ * itself with `additionalProperties: false` and lists all its properties as `required`.
+ */
+function checkStrictSchema(name: string, schema: unknown, context = '#'): void {
+  if (typeof schema !== 'object' || schema === null) return;
+  const node = schema as { type?: unknown; properties?: Record<string, unknown>; additionalProperties?: unknown; items?: unknown; required?: unknown };
+  const fail = (where: string, message: string): never => {
+    throw new InvalidArgument(`Validation: Invalid schema for function '${name}': In context=${where}, ${message}`);
+  };
+  if (node.type === 'object' || node.properties !== undefined) {
+    if (node.additionalProperties !== false) fail(context, 'object schemas require additionalProperties: false');
+    const required = Array.isArray(node.required) ? node.required : [];
+    for (const key of Object.keys(node.properties ?? {})) if (!required.includes(key)) fail(`${context}/required`, `must include property '${key}'`);
+  }
+  for (const [key, value] of Object.entries(node.properties ?? {})) checkStrictSchema(name, value, `${context}/properties/${key}`);
+  if (node.items !== undefined) checkStrictSchema(name, node.items, `${context}/items`);
 }

@@ -59,6 +59,7 @@ export const ChatCompletionRequestSchema = z.looseObject({
   // Only `name` is declared: zod puts declared keys first, and the template renders the rest in the client's order.
   tools: z.array(z.looseObject({ type: z.string(), function: z.looseObject({ name: z.string() }) })).nullish(),
   tool_choice: ToolChoiceSchema.optional(),
+  parallel_tool_calls: z.boolean().nullish(),
   chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
   chat_template_args: z.record(z.string(), z.unknown()).nullish(),
   ...sampling,

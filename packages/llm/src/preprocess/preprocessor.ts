@@ -141,7 +141,13 @@ export class Preprocessor {
     const stop = request.stop == null ? null : typeof request.stop === 'string' ? [request.stop] : request.stop;
     const greedy = request.nvext?.greed_sampling === true;
     const chat = 'messages' in request ? (request as ChatCompletionRequest) : undefined;
-    const guided = guidedDecoding(request, chat ?? {});
+    const runtime = this.card.runtime_config;
+    const guided = guidedDecoding(request, chat ?? {}, {
+      toolCallParser: runtime.tool_call_parser,
+      mode: runtime.structural_tag_mode,
+      scope: runtime.structural_tag_scope,
+      schema: runtime.structural_tag_schema,
+    });
     const thinking = chat ? this.#thinkingArgs(chat) : undefined;
     // Field order and explicit nulls as the stock frontend sends them.
     return {
