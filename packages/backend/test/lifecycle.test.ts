@@ -214,6 +214,8 @@ describe('run(): engine metrics on /metrics', () => {
     for (let i = 0; i < 2; i++) await collect(await client.direct(request(1), id));
     text = await (await fetch(metrics)).text();
     expect(sample(text, 'lifecycle_requests_total')).toBe('2');
+    // The engine's metrics carry the worker's labels.
+    expect(text).toContain('lifecycle_requests_total{dynamo_namespace="dynamo",dynamo_component="metered",dynamo_endpoint="generate",model="lifecycle",model_name="lifecycle"} 2');
     expect(text).not.toContain('private_debug_total');
     expect(sample(text, 'dynamo_component_total_blocks', 1)).toBe('64');
     expect(sample(text, 'dynamo_component_gpu_cache_usage_percent', 1)).toBe(String(2 / 64));

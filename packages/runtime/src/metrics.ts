@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, type MetricObjectWithValues, type MetricValue, Registry } from 'prom-client';
 
 /** Labels Dynamo attaches to every endpoint metric. */
 export interface EndpointLabels {
@@ -40,14 +40,35 @@ export function registerPrometheus(registry: Registry, options: RegisterPromethe
 
 const startsWithAny = (name: string, prefixes: readonly string[]) => prefixes.some((p) => name.startsWith(p));
 
-/** The exposition text of the registered registries' metrics that pass their filters. */
-async function foreignMetrics(taken: ReadonlySet<string>): Promise<string> {
+const escapeLabel = (value: string) => value.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n');
+const formatValue = (value: number) => (Number.isNaN(value) ? 'NaN' : value === Infinity ? '+Inf' : value === -Infinity ? '-Inf' : String(value));
+
+/** One metric in the text format, each sample with `labels` added where it has no label of that name. */
+function withLabels({ name, help, type, values }: MetricObjectWithValues<MetricValue<string>>, labels: Readonly<Record<string, string>>): string {
+  const lines = [`# HELP ${name} ${help.replace(/\\/g, '\\\\').replace(/\n/g, '\\n')}`, `# TYPE ${name} ${String(type)}`];
+  for (const sample of values) {
+    const all = { ...labels, ...(sample.labels as Record<string, string | number>) };
+    const rendered = Object.entries(all).map(([k, v]) => `${k}="${escapeLabel(String(v))}"`);
+    const sampleName = (sample as { metricName?: string }).metricName ?? name;
+    lines.push(`${sampleName}${rendered.length > 0 ? `{${rendered.join(',')}}` : ''} ${formatValue(sample.value)}`);
+  }
+  return lines.join('\n');
+}
+
+/**
+ * The exposition text of the registered registries' metrics that pass their filters, with
+ * `labels` (the worker's endpoint and model) added to each sample that lacks them: the sample's
+ * own labels win, as in stock's `gather_with_labels`.
+ */
+async function foreignMetrics(taken: ReadonlySet<string>, labels: Readonly<Record<string, string>>): Promise<string> {
   const parts: string[] = [];
+  const plain = Object.keys(labels).length === 0;
   for (const [registry, { prefixes, excludePrefixes = [] }] of foreign) {
-    for (const metric of registry.getMetricsAsArray()) {
-      const name = metric.name;
-      if (taken.has(name) || (prefixes && !startsWithAny(name, prefixes)) || startsWithAny(name, excludePrefixes)) continue;
-      parts.push(await registry.getSingleMetricAsString(name));
+    const shown = ({ name }: { name: string }) => !taken.has(name) && (!prefixes || startsWithAny(name, prefixes)) && !startsWithAny(name, excludePrefixes);
+    if (plain) {
+      for (const metric of registry.getMetricsAsArray().filter(shown)) parts.push(await registry.getSingleMetricAsString(metric.name));
+    } else {
+      for (const metric of (await registry.getMetricsAsJSON()).filter(shown)) parts.push(withLabels(metric as MetricObjectWithValues<MetricValue<string>>, labels));
     }
   }
   return parts.length === 0 ? '' : `${parts.join('\n')}\n`;
@@ -91,11 +112,14 @@ export class RuntimeMetrics {
     });
   }
 
+  /** Labels added to the metrics of {@link registerPrometheus}'s registries (the worker sets its endpoint and model). */
+  engineLabels: Readonly<Record<string, string>> = {};
+
   /** Prometheus text exposition of every metric, then those of {@link registerPrometheus}'s registries. */
   async expose(): Promise<string> {
     const own = await this.registry.metrics();
     if (foreign.size === 0) return own;
     const taken = new Set(this.registry.getMetricsAsArray().map((m) => m.name));
-    return own + (await foreignMetrics(taken));
+    return own + (await foreignMetrics(taken, this.engineLabels));
   }
 }

@@ -1,4 +1,4 @@
-import { Counter, Gauge, Registry } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { DistributedRuntime, loadRuntimeConfig, MemKvSpace, registerPrometheus } from '../src/index.js';
 import { waitFor } from './harness/free-port.js';
@@ -77,6 +77,27 @@ describe('system status server (DYN_SYSTEM_PORT)', () => {
       expect(shown).not.toMatch(/^dynamo_component_uptime_seconds -1$/m);
       off();
       expect(await (await fetch(`${base}/metrics`)).text()).not.toContain('myengine_generated_tokens_total');
+    } finally {
+      off();
+      await worker.shutdown();
+    }
+  });
+
+  it("labels an engine's metrics with the worker's labels, its own labels winning", async () => {
+    const env = { DYN_DISCOVERY_BACKEND: 'mem', DYN_SYSTEM_PORT: '0', DYN_SYSTEM_HOST: '127.0.0.1', DYN_LOG: 'error' };
+    const worker = await DistributedRuntime.create({ config: loadRuntimeConfig(env), memSpace: new MemKvSpace() });
+    const engine = new Registry();
+    new Counter({ name: 'labelled_tokens_total', help: 'Tokens', labelNames: ['dp_rank', 'model'], registers: [engine] }).inc({ dp_rank: '1', model: 'own "name"' }, 3);
+    new Histogram({ name: 'labelled_step_seconds', help: 'Step time', buckets: [0.1, 1], registers: [engine] }).observe(0.5);
+    worker.metrics.engineLabels = { dynamo_component: 'backend', model: 'qwen3', dp_rank: 'never' };
+    const off = registerPrometheus(engine, { prefixes: ['labelled_'] });
+    try {
+      const shown = await (await fetch(`http://127.0.0.1:${worker.systemPort}/metrics`)).text();
+      expect(shown).toContain('labelled_tokens_total{dynamo_component="backend",model="own \\"name\\"",dp_rank="1"} 3');
+      expect(shown).toMatch(/^# TYPE labelled_step_seconds histogram$/m);
+      expect(shown).toContain('labelled_step_seconds_bucket{dynamo_component="backend",model="qwen3",dp_rank="never",le="1"} 1');
+      expect(shown).toContain('labelled_step_seconds_bucket{dynamo_component="backend",model="qwen3",dp_rank="never",le="+Inf"} 1');
+      expect(shown).toContain('labelled_step_seconds_count{dynamo_component="backend",model="qwen3",dp_rank="never"} 1');
     } finally {
       off();
       await worker.shutdown();

@@ -193,6 +193,8 @@ export class Worker {
       model_name: registration.servedName,
     });
     metrics.modelLoaded(loadSecs);
+    // The engine's own registerPrometheus metrics carry the worker's labels too (empty ones left out, as stock does).
+    runtime.metrics.engineLabels = Object.fromEntries(Object.entries(metrics.labels).filter(([, v]) => v !== ''));
     this.#componentMetrics(runtime, metrics.labels);
     log.info({ engine: this.#name, model: engineConfig.model, seconds: Number(loadSecs.toFixed(3)) }, 'engine started');
     if (this.#stopRequested) {
