@@ -78,6 +78,8 @@ export class ChatOutputParser {
    */
   static forRequest(parsers: ModelParsers, body: ChatFields): ChatOutputParser | undefined {
     const tools = Array.isArray(body.tools) && body.tools.length > 0 && body.tool_choice !== 'none' ? body.tools : undefined;
+    // Most requests need no parser: skip the native object altogether.
+    if (!parsers.reasoningParser && !(parsers.toolCallParser && tools)) return undefined;
     const parser = new OutputParser({
       toolCallParser: parsers.toolCallParser ?? undefined,
       reasoningParser: parsers.reasoningParser ?? undefined,
