@@ -240,6 +240,26 @@ describe.skipIf('skip' in stock)('tool-call and reasoning parsers: ours vs the s
     for (const fe of Object.values(frontends)) expect((await post(fe.url, '/v1/chat/completions', { model: CUSTOM, messages: [{ role: 'user', content: 'a' }], max_tokens: 2 })).status).toBe(200);
   });
 
+  const named = { type: 'function', function: { name: 'get_weather' } };
+  const FORCED: Array<[string, string, unknown]> = [
+    [RECORDER, 'forced: a JSON array of calls', 'required'],
+    [RECORDER, 'forced: an arguments object', named],
+    [RECORDER, 'forced: an arguments object', 'required'],
+    [RECORDER, 'plain text', named],
+    ['replay-hermes', 'forced: an arguments object', named],
+    ['replay-hermes', 'hermes: one call', 'required'],
+    ['replay-hermes', 'forced: a JSON array of calls', 'required'],
+  ];
+  for (const [model, name, choice] of FORCED) {
+    it(`tool_choice ${JSON.stringify(choice).slice(0, 20)}, ${model}, ${name}: same output, whole and streamed`, async () => {
+      const body = { model, messages: [{ role: 'user', content: 'What is the weather in Paris?' }], seed: REPLAY_CASES.findIndex((c) => c.name === name), max_tokens: 400, tools: TOOLS, tool_choice: choice };
+      for (const read of [whole, streamed]) {
+        const [theirs, ours] = await Promise.all([read(frontends.stock.url, body), read(frontends.our.url, body)]);
+        expect(ours, read.name).toEqual(theirs);
+      }
+    });
+  }
+
   for (const worker of PARSER_WORKERS) {
     describe(`${worker.model} (${worker.args.join(' ')})`, () => {
       const variants: Array<[string, Record<string, unknown>]> = worker.format ? [['with tools', { tools: TOOLS }]] : [['', {}], ['enable_thinking false', { chat_template_args: { enable_thinking: false } }]];

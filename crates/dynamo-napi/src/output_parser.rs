@@ -1,5 +1,6 @@
 //! `OutputParser`: one request's tool-call and reasoning parsing, one call per delta.
 
+use dynamo_llm_core::parsers::forced_choice::ForcedChoice;
 use dynamo_llm_core::parsers::{self, OutputParser as Core, ParsedText, ParserOptions};
 use napi::Result;
 use napi_derive::napi;
@@ -17,6 +18,10 @@ pub struct OutputParserOptions {
     pub tools: Option<serde_json::Value>,
     /// The request turned thinking off (`enable_thinking: false` in its template arguments).
     pub thinking_disabled: Option<bool>,
+    /// `tool_choice: "required"`: the output is read as calls once it ends.
+    pub tool_choice_required: Option<bool>,
+    /// `tool_choice` names this function: the output is read as its call once it ends.
+    pub tool_choice_function: Option<String>,
 }
 
 /// A parsed tool call: the function and its arguments as JSON text.
@@ -53,7 +58,13 @@ impl OutputParser {
     /// Throws naming an unknown parser.
     #[napi(constructor)]
     pub fn new(options: OutputParserOptions) -> Result<Self> {
+        let forced = match (options.tool_choice_function, options.tool_choice_required.unwrap_or(false)) {
+            (Some(name), _) => Some(ForcedChoice::Named(name)),
+            (None, true) => Some(ForcedChoice::Required),
+            (None, false) => None,
+        };
         let options = ParserOptions {
+            forced,
             tool_call_parser: options.tool_call_parser,
             reasoning_parser: options.reasoning_parser,
             tools: options.tools,

@@ -31,6 +31,13 @@ pub(crate) fn leading_calls(text: &str) -> Option<(Vec<ToolCall>, usize)> {
     Some((calls, end))
 }
 
+/// The raw text of the JSON object `text` starts with, and the byte offset where it ends.
+pub(crate) fn leading_object(text: &str) -> Option<(&str, usize)> {
+    let mut values = serde_json::Deserializer::from_str(text).into_iter::<&RawValue>();
+    let raw = values.next()?.ok()?.get();
+    raw.starts_with('{').then(|| (raw, values.byte_offset()))
+}
+
 /// The calls when `text` is exactly JSON calls (surrounding whitespace aside).
 pub(crate) fn only_calls(text: &str) -> Option<Vec<ToolCall>> {
     let (calls, end) = leading_calls(text)?;

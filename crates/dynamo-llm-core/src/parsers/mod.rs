@@ -2,6 +2,7 @@
 //! tool calls, the way stock Dynamo's frontend does for the parsers a worker names in its card.
 
 mod deepseek;
+pub mod forced_choice;
 mod json_calls;
 mod marker;
 mod pythonic;
@@ -14,6 +15,7 @@ use std::collections::HashMap;
 use serde_json::Value;
 
 use crate::{LlmError, Result};
+use forced_choice::{ForcedChoice, ForcedToolCall};
 use reasoning::{reasoning_format, ReasoningParser, REASONING_PARSERS};
 use tool_calls::{tool_format, ToolCallParser, TOOL_CALL_PARSERS};
 
@@ -74,13 +76,22 @@ pub struct ParserOptions {
     /// `enable_thinking: false` in the request's template arguments: a parser that assumes
     /// reasoning without a start marker is off.
     pub thinking_disabled: bool,
+    /// The request's `tool_choice` forces a call (`required` or a named function).
+    pub forced: Option<ForcedChoice>,
+}
+
+/// How tool calls are found in a request's output.
+#[derive(Debug)]
+enum Tools {
+    Streamed(ToolCallParser),
+    Forced(ForcedToolCall),
 }
 
 /// One request's output parser: reasoning first, then tool calls in what is not reasoning.
 #[derive(Debug)]
 pub struct OutputParser {
     reasoning: Option<ReasoningParser>,
-    tools: Option<ToolCallParser>,
+    tools: Option<Tools>,
 }
 
 /// The names of the tool-call parsers, sorted.
@@ -114,8 +125,10 @@ impl OutputParser {
             .and_then(reasoning_format)
             .filter(|f| !(f.forced && options.thinking_disabled))
             .map(ReasoningParser::new);
-        let tools = match (&options.tools, options.tool_call_parser.as_deref().and_then(tool_format)) {
-            (Some(tools), Some(format)) => Some(ToolCallParser::new(format, ParamTypes::from_tools(tools))),
+        let format = options.tool_call_parser.as_deref().and_then(tool_format);
+        let tools = match (&options.tools, format, &options.forced) {
+            (Some(tools), _, Some(forced)) => Some(Tools::Forced(ForcedToolCall::new(forced.clone(), format, ParamTypes::from_tools(tools)))),
+            (Some(tools), Some(format), None) => Some(Tools::Streamed(ToolCallParser::new(format, ParamTypes::from_tools(tools)))),
             _ => None,
         };
         Ok(Self { reasoning, tools })
@@ -152,9 +165,11 @@ impl OutputParser {
 
     fn tools_after(&mut self, reasoning: String, content: &str, finish: bool) -> ParsedText {
         let Some(tools) = &mut self.tools else { return ParsedText { reasoning, content: content.to_string(), tool_calls: Vec::new() } };
-        let mut split = tools.push(content);
-        if finish {
-            let tail = tools.finish();
+        let (mut split, tail) = match tools {
+            Tools::Streamed(p) => (p.push(content), finish.then(|| p.finish())),
+            Tools::Forced(p) => (p.push(content), finish.then(|| p.finish())),
+        };
+        if let Some(tail) = tail {
             split.content.push_str(&tail.content);
             split.calls.extend(tail.calls);
         }
@@ -167,7 +182,7 @@ mod tests {
     use super::*;
 
     fn options(tool: Option<&str>, reasoning: Option<&str>) -> ParserOptions {
-        ParserOptions { tool_call_parser: tool.map(String::from), reasoning_parser: reasoning.map(String::from), tools: Some(serde_json::json!([])), thinking_disabled: false }
+        ParserOptions { tool_call_parser: tool.map(String::from), reasoning_parser: reasoning.map(String::from), tools: Some(serde_json::json!([])), thinking_disabled: false, forced: None }
     }
 
     #[test]

@@ -61,7 +61,9 @@ const thinkingOff = (args: unknown): boolean => typeof args === 'object' && args
 /**
  * Splits one chat request's output into `content`, `reasoning_content` and `tool_calls` with the
  * model's parsers, as stock Dynamo's frontend does: reasoning first, then tool calls in the rest.
- * Tool calls are parsed only when the request has `tools` and `tool_choice` is not `none`.
+ * Tool calls are parsed only when the request has `tools` and `tool_choice` is not `none`; a
+ * forced `tool_choice` (`required`, a named function) holds the output and reads it as calls at
+ * the end, also for models without a tool-call parser.
  * Tool-call text that does not parse comes back as content.
  */
 export class ChatOutputParser {
@@ -78,12 +80,17 @@ export class ChatOutputParser {
    */
   static forRequest(parsers: ModelParsers, body: ChatFields): ChatOutputParser | undefined {
     const tools = Array.isArray(body.tools) && body.tools.length > 0 && body.tool_choice !== 'none' ? body.tools : undefined;
+    const choice = body.tool_choice;
+    const named = typeof choice === 'object' && choice !== null ? (choice as { function?: { name?: unknown } }).function?.name : undefined;
+    const forced = choice === 'required' || typeof named === 'string';
     // Most requests need no parser: skip the native object altogether.
-    if (!parsers.reasoningParser && !(parsers.toolCallParser && tools)) return undefined;
+    if (!parsers.reasoningParser && !(tools && (parsers.toolCallParser || forced))) return undefined;
     const parser = new OutputParser({
       toolCallParser: parsers.toolCallParser ?? undefined,
       reasoningParser: parsers.reasoningParser ?? undefined,
       tools,
+      toolChoiceRequired: choice === 'required',
+      ...(typeof named === 'string' && { toolChoiceFunction: named }),
       thinkingDisabled: thinkingOff(body.chat_template_args) || thinkingOff(body.chat_template_kwargs),
     });
     return parser.passthrough ? undefined : new ChatOutputParser(parser);
