@@ -66,7 +66,11 @@ interface Said {
   reasoning: string | null;
   toolCalls: Array<{ name: string; arguments: unknown }>;
   finish: string | null;
+  /** `usage.completion_tokens_details.reasoning_tokens`, when there is one. */
+  reasoningTokens: number | null;
 }
+
+type UsageJson = { completion_tokens_details?: { reasoning_tokens?: number } } | undefined;
 
 type ToolCallJson = { index?: number; id?: string; type?: string; function?: { name?: string; arguments?: string } };
 
@@ -84,7 +88,7 @@ const args = (text: string | undefined): unknown => {
 async function whole(url: string, body: Record<string, unknown>): Promise<Said> {
   const res = await post(url, '/v1/chat/completions', body);
   expect(res.status, await res.clone().text()).toBe(200);
-  const json = (await res.json()) as { choices: Array<{ message: { content: string | null; reasoning_content?: string; tool_calls?: ToolCallJson[] }; finish_reason: string }> };
+  const json = (await res.json()) as { choices: Array<{ message: { content: string | null; reasoning_content?: string; tool_calls?: ToolCallJson[] }; finish_reason: string }>; usage: UsageJson };
   const { message, finish_reason } = json.choices[0]!;
   for (const call of message.tool_calls ?? []) expect(call).toMatchObject({ id: expect.stringMatching(CALL_ID), type: 'function' });
   return {
@@ -92,11 +96,12 @@ async function whole(url: string, body: Record<string, unknown>): Promise<Said> 
     reasoning: orNull(message.reasoning_content),
     toolCalls: (message.tool_calls ?? []).map((c) => ({ name: c.function!.name!, arguments: args(c.function!.arguments) })),
     finish: finish_reason,
+    reasoningTokens: json.usage?.completion_tokens_details?.reasoning_tokens ?? null,
   };
 }
 
 async function streamed(url: string, body: Record<string, unknown>): Promise<Said> {
-  const res = await post(url, '/v1/chat/completions', { ...body, stream: true });
+  const res = await post(url, '/v1/chat/completions', { ...body, stream: true, stream_options: { include_usage: true } });
   expect(res.status, await res.clone().text()).toBe(200);
   const events = await sseEvents(res);
   expect(events.at(-1)).toBe('[DONE]');
@@ -104,7 +109,9 @@ async function streamed(url: string, body: Record<string, unknown>): Promise<Sai
   let reasoning = '';
   const finishes: string[] = [];
   const calls = new Map<number, { name: string; arguments: string }>();
-  for (const event of events.slice(0, -1) as Array<{ choices: Array<{ delta: { content?: string | null; reasoning_content?: string | null; tool_calls?: ToolCallJson[] }; finish_reason: string | null }> }>) {
+  let usage: UsageJson;
+  for (const event of events.slice(0, -1) as Array<{ choices: Array<{ delta: { content?: string | null; reasoning_content?: string | null; tool_calls?: ToolCallJson[] }; finish_reason: string | null }>; usage?: UsageJson }>) {
+    usage = event.usage ?? usage;
     for (const choice of event.choices) {
       content += choice.delta.content ?? '';
       reasoning += choice.delta.reasoning_content ?? '';
@@ -120,7 +127,7 @@ async function streamed(url: string, body: Record<string, unknown>): Promise<Sai
   }
   expect(finishes.length, 'one finish_reason per stream').toBe(1);
   const toolCalls = [...calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => ({ name: c.name, arguments: args(c.arguments) }));
-  return { content: orNull(content), reasoning: orNull(reasoning), toolCalls, finish: finishes[0]! };
+  return { content: orNull(content), reasoning: orNull(reasoning), toolCalls, finish: finishes[0]!, reasoningTokens: usage?.completion_tokens_details?.reasoning_tokens ?? null };
 }
 
 const casesFor = (worker: ParserWorker): Array<{ seed: number; c: ReplayCase }> =>

@@ -109,3 +109,17 @@ pub fn tool_call_parser_names() -> Vec<&'static str> {
 pub fn reasoning_parser_names() -> Vec<&'static str> {
     parsers::reasoning_parser_names().to_vec()
 }
+
+/// The markers of a reasoning parser: what opens and closes reasoning, and whether output starts inside it.
+#[napi(object)]
+pub struct ReasoningMarkers {
+    pub start: String,
+    pub end: String,
+    pub forced: bool,
+}
+
+/// The markers of the reasoning parser `name`, or null for a name frontends do not know.
+#[napi]
+pub fn reasoning_parser_markers(name: String) -> Option<ReasoningMarkers> {
+    parsers::reasoning::reasoning_format(&name).map(|f| ReasoningMarkers { start: f.start.into(), end: f.end.into(), forced: f.forced })
+}

@@ -71,7 +71,8 @@ export function generationHandler(surface: Surface, deps: GenerationDeps) {
     let request: PreprocessedRequest | undefined;
     // Alone, a request is fastest preprocessed on this thread; with others in flight, off it.
     if (model.input === 'Tokens') request = await preprocess(surface, model, body, deps.inflight.size === 0);
-    const parser = request && surface === 'chat' ? ChatOutputParser.forRequest(model.parsers, fields) : undefined;
+    const parses = request && surface === 'chat' && (model.parsers.toolCallParser || model.parsers.reasoningParser || fields.tool_choice !== undefined);
+    const parser = parses ? ChatOutputParser.forRequest(model.parsers, fields, (await model.preprocessor()).tokenizer) : undefined;
     const route = (failed: ReadonlySet<bigint>): Candidate => {
       if (pinned !== undefined) {
         const candidate = model.candidate(pinned);
@@ -193,10 +194,11 @@ async function aggregate(g: Generation): Promise<Record<string, unknown>> {
     g.tracker.tokens(delta.tokenIds.length, g.promptTokens);
     if (delta.finishReason === 'error') throw new HttpError(500, `the engine failed: ${delta.error ?? 'unknown error'}`);
     text += delta.text;
+    g.parser?.countTokens(delta.tokenIds);
     last = delta;
   }
   if (g.context.isKilled()) throw new HttpError(499, 'client closed the request');
-  const usage = usageOf(promptTokens(g, last), last?.completionTokens ?? 0, last?.usage);
+  const usage = usageOf(promptTokens(g, last), last?.completionTokens ?? 0, last?.usage, g.parser?.reasoningTokens);
   if (!g.parser) return completeResponse(g.surface, g.ids, text, last?.openaiFinishReason ?? 'stop', usage);
   const parts = joinParts(g.parser.push(text), g.parser.finish());
   return parsedResponse(g.ids, parts, finishReason(g.parser, last?.openaiFinishReason), usage);
@@ -223,6 +225,7 @@ async function stream(g: Generation, reply: FastifyReply, first: IteratorResult<
       last = delta;
       let json: string;
       if (g.parser) {
+        g.parser.countTokens(delta.tokenIds);
         const finishing = delta.openaiFinishReason !== undefined;
         const parts = finishing ? joinParts(g.parser.push(delta.text), g.parser.finish()) : g.parser.push(delta.text);
         if (!finishing && sent > 0 && isEmpty(parts)) continue;
@@ -242,7 +245,7 @@ async function stream(g: Generation, reply: FastifyReply, first: IteratorResult<
       sse.data(g.parser ? parsedChunkJson(g.ids, g.parser.finish(), finishReason(g.parser, undefined), sent === 0) : chunkJson(g.surface, g.ids, '', 'stop', sent === 0));
     }
     if (g.includeUsage) {
-      sse.data(usageChunkJson(g.surface, g.ids, usageOf(promptTokens(g, last), last?.completionTokens ?? 0, last?.usage)));
+      sse.data(usageChunkJson(g.surface, g.ids, usageOf(promptTokens(g, last), last?.completionTokens ?? 0, last?.usage, g.parser?.reasoningTokens)));
     }
     sse.done();
     return true;

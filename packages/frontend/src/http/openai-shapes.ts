@@ -8,6 +8,7 @@ export interface Usage {
   completion_tokens: number;
   total_tokens: number;
   prompt_tokens_details?: { cached_tokens: number };
+  completion_tokens_details?: { reasoning_tokens: number };
 }
 
 /** What every chunk and response of one request shares. */
@@ -77,10 +78,14 @@ export function completeResponse(surface: Surface, ids: ResponseIds, text: strin
   return { id: ids.id, object: surface === 'chat' ? 'chat.completion' : 'text_completion', created: ids.created, model: ids.model, choices: [choice], usage };
 }
 
-/** Usage from the frontend's counts, with the engine's cached-token count when it sent one. */
-export function usageOf(promptTokens: number, completionTokens: number, engineUsage: unknown): Usage {
+/**
+ * Usage from the frontend's counts, with the engine's cached-token count when it sent one and the
+ * reasoning-token count when a reasoning parser applied.
+ */
+export function usageOf(promptTokens: number, completionTokens: number, engineUsage: unknown, reasoningTokens?: number): Usage {
   const usage: Usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
   const cached = (engineUsage as { prompt_tokens_details?: { cached_tokens?: unknown } } | undefined)?.prompt_tokens_details?.cached_tokens;
   if (typeof cached === 'number') usage.prompt_tokens_details = { cached_tokens: cached };
+  if (reasoningTokens !== undefined) usage.completion_tokens_details = { reasoning_tokens: reasoningTokens };
   return usage;
 }

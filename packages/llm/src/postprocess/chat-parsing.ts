@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { checkParserNames, OutputParser } from '@dynamo/core';
+import { checkParserNames, OutputParser, reasoningParserMarkers, type Tokenizer } from '@dynamo/core';
 
 /** One tool call as OpenAI streams it: whole, with its position in the response. */
 export interface ToolCallDelta {
@@ -68,32 +68,51 @@ const thinkingOff = (args: unknown): boolean => typeof args === 'object' && args
  */
 export class ChatOutputParser {
   readonly #parser: OutputParser;
+  readonly #reasoningTokens: ReasoningTokenCounter | undefined;
   #calls = 0;
 
-  private constructor(parser: OutputParser) {
+  private constructor(parser: OutputParser, reasoningTokens: ReasoningTokenCounter | undefined) {
     this.#parser = parser;
+    this.#reasoningTokens = reasoningTokens;
   }
 
   /**
    * The parser for a request, or undefined when none applies (its text goes out as it is).
    * Throws naming an unknown parser.
    */
-  static forRequest(parsers: ModelParsers, body: ChatFields): ChatOutputParser | undefined {
+  static forRequest(parsers: ModelParsers, body: ChatFields, tokenizer?: Tokenizer): ChatOutputParser | undefined {
     const tools = Array.isArray(body.tools) && body.tools.length > 0 && body.tool_choice !== 'none' ? body.tools : undefined;
     const choice = body.tool_choice;
     const named = typeof choice === 'object' && choice !== null ? (choice as { function?: { name?: unknown } }).function?.name : undefined;
     const forced = choice === 'required' || typeof named === 'string';
     // Most requests need no parser: skip the native object altogether.
     if (!parsers.reasoningParser && !(tools && (parsers.toolCallParser || forced))) return undefined;
+    const thinkingDisabled = thinkingOff(body.chat_template_args) || thinkingOff(body.chat_template_kwargs);
     const parser = new OutputParser({
       toolCallParser: parsers.toolCallParser ?? undefined,
       reasoningParser: parsers.reasoningParser ?? undefined,
       tools,
       toolChoiceRequired: choice === 'required',
       ...(typeof named === 'string' && { toolChoiceFunction: named }),
-      thinkingDisabled: thinkingOff(body.chat_template_args) || thinkingOff(body.chat_template_kwargs),
+      thinkingDisabled,
     });
-    return parser.passthrough ? undefined : new ChatOutputParser(parser);
+    if (parser.passthrough) return undefined;
+    const markers = parsers.reasoningParser ? reasoningParserMarkers(parsers.reasoningParser) : null;
+    const counting = markers && !(markers.forced && thinkingDisabled) && tokenizer ? ReasoningTokenCounter.create(markers, tokenizer) : undefined;
+    return new ChatOutputParser(parser, counting);
+  }
+
+  /**
+   * The generated tokens that were reasoning (`usage.completion_tokens_details.reasoning_tokens`),
+   * when a reasoning parser applies: from the token after the start marker through the end marker.
+   */
+  get reasoningTokens(): number | undefined {
+    return this.#reasoningTokens?.count;
+  }
+
+  /** Counts reasoning tokens among a delta's token ids. */
+  countTokens(tokenIds: readonly number[]): void {
+    this.#reasoningTokens?.push(tokenIds);
   }
 
   /** True once a tool call was parsed: the response finishes with `tool_calls`. */
@@ -120,4 +139,44 @@ export class ChatOutputParser {
 /** Joins two parses of consecutive output. */
 export function joinParts(a: ChatParts, b: ChatParts): ChatParts {
   return { content: a.content + b.content, reasoning: a.reasoning + b.reasoning, toolCalls: [...a.toolCalls, ...b.toolCalls] };
+}
+
+/**
+ * Counts reasoning tokens by the marker tokens, as stock counts them: the start marker is not
+ * reasoning, every token after it is, through the end marker. A parser that assumes reasoning
+ * starts inside it (and skips a leading start marker) counts from the first token. Only for
+ * markers that are single tokens of the model's vocabulary.
+ */
+class ReasoningTokenCounter {
+  count = 0;
+  #state: 'before' | 'reasoning' | 'after';
+  #first = true;
+
+  private constructor(
+    readonly start: number,
+    readonly end: number,
+    forced: boolean,
+  ) {
+    this.#state = forced ? 'reasoning' : 'before';
+  }
+
+  static create(markers: { start: string; end: string; forced: boolean }, tokenizer: Tokenizer): ReasoningTokenCounter | undefined {
+    const start = tokenizer.tokenToId(markers.start);
+    const end = tokenizer.tokenToId(markers.end);
+    return start === null || end === null ? undefined : new ReasoningTokenCounter(start, end, markers.forced);
+  }
+
+  push(tokenIds: readonly number[]): void {
+    for (const id of tokenIds) {
+      const first = this.#first;
+      this.#first = false;
+      if (this.#state === 'before') {
+        if (id === this.start) this.#state = 'reasoning';
+      } else if (this.#state === 'reasoning') {
+        if (first && id === this.start) continue;
+        this.count += 1;
+        if (id === this.end) this.#state = 'after';
+      }
+    }
+  }
 }
