@@ -47,6 +47,12 @@ export const frontendFlags = {
     env: 'DYN_REASONING_PARSER',
     placeholder: 'NAME',
   },
+  reasoningFieldName: {
+    schema: z.enum(['reasoning_content', 'reasoning']).default('reasoning_content'),
+    description: 'Response field that carries reasoning: reasoning_content or reasoning',
+    env: 'DYN_REASONING_FIELD_NAME',
+    placeholder: 'FIELD',
+  },
 } satisfies Flags;
 
 /** Parsed `dynamo-frontend` options. */
@@ -75,6 +81,7 @@ export function frontendOptionsFromFlags(values: FrontendFlagValues, env: Readon
     ...optional('modelPath', values.modelPath),
     ...optional('toolCallParser', values.dynToolCallParser),
     ...optional('reasoningParser', values.dynReasoningParser),
+    reasoningFieldName: values.reasoningFieldName,
     metricsPrefix: values.metricsPrefix,
     bodyLimitBytes: Math.round(values.httpBodyLimitMb * 1024 * 1024),
     requestTimeoutMs: Math.round(values.httpRequestTimeoutSecs * 1000),

@@ -36,6 +36,8 @@ export const FrontendSettingsSchema = z.object({
   toolCallParser: z.string().min(1).optional(),
   /** Reasoning parser for models whose cards name none. */
   reasoningParser: z.string().min(1).optional(),
+  /** The response field reasoning goes in. */
+  reasoningFieldName: z.enum(['reasoning_content', 'reasoning']).default('reasoning_content'),
 });
 
 /** Plain settings of the frontend, before defaults. */

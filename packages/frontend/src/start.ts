@@ -70,6 +70,7 @@ export async function startFrontend(options: FrontendOptions = {}): Promise<Fron
     migrationLimit: settings.migrationLimit,
     forceIncludeUsage: settings.forceIncludeUsage,
     ignoreUnknownFields: settings.ignoreUnknownFields,
+    reasoningField: settings.reasoningFieldName,
     bodyLimitBytes: settings.bodyLimitBytes,
     requestTimeoutMs: settings.requestTimeoutMs,
     ...(tls ? { tls } : {}),

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Child } from '../../runtime/test/harness/child.js';
 import { waitFor } from '../../runtime/test/harness/free-port.js';
 import { REPLAY_CASES } from './fixtures/replay-cases.js';
-import { Deployment, modelDir, post, waitForModel } from './support/stack.js';
+import { Deployment, modelDir, post, sseEvents, waitForModel } from './support/stack.js';
 
 const seed = (name: string): number => {
   const index = REPLAY_CASES.findIndex((c) => c.name === name);
@@ -127,11 +127,17 @@ describe('tool calls, reasoning and structured outputs through dynamo-frontend',
     expect(whole.choices[0]!.message.content).toBe(REPLAY_CASES[seed('hermes: one call')]!.text);
   });
 
-  it('--dyn-reasoning-parser applies to models whose cards name none', async () => {
-    const other = await deployment.frontend(['--dyn-reasoning-parser', 'qwen3']);
+  it('--dyn-reasoning-parser applies to models whose cards name none; --reasoning-field-name renames the field', async () => {
+    const other = await deployment.frontend(['--dyn-reasoning-parser', 'qwen3', '--reasoning-field-name', 'reasoning']);
     await waitForModel(other.url, 'no-parser', 'no-parser', 1);
-    const res = await post(other.url, '/v1/chat/completions', { model: 'no-parser', messages, seed: seed('think block then answer') });
-    const message = ((await res.json()) as { choices: Array<{ message: { content: string; reasoning_content?: string } }> }).choices[0]!.message;
-    expect(message).toMatchObject({ content: '\n\nThe answer is 4.', reasoning_content: '\nThe user asks for 2+2. That is 4.\n' });
+    const body = { model: 'no-parser', messages, seed: seed('think block then answer') };
+    const res = await post(other.url, '/v1/chat/completions', body);
+    const whole = (await res.json()) as { choices: Array<{ message: Record<string, unknown> }>; usage: Record<string, unknown> };
+    expect(whole.choices[0]!.message).toEqual({ role: 'assistant', content: '\n\nThe answer is 4.', reasoning: '\nThe user asks for 2+2. That is 4.\n' });
+    expect(whole.usage.completion_tokens_details).toEqual({ reasoning_tokens: 16 });
+    const events = await sseEvents(await post(other.url, '/v1/chat/completions', { ...body, stream: true }));
+    const deltas = (events.slice(0, -1) as Array<{ choices: Array<{ delta: Record<string, string> }> }>).map((e) => e.choices[0]!.delta);
+    expect(deltas.map((d) => d.reasoning ?? '').join('')).toBe('\nThe user asks for 2+2. That is 4.\n');
+    expect(deltas.some((d) => 'reasoning_content' in d)).toBe(false);
   });
 });

@@ -24,6 +24,8 @@ export interface GenerationDeps {
   forceIncludeUsage: boolean;
   /** Accept unknown top-level fields (`DYN_IGNORE_OPENAI_FE_UNSUPPORTED_FIELDS`). */
   ignoreUnknownFields: boolean;
+  /** The response field reasoning goes in: `reasoning_content` (default) or `reasoning`. */
+  reasoningField?: 'reasoning_content' | 'reasoning';
   /** Contexts of the requests in flight, so shutdown can end them. */
   inflight: Set<Context>;
   log: Log;
@@ -42,6 +44,7 @@ interface Generation {
   deltas: AsyncIterator<TextDelta>;
   /** Splits chat output into content, reasoning and tool calls when the model has parsers. */
   parser: ChatOutputParser | undefined;
+  reasoningField: 'reasoning_content' | 'reasoning';
 }
 
 const header = (req: FastifyRequest, name: string): string | undefined => {
@@ -128,6 +131,7 @@ export function generationHandler(surface: Surface, deps: GenerationDeps) {
         tracker,
         deltas: deltas[Symbol.asyncIterator](),
         parser,
+        reasoningField: deps.reasoningField ?? 'reasoning_content',
       };
       if (!streaming) {
         const response = await aggregate(generation);
@@ -201,7 +205,7 @@ async function aggregate(g: Generation): Promise<Record<string, unknown>> {
   const usage = usageOf(promptTokens(g, last), last?.completionTokens ?? 0, last?.usage, g.parser?.reasoningTokens);
   if (!g.parser) return completeResponse(g.surface, g.ids, text, last?.openaiFinishReason ?? 'stop', usage);
   const parts = joinParts(g.parser.push(text), g.parser.finish());
-  return parsedResponse(g.ids, parts, finishReason(g.parser, last?.openaiFinishReason), usage);
+  return parsedResponse(g.ids, parts, finishReason(g.parser, last?.openaiFinishReason), usage, g.reasoningField);
 }
 
 /**
@@ -229,7 +233,7 @@ async function stream(g: Generation, reply: FastifyReply, first: IteratorResult<
         const finishing = delta.openaiFinishReason !== undefined;
         const parts = finishing ? joinParts(g.parser.push(delta.text), g.parser.finish()) : g.parser.push(delta.text);
         if (!finishing && sent > 0 && isEmpty(parts)) continue;
-        json = parsedChunkJson(g.ids, parts, finishing ? finishReason(g.parser, delta.openaiFinishReason) : null, sent === 0);
+        json = parsedChunkJson(g.ids, parts, finishing ? finishReason(g.parser, delta.openaiFinishReason) : null, sent === 0, g.reasoningField);
       } else {
         if (delta.text === '' && delta.openaiFinishReason === undefined && sent > 0) continue;
         const finish = delta.openaiFinishReason ?? null;
@@ -242,7 +246,7 @@ async function stream(g: Generation, reply: FastifyReply, first: IteratorResult<
     }
     if (g.context.isKilled() || sse.closed) return false;
     if (last?.openaiFinishReason === undefined) {
-      sse.data(g.parser ? parsedChunkJson(g.ids, g.parser.finish(), finishReason(g.parser, undefined), sent === 0) : chunkJson(g.surface, g.ids, '', 'stop', sent === 0));
+      sse.data(g.parser ? parsedChunkJson(g.ids, g.parser.finish(), finishReason(g.parser, undefined), sent === 0, g.reasoningField) : chunkJson(g.surface, g.ids, '', 'stop', sent === 0));
     }
     if (g.includeUsage) {
       sse.data(usageChunkJson(g.surface, g.ids, usageOf(promptTokens(g, last), last?.completionTokens ?? 0, last?.usage, g.parser?.reasoningTokens)));

@@ -33,17 +33,17 @@ export function chunkJson(surface: Surface, ids: ResponseIds, text: string, fini
 }
 
 /** A streamed chat chunk of parsed output: content, and reasoning and tool calls when there are some. */
-export function parsedChunkJson(ids: ResponseIds, parts: ChatParts, finishReason: string | null, first: boolean): string {
+export function parsedChunkJson(ids: ResponseIds, parts: ChatParts, finishReason: string | null, first: boolean, reasoningField = 'reasoning_content'): string {
   const delta: Record<string, unknown> = first ? { role: 'assistant', content: parts.content } : { content: parts.content };
-  if (parts.reasoning !== '') delta.reasoning_content = parts.reasoning;
+  if (parts.reasoning !== '') delta[reasoningField] = parts.reasoning;
   if (parts.toolCalls.length > 0) delta.tool_calls = parts.toolCalls;
   return JSON.stringify({ id: ids.id, object: 'chat.completion.chunk', created: ids.created, model: ids.model, choices: [{ index: 0, delta, finish_reason: finishReason, logprobs: null }] });
 }
 
 /** A whole chat response of parsed output: empty content is null, as stock Dynamo sends it. */
-export function parsedResponse(ids: ResponseIds, parts: ChatParts, finishReason: string, usage: Usage): Record<string, unknown> {
+export function parsedResponse(ids: ResponseIds, parts: ChatParts, finishReason: string, usage: Usage, reasoningField = 'reasoning_content'): Record<string, unknown> {
   const message: Record<string, unknown> = { role: 'assistant', content: parts.content === '' ? null : parts.content };
-  if (parts.reasoning !== '') message.reasoning_content = parts.reasoning;
+  if (parts.reasoning !== '') message[reasoningField] = parts.reasoning;
   if (parts.toolCalls.length > 0) message.tool_calls = parts.toolCalls.map(({ id, type, function: fn }) => ({ id, type, function: fn }));
   return { id: ids.id, object: 'chat.completion', created: ids.created, model: ids.model, choices: [{ index: 0, message, finish_reason: finishReason, logprobs: null }], usage };
 }
