@@ -1,0 +1,89 @@
+import { type Context, DistributedRuntime, InvalidArgument, parseOrThrow, type RuntimeOptions, type ServedEndpoint } from '@dynamo/runtime';
+
+import { serviceClient, serviceSpec } from './clients.js';
+import { dependencies } from './depends.js';
+import type { EndpointSpec } from './metadata.js';
+
+type Class<T = unknown> = new () => T;
+
+/** How {@link serveService} runs a service. */
+export interface ServeServiceOptions {
+  /** The runtime to serve on (the caller shuts it down); else one is made from `runtimeOptions`. */
+  runtime?: DistributedRuntime;
+  runtimeOptions?: RuntimeOptions;
+  /** Config over the decorator's defaults (what `dynamo-serve` reads from YAML and flags). */
+  config?: Record<string, unknown>;
+}
+
+/** A service being served in this process. */
+export interface ServedService<T> {
+  readonly instance: T;
+  readonly runtime: DistributedRuntime;
+  /** Stops taking requests, lets the ones in flight finish, runs the `@onShutdown` hooks. */
+  stop(): Promise<void>;
+}
+
+const configs = new WeakMap<object, Readonly<Record<string, unknown>>>();
+
+/** The config a served service was given: the decorator's defaults with YAML and flags over them. */
+export function serviceConfig<C extends Record<string, unknown> = Record<string, unknown>>(instance: object): Readonly<C> {
+  const config = configs.get(instance);
+  if (!config) throw new Error('serviceConfig(): this object is not a served service');
+  return config as C;
+}
+
+/**
+ * Serves `cls` in this process: makes one instance, turns its `depends()` fields into clients,
+ * runs its `@onStart` hooks, then serves each `@endpoint` method as
+ * `namespace/ClassName/endpoint`. Throws naming what is wrong with the class or its options.
+ */
+export async function serveService<T extends object>(cls: Class<T>, options: ServeServiceOptions = {}): Promise<ServedService<T>> {
+  const { spec, endpoints, onStart, onShutdown } = serviceSpec(cls);
+  if (endpoints.length === 0) throw new InvalidArgument(`${cls.name}: a service needs at least one @endpoint method`);
+  const runtime = options.runtime ?? (await DistributedRuntime.create(options.runtimeOptions));
+  const owned = options.runtime === undefined;
+  const log = runtime.log('sdk');
+  const instance = new cls();
+  configs.set(instance, Object.freeze({ ...spec.config, ...options.config }));
+  for (const [field, target] of dependencies(instance)) (instance as Record<string, unknown>)[field] = serviceClient(target as Class, runtime);
+
+  const call = (name: string) => (instance as Record<string, () => unknown>)[name]!.call(instance);
+  const served: ServedEndpoint[] = [];
+  try {
+    for (const hook of onStart) await call(hook);
+    const component = runtime.namespace(spec.namespace).component(spec.component);
+    await component.createService();
+    for (const ep of endpoints) served.push(await component.endpoint(ep.name).serveEndpoint(handler(cls.name, instance, ep)));
+  } catch (err) {
+    await Promise.all(served.map((s) => s.stop()));
+    if (owned) await runtime.shutdown();
+    throw err;
+  }
+  log.info({ service: cls.name, namespace: spec.namespace, endpoints: endpoints.map((e) => e.name) }, `serving ${spec.namespace}/${spec.component}`);
+
+  let stopping: Promise<void> | undefined;
+  const stop = async (): Promise<void> => {
+    await Promise.all(served.map((s) => s.stop()));
+    for (const hook of onShutdown) {
+      try {
+        await call(hook);
+      } catch (err) {
+        log.error({ service: cls.name, hook, err: (err as Error).message }, 'an @onShutdown hook failed');
+      }
+    }
+    if (owned) await runtime.shutdown();
+  };
+  return { instance, runtime, stop: () => (stopping ??= stop()) };
+}
+
+/** The endpoint handler of one method: the request checked first, each response checked when a schema says so. */
+function handler(service: string, instance: object, ep: EndpointSpec) {
+  const method = (instance as Record<string, (request: unknown, context: Context) => unknown>)[ep.method];
+  if (typeof method !== 'function') throw new InvalidArgument(`${service}.${ep.method}: not a method`);
+  return async function* (request: unknown, context: Context): AsyncGenerator<unknown> {
+    const parsed = parseOrThrow(ep.request, request, `${service}.${ep.name} request`);
+    const output = method.call(instance, parsed, context);
+    const items = output != null && typeof (output as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function' ? (output as AsyncIterable<unknown>) : [await output];
+    for await (const item of items) yield ep.response ? parseOrThrow(ep.response, item, `${service}.${ep.name} response`) : item;
+  };
+}
