@@ -1,6 +1,6 @@
 import { CannotConnect, type Client, type DistributedRuntime } from '@dynamo/runtime';
 
-import { classMetadata, type EndpointSpec, type ServiceSpec } from './metadata.js';
+import { classMetadata, type EndpointSpec, type RouteSpec, type ServiceSpec } from './metadata.js';
 
 type Class<T = unknown> = abstract new (...args: never[]) => T;
 
@@ -18,10 +18,10 @@ export type ServiceClient<T> = {
 const FIRST_CALL_WAIT_MS = 30_000;
 
 /** The recorded service spec of a class; throws naming the class when it is not a `@service`. */
-export function serviceSpec(cls: Class): { spec: ServiceSpec; endpoints: EndpointSpec[]; onStart: string[]; onShutdown: string[] } {
+export function serviceSpec(cls: Class): { spec: ServiceSpec; endpoints: EndpointSpec[]; routes: RouteSpec[]; onStart: string[]; onShutdown: string[] } {
   const meta = classMetadata(cls);
   if (!meta?.service) throw new TypeError(`${cls.name || 'this class'} is not a Dynamo service: decorate it with @service({ dynamo: { namespace } })`);
-  return { spec: meta.service, endpoints: meta.endpoints ?? [], onStart: meta.onStart ?? [], onShutdown: meta.onShutdown ?? [] };
+  return { spec: meta.service, endpoints: meta.endpoints ?? [], routes: meta.routes ?? [], onStart: meta.onStart ?? [], onShutdown: meta.onShutdown ?? [] };
 }
 
 /**

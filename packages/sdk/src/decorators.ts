@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-import { type EndpointSpec, type ServiceSpec, sdkMetadata } from './metadata.js';
+import { type EndpointSpec, type RouteSpec, type ServiceSpec, sdkMetadata } from './metadata.js';
 
 const name = z.string().regex(/^[a-zA-Z0-9_-]+$/, 'must match [a-zA-Z0-9_-]+');
 const quantity = z.union([z.string().min(1), z.number().nonnegative()]).transform(String);
@@ -13,6 +13,8 @@ export const ServiceOptionsSchema = z.strictObject({
   resources: z.strictObject({ cpu: quantity.default('1'), memory: quantity.default('500Mi'), gpu: quantity.default('0') }).default({ cpu: '1', memory: '500Mi', gpu: '0' }),
   /** The container image `dynamo-deploy` runs it in (else `DYNAMO_IMAGE`). */
   image: z.string().min(1).optional(),
+  /** Environment variables of the service's processes (and its Kubernetes pods). */
+  envs: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'), z.string()).default({}),
   /** Config defaults; YAML and `--Class.key=value` flags override them. */
   config: z.record(z.string(), z.unknown()).default({}),
 });
@@ -32,7 +34,7 @@ export function service(options: ServiceOptions) {
     if (!parsed.success) throw new TypeError(`${where}: ${parsed.error.issues.map((i: z.core.$ZodIssue) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
     const component = String(context.name).toLowerCase();
     if (!/^[a-z0-9_-]+$/.test(component)) throw new TypeError(`${where}: the class name must be letters, digits and '_' (it becomes the component name ${component})`);
-    const spec: ServiceSpec = { namespace: parsed.data.dynamo.namespace, component, workers: parsed.data.workers, resources: parsed.data.resources, image: parsed.data.image, config: parsed.data.config };
+    const spec: ServiceSpec = { namespace: parsed.data.dynamo.namespace, component, workers: parsed.data.workers, resources: parsed.data.resources, image: parsed.data.image, envs: parsed.data.envs, config: parsed.data.config };
     sdkMetadata(context.metadata, where).service = spec;
   };
 }
@@ -64,6 +66,36 @@ export function endpoint<Req extends z.ZodType, Res extends z.ZodType | undefine
     const spec: EndpointSpec = { method: String(context.name), name: endpointName.data, request: options.request, response: options.response };
     const meta = sdkMetadata(context.metadata, where);
     meta.endpoints = [...(meta.endpoints ?? []).filter((e) => e.method !== spec.method), spec];
+    void method;
+  };
+}
+
+/** Options of {@link api}. */
+export interface ApiOptions<Req extends z.ZodType | undefined> {
+  /** The route's path; default `/` + the method's name. */
+  path?: string;
+  /** Default `POST`. */
+  method?: 'GET' | 'POST';
+  /** A POST body is checked against it before the method runs; a bad one gets a 400 naming the field. */
+  request?: Req;
+}
+
+/**
+ * Serves a method as a plain HTTP route on the service's own port (config `port`, else
+ * `DYNAMO_PORT`, default 8000). An async generator streams its items as server-sent events
+ * (`data: <json>`); an async method answers with its JSON result.
+ */
+export function api<Req extends z.ZodType | undefined = undefined>(options: ApiOptions<Req> = {}) {
+  return <M extends EndpointMethod<Req extends z.ZodType ? z.output<Req> : unknown, unknown>>(method: M, context: ClassMethodDecoratorContext<unknown, M>): void => {
+    const where = `@api on ${String(context.name)}`;
+    if (context.static || context.private) throw new TypeError(`${where}: routes are public instance methods`);
+    const path = options.path ?? `/${String(context.name)}`;
+    if (!/^\/[A-Za-z0-9_\-./]*$/.test(path)) throw new TypeError(`${where}: path must start with / and hold only letters, digits, '_', '-', '.' and '/' (got ${JSON.stringify(path)})`);
+    const httpMethod = options.method ?? 'POST';
+    if (httpMethod === 'GET' && options.request) throw new TypeError(`${where}: a GET route has no body to check; drop request or use POST`);
+    const spec: RouteSpec = { method: String(context.name), httpMethod, path, request: options.request };
+    const meta = sdkMetadata(context.metadata, where);
+    meta.routes = [...(meta.routes ?? []).filter((r) => r.method !== spec.method), spec];
     void method;
   };
 }

@@ -2,7 +2,7 @@ import type { ServiceClient } from './clients.js';
 
 type Class<T = unknown> = abstract new (...args: never[]) => T;
 
-const DEPENDENCY = Symbol('dynamo.sdk.dependency');
+const DEPENDENCY = Symbol.for('dynamo.sdk.dependency');
 
 /** What a `depends()` field holds until the service is served. */
 export interface Dependency {

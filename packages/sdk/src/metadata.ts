@@ -15,6 +15,17 @@ export interface EndpointSpec {
   response: z.ZodType | undefined;
 }
 
+/** What `@api` records about a method: a plain HTTP route the service serves on its own port. */
+export interface RouteSpec {
+  /** The method's name on the class. */
+  method: string;
+  httpMethod: 'GET' | 'POST';
+  /** `/` + the method's name, unless given. */
+  path: string;
+  /** POST bodies are checked against it before the method runs. */
+  request: z.ZodType | undefined;
+}
+
 /** Everything the decorators record about one service class. */
 export interface ServiceSpec {
   namespace: string;
@@ -23,6 +34,7 @@ export interface ServiceSpec {
   workers: number;
   resources: { cpu: string; memory: string; gpu: string };
   image: string | undefined;
+  envs: Record<string, string>;
   /** Config the decorator gives; `dynamo-serve` layers YAML and flags over it. */
   config: Record<string, unknown>;
 }
@@ -30,12 +42,14 @@ export interface ServiceSpec {
 /** The metadata object's keys the SDK uses. */
 export interface SdkMetadata {
   endpoints?: EndpointSpec[];
+  routes?: RouteSpec[];
   onStart?: string[];
   onShutdown?: string[];
   service?: ServiceSpec;
 }
 
-const KEY = Symbol('dynamo.sdk');
+// Registered symbols: a graph module loaded through a TS loader may get its own copy of the SDK.
+const KEY = Symbol.for('dynamo.sdk');
 
 /** The SDK's part of a decorator context's metadata object, created on first use. */
 export function sdkMetadata(metadata: DecoratorMetadataObject | undefined, where: string): SdkMetadata {
@@ -44,7 +58,7 @@ export function sdkMetadata(metadata: DecoratorMetadataObject | undefined, where
   if (own) return own;
   // A subclass starts from a copy of its parent's endpoints and hooks.
   const inherited = metadata[KEY] as SdkMetadata | undefined;
-  const fresh: SdkMetadata = { endpoints: [...(inherited?.endpoints ?? [])], onStart: [...(inherited?.onStart ?? [])], onShutdown: [...(inherited?.onShutdown ?? [])] };
+  const fresh: SdkMetadata = { endpoints: [...(inherited?.endpoints ?? [])], routes: [...(inherited?.routes ?? [])], onStart: [...(inherited?.onStart ?? [])], onShutdown: [...(inherited?.onShutdown ?? [])] };
   metadata[KEY] = fresh;
   return fresh;
 }

@@ -1,0 +1,152 @@
+#!/usr/bin/env node
+import { fileURLToPath } from 'node:url';
+import { createLogging, DynamoException, formatHelp, type Flags, InvalidArgument, loadRuntimeConfig, parseFlags, type RuntimeConfigOverrides, toDynamoException } from '@dynamo/runtime';
+import { z } from 'zod';
+
+import { loadGraph } from '../graph.js';
+import { planGpus, visibleGpus } from '../gpu-plan.js';
+import { parseOverrideArgs, readDeploymentConfig, resolveServices } from '../serve-config.js';
+import { runServiceProcess } from '../service-process.js';
+import { LiveStatus, renderStatus } from '../status-table.js';
+import { Supervisor } from '../supervisor.js';
+
+const flags = {
+  configFile: { schema: z.string().min(1).optional(), description: 'YAML config: service class name → its config (-f); DYN_DEPLOYMENT_CONFIG (YAML or JSON text) replaces it', placeholder: 'FILE' },
+  serviceName: { schema: z.string().min(1).optional(), description: 'Serve only this service of the graph, in this process (what each Kubernetes pod runs)', placeholder: 'CLASS' },
+  discoveryBackend: { schema: z.enum(['file', 'etcd']).optional(), description: 'Discovery for every service: file (the embedded default) or etcd [env: DYN_DISCOVERY_BACKEND]', placeholder: 'file|etcd' },
+  requestPlane: { schema: z.enum(['tcp', 'nats']).optional(), description: 'Request plane: tcp (default) or nats [env: DYN_REQUEST_PLANE]', placeholder: 'tcp|nats' },
+  etcdEndpoints: { schema: z.string().min(1).optional(), description: 'etcd endpoints, comma separated [env: ETCD_ENDPOINTS]', placeholder: 'URLS' },
+  natsServer: { schema: z.string().min(1).optional(), description: 'NATS server URL [env: NATS_SERVER]', placeholder: 'URL' },
+  fileKv: { schema: z.string().min(1).optional(), description: 'Directory of the file discovery store [env: DYN_FILE_KV]', placeholder: 'DIR' },
+  stopTimeout: { schema: z.coerce.number().positive().default(30), description: 'Seconds a worker may take to stop before it is killed', env: 'DYN_SERVE_STOP_TIMEOUT', placeholder: 'SECS' },
+  dryRun: { schema: z.boolean().default(false), boolean: true, description: 'Print each service with its resolved workers, resources, GPUs and config as JSON, and exit' },
+} satisfies Flags;
+
+const usage = 'dynamo-serve <module>#<Class> [-f config.yaml] [--Class.key=value ...] [options]';
+const summary = `Runs a graph of @dynamo/sdk services: <Class> and every service it depends() on, one process per
+worker, restarting any that die. Config layers, lowest first: the @service decorator's config, the
+YAML file (or DYN_DEPLOYMENT_CONFIG), then --Class.key=value flags (values are JSON when they
+parse; --Class.ServiceArgs.workers=2 changes a service's worker count). SIGINT or SIGTERM stops
+every process and exits 0.`;
+
+const valueFlags = new Set(Object.entries(flags).filter(([, f]) => !('boolean' in f)).map(([k]) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`));
+
+/** The graph argument and the remaining flags (`-f` spelled out). */
+function splitArgs(argv: readonly string[]): { ref: string | undefined; rest: string[] } {
+  let ref: string | undefined;
+  const rest: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i] === '-f' ? '--config-file' : argv[i]!;
+    if (!arg.startsWith('-') && ref === undefined) ref = arg;
+    else {
+      rest.push(arg);
+      if (valueFlags.has(arg) && i + 1 < argv.length) rest.push(argv[++i]!);
+    }
+  }
+  return { ref, rest };
+}
+
+async function main(argv: string[]): Promise<number> {
+  const logging = createLogging({ filter: process.env.DYN_LOG, jsonl: process.env.DYN_LOGGING_JSONL === '1' || process.env.DYN_LOGGING_JSONL === 'true' });
+  let log = logging.child('sdk.serve');
+  let parsed;
+  let ref;
+  let overrides;
+  try {
+    const split = parseOverrideArgs(argv);
+    overrides = split.overrides;
+    const args = splitArgs(split.rest);
+    ref = args.ref;
+    parsed = parseFlags(flags, args.rest, process.env);
+  } catch (err) {
+    process.stderr.write(`dynamo-serve: ${(err as Error).message}\n`);
+    return 2;
+  }
+  if (parsed.help) {
+    process.stdout.write(formatHelp(usage, summary, flags));
+    return 0;
+  }
+  const f = parsed.values;
+  let graph;
+  let services;
+  let runtimeOverrides: RuntimeConfigOverrides;
+  try {
+    if (ref === undefined) throw new InvalidArgument('give the graph to serve as <module>#<Class> (see --help)');
+    runtimeOverrides = Object.fromEntries(
+      Object.entries({ discoveryBackend: f.discoveryBackend, requestPlane: f.requestPlane, etcdEndpoints: f.etcdEndpoints, natsServer: f.natsServer, fileKvRoot: f.fileKv }).filter(([, v]) => v !== undefined),
+    ) as RuntimeConfigOverrides;
+    loadRuntimeConfig(process.env, runtimeOverrides);
+    graph = await loadGraph(ref);
+    const resolved = resolveServices(graph, readDeploymentConfig(f.configFile), overrides);
+    for (const warning of resolved.warnings) log.warn(warning);
+    services = resolved.services;
+    if (f.serviceName !== undefined && !graph.services.has(f.serviceName)) throw new InvalidArgument(`--service-name ${f.serviceName}: no such service in the graph (services: ${[...graph.services.keys()].join(', ')})`);
+  } catch (err) {
+    process.stderr.write(`dynamo-serve: ${toDynamoException(err).message}\n`);
+    return 2;
+  }
+
+  if (f.serviceName !== undefined) {
+    const name = f.serviceName;
+    try {
+      await runServiceProcess(graph.services.get(name)!, services.find((s) => s.name === name)!.config, runtimeOverrides);
+      return 0;
+    } catch (err) {
+      process.stderr.write(`dynamo-serve: ${name}: ${toDynamoException(err).message}\n`);
+      return err instanceof DynamoException && err.kind === 'InvalidArgument' ? 2 : 1;
+    }
+  }
+
+  const disableGpus = ['1', 'true'].includes((process.env.DYN_DISABLE_AUTO_GPU_ALLOCATION ?? '').toLowerCase());
+  const gpuPlan = disableGpus ? { devices: new Map<string, string[]>(), warnings: [] } : planGpus(services.map((s) => ({ service: s.name, workers: s.workers, gpu: Number(s.resources.gpu) })), visibleGpus());
+  if (f.dryRun) {
+    const plan = services.map((s) => ({ ...s, devices: gpuPlan.devices.get(s.name) ?? null, dependsOn: graph.edges.get(s.name) ?? [] }));
+    process.stdout.write(`${JSON.stringify({ entry: graph.entry.name, services: plan, warnings: gpuPlan.warnings }, null, 2)}\n`);
+    return 0;
+  }
+  for (const warning of gpuPlan.warnings) log.warn(warning);
+
+  const live = process.stderr.isTTY && !process.env.CI ? new LiveStatus(process.stderr) : undefined;
+  if (live) log = createLogging({ filter: process.env.DYN_LOG, destination: live.stream }).child('sdk.serve');
+  const supervisor: Supervisor = new Supervisor({
+    command: process.execPath,
+    args: [...process.execArgv, fileURLToPath(import.meta.url), ...process.argv.slice(2)],
+    services: services.map((s) => ({ name: s.name, workers: s.workers, env: s.envs, devices: gpuPlan.devices.get(s.name) })),
+    env: process.env,
+    log,
+    output: live ? (label, line) => live.line(`${label} | ${line}`) : undefined,
+    onChange: live ? () => live.show(renderStatus(supervisor.status())) : undefined,
+    onFatal: (message) => stop(`${message}; stopping the graph`, 1),
+  });
+
+  let finish!: (code: number) => void;
+  const finished = new Promise<number>((resolve) => (finish = resolve));
+  let stopping = false;
+  function stop(reason: string, code: number): void {
+    if (stopping) return;
+    stopping = true;
+    (code === 0 ? log.info.bind(log) : log.error.bind(log))(reason);
+    void supervisor.stop(f.stopTimeout * 1000).then(() => finish(code));
+  }
+  const onSignal = (signal: NodeJS.Signals) => {
+    if (stopping) {
+      log.warn({ signal }, 'second signal: killing every worker');
+      for (const w of supervisor.status()) if (w.pid) process.kill(-w.pid, 'SIGKILL');
+      process.exit(130);
+    }
+    stop(`${signal} received: stopping ${supervisor.status().length} workers`, 0);
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+
+  log.info({ entry: graph.entry.name, services: services.map((s) => `${s.name}×${s.workers}`) }, `starting ${services.length} services`);
+  supervisor.start();
+  void supervisor.ready.then(() => {
+    if (!stopping) log.info({ workers: supervisor.status().map((w) => ({ worker: `${w.service}#${w.index}`, pid: w.pid, url: w.httpUrl })) }, 'graph ready');
+  });
+  const code = await finished;
+  live?.done();
+  return code;
+}
+
+process.exitCode = await main(process.argv.slice(2));

@@ -1,0 +1,78 @@
+// Runs the built dynamo-serve CLI as a child process and follows its JSON log lines (its own
+// and its workers', which share its stderr).
+import { type ChildProcess, spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+export const serveCli = join(dirname(fileURLToPath(import.meta.url)), '../../dist/cli/serve.js');
+
+export interface LogLine {
+  msg?: string;
+  pid?: number;
+  [key: string]: unknown;
+}
+
+export interface ServeProcess {
+  child: ChildProcess;
+  logs: LogLine[];
+  /** Lines that are not JSON (a service's console output, errors). */
+  text: string[];
+  stdout: string[];
+  /** The first log line `match` accepts, already written or still to come. */
+  waitForLog(match: (line: LogLine) => boolean, what: string, timeoutMs?: number): Promise<LogLine>;
+  /** The workers of the `graph ready` line: `Service#i` → pid and url. */
+  ready(timeoutMs?: number): Promise<Map<string, { pid: number; url?: string }>>;
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+}
+
+/** Starts `dynamo-serve args` in `cwd`, with `env` over this process's environment and JSON logs. */
+export function startServe(args: string[], env: Record<string, string | undefined>, cwd?: string): ServeProcess {
+  const child = spawn(process.execPath, [serveCli, ...args], { cwd, env: { ...process.env, DYN_LOG: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const logs: LogLine[] = [];
+  const text: string[] = [];
+  const stdout: string[] = [];
+  const waiters: Array<() => void> = [];
+  const wake = () => waiters.splice(0).forEach((w) => w());
+  createInterface({ input: child.stderr! }).on('line', (line) => {
+    try {
+      logs.push(JSON.parse(line) as LogLine);
+    } catch {
+      text.push(line);
+    }
+    wake();
+  });
+  createInterface({ input: child.stdout! }).on('line', (line) => {
+    stdout.push(line);
+    wake();
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => (resolve({ code, signal }), wake())));
+  const waitForLog = async (match: (line: LogLine) => boolean, what: string, timeoutMs = 60_000): Promise<LogLine> => {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const found = logs.find(match);
+      if (found) return found;
+      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`dynamo-serve exited (${child.exitCode ?? child.signalCode}) before ${what}:\n${text.join('\n')}`);
+      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last lines:\n${[...logs.slice(-10).map((l) => JSON.stringify(l)), ...text.slice(-10)].join('\n')}`);
+      await new Promise<void>((resolve) => {
+        waiters.push(resolve);
+        setTimeout(resolve, 200);
+      });
+    }
+  };
+  const ready = async (timeoutMs?: number) => {
+    const line = await waitForLog((l) => l.msg === 'graph ready', 'graph ready', timeoutMs);
+    return new Map((line.workers as Array<{ worker: string; pid: number; url?: string }>).map((w) => [w.worker, { pid: w.pid, url: w.url }]));
+  };
+  return { child, logs, text, stdout, waitForLog, ready, exited };
+}
+
+/** Whether process `pid` still exists. */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
