@@ -11,7 +11,9 @@ export const ServiceOptionsSchema = z.strictObject({
   /** Processes (locally) or replicas (Kubernetes) of the service. */
   workers: z.number().int().min(1).default(1),
   resources: z.strictObject({ cpu: quantity.default('1'), memory: quantity.default('500Mi'), gpu: quantity.default('0') }).default({ cpu: '1', memory: '500Mi', gpu: '0' }),
-  /** The container image `dynamo-deploy` runs it in (else `DYNAMO_IMAGE`). */
+  /** The DynamoGraphDeployment component type `dynamo-deploy` writes for it. */
+  componentType: z.enum(['frontend', 'worker', 'prefill', 'decode', 'planner']).default('worker'),
+  /** The container image `dynamo-deploy` runs it in (else `--image` / `DYNAMO_IMAGE`). */
   image: z.string().min(1).optional(),
   /** Environment variables of the service's processes (and its Kubernetes pods). */
   envs: z.record(z.string().regex(/^[A-Za-z_][A-Za-z0-9_]*$/, 'must be an environment variable name'), z.string()).default({}),
@@ -34,7 +36,7 @@ export function service(options: ServiceOptions) {
     if (!parsed.success) throw new TypeError(`${where}: ${parsed.error.issues.map((i: z.core.$ZodIssue) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
     const component = String(context.name).toLowerCase();
     if (!/^[a-z0-9_-]+$/.test(component)) throw new TypeError(`${where}: the class name must be letters, digits and '_' (it becomes the component name ${component})`);
-    const spec: ServiceSpec = { namespace: parsed.data.dynamo.namespace, component, workers: parsed.data.workers, resources: parsed.data.resources, image: parsed.data.image, envs: parsed.data.envs, config: parsed.data.config };
+    const spec: ServiceSpec = { namespace: parsed.data.dynamo.namespace, component, workers: parsed.data.workers, resources: parsed.data.resources, componentType: parsed.data.componentType, image: parsed.data.image, envs: parsed.data.envs, config: parsed.data.config };
     sdkMetadata(context.metadata, where).service = spec;
   };
 }

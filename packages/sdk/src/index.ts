@@ -8,4 +8,5 @@ export { getRuntime } from './runtime-handle.js';
 export { depends, dependencies, dependencyTarget } from './depends.js';
 export { serviceClient, serviceSpec, type ServiceClient } from './clients.js';
 export { serveService, serviceConfig, type ServeServiceOptions, type ServedService } from './serve.js';
+export { DynamoGraphDeploymentSchema, type DynamoGraphDeployment } from './deploy/schema.js';
 export type { EndpointSpec, RouteSpec, ServiceSpec } from './metadata.js';

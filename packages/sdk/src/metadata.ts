@@ -33,6 +33,7 @@ export interface ServiceSpec {
   component: string;
   workers: number;
   resources: { cpu: string; memory: string; gpu: string };
+  componentType: 'frontend' | 'worker' | 'prefill' | 'decode' | 'planner';
   image: string | undefined;
   envs: Record<string, string>;
   /** Config the decorator gives; `dynamo-serve` layers YAML and flags over it. */

@@ -127,7 +127,7 @@ describe('dynamo-serve arguments', () => {
   });
 
   it.each([
-    [[], /give the graph to serve as <module>#<Class>/],
+    [[], /give the graph as <module>#<Class>/],
     [['nope.ts#X'], /no module at .*nope\.ts/],
     [[graph.replace('#Gateway', '#Nothing')], /exports no class Nothing \(exported: .*Gateway/],
     [[graph, '--Workr.c=1'], /--Workr\.\*: no service Workr in the graph \(services: Gateway, Worker\)/],

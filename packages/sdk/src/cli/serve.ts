@@ -1,14 +1,13 @@
 #!/usr/bin/env node
 import { fileURLToPath } from 'node:url';
-import { createLogging, DynamoException, formatHelp, type Flags, InvalidArgument, loadRuntimeConfig, parseFlags, type RuntimeConfigOverrides, toDynamoException } from '@dynamo/runtime';
+import { createLogging, DynamoException, formatHelp, type Flags, InvalidArgument, loadRuntimeConfig, type RuntimeConfigOverrides, toDynamoException } from '@dynamo/runtime';
 import { z } from 'zod';
 
-import { loadGraph } from '../graph.js';
 import { planGpus, visibleGpus } from '../gpu-plan.js';
-import { parseOverrideArgs, readDeploymentConfig, resolveServices } from '../serve-config.js';
 import { runServiceProcess } from '../service-process.js';
 import { LiveStatus, renderStatus } from '../status-table.js';
 import { Supervisor } from '../supervisor.js';
+import { parseGraphArgs, resolveGraph } from './graph-args.js';
 
 const flags = {
   configFile: { schema: z.string().min(1).optional(), description: 'YAML config: service class name → its config (-f); DYN_DEPLOYMENT_CONFIG (YAML or JSON text) replaces it', placeholder: 'FILE' },
@@ -29,35 +28,12 @@ YAML file (or DYN_DEPLOYMENT_CONFIG), then --Class.key=value flags (values are J
 parse; --Class.ServiceArgs.workers=2 changes a service's worker count). SIGINT or SIGTERM stops
 every process and exits 0.`;
 
-const valueFlags = new Set(Object.entries(flags).filter(([, f]) => !('boolean' in f)).map(([k]) => `--${k.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}`));
-
-/** The graph argument and the remaining flags (`-f` spelled out). */
-function splitArgs(argv: readonly string[]): { ref: string | undefined; rest: string[] } {
-  let ref: string | undefined;
-  const rest: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i] === '-f' ? '--config-file' : argv[i]!;
-    if (!arg.startsWith('-') && ref === undefined) ref = arg;
-    else {
-      rest.push(arg);
-      if (valueFlags.has(arg) && i + 1 < argv.length) rest.push(argv[++i]!);
-    }
-  }
-  return { ref, rest };
-}
-
 async function main(argv: string[]): Promise<number> {
   const logging = createLogging({ filter: process.env.DYN_LOG, jsonl: process.env.DYN_LOGGING_JSONL === '1' || process.env.DYN_LOGGING_JSONL === 'true' });
   let log = logging.child('sdk.serve');
   let parsed;
-  let ref;
-  let overrides;
   try {
-    const split = parseOverrideArgs(argv);
-    overrides = split.overrides;
-    const args = splitArgs(split.rest);
-    ref = args.ref;
-    parsed = parseFlags(flags, args.rest, process.env);
+    parsed = parseGraphArgs(flags, argv, process.env);
   } catch (err) {
     process.stderr.write(`dynamo-serve: ${(err as Error).message}\n`);
     return 2;
@@ -71,13 +47,12 @@ async function main(argv: string[]): Promise<number> {
   let services;
   let runtimeOverrides: RuntimeConfigOverrides;
   try {
-    if (ref === undefined) throw new InvalidArgument('give the graph to serve as <module>#<Class> (see --help)');
     runtimeOverrides = Object.fromEntries(
       Object.entries({ discoveryBackend: f.discoveryBackend, requestPlane: f.requestPlane, etcdEndpoints: f.etcdEndpoints, natsServer: f.natsServer, fileKvRoot: f.fileKv }).filter(([, v]) => v !== undefined),
     ) as RuntimeConfigOverrides;
     loadRuntimeConfig(process.env, runtimeOverrides);
-    graph = await loadGraph(ref);
-    const resolved = resolveServices(graph, readDeploymentConfig(f.configFile), overrides);
+    const resolved = await resolveGraph(parsed.ref, f.configFile, parsed.overrides);
+    graph = resolved.graph;
     for (const warning of resolved.warnings) log.warn(warning);
     services = resolved.services;
     if (f.serviceName !== undefined && !graph.services.has(f.serviceName)) throw new InvalidArgument(`--service-name ${f.serviceName}: no such service in the graph (services: ${[...graph.services.keys()].join(', ')})`);

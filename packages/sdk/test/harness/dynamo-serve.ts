@@ -76,3 +76,16 @@ export function alive(pid: number): boolean {
     return false;
   }
 }
+
+export const deployCli = join(dirname(fileURLToPath(import.meta.url)), '../../dist/cli/deploy.js');
+
+/** Runs `dynamo-deploy args` in `cwd` to the end. */
+export async function runDeploy(args: string[], cwd: string, env: Record<string, string | undefined> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [deployCli, ...args], { cwd, env: { ...process.env, DYNAMO_IMAGE: undefined, DYN_DEPLOYMENT_CONFIG: undefined, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  return { code, stdout, stderr };
+}
