@@ -40,6 +40,7 @@ export function graphManifest(graph: ServiceGraph, services: readonly ResolvedSe
     const { spec, routes } = serviceSpec(graph.services.get(s.name)!);
     const gpus = Math.ceil(Number(s.resources.gpu));
     const port = Number(s.config.port ?? 8000);
+    if (routes.length > 0 && port === 0) throw new InvalidArgument(`${s.name}: port 0 (any free port) cannot be exposed from a pod; set --${s.name}.port=PORT or a port in the config`);
     const envs = Object.entries(s.envs).sort(([a], [b]) => a.localeCompare(b));
     return {
       name: componentName(s.name),
