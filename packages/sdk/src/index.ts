@@ -7,6 +7,6 @@ export { service, endpoint, api, onStart, onShutdown, ServiceOptionsSchema, type
 export { getRuntime } from './runtime-handle.js';
 export { depends, dependencies, dependencyTarget } from './depends.js';
 export { serviceClient, serviceSpec, type ServiceClient } from './clients.js';
-export { serveService, serviceConfig, type ServeServiceOptions, type ServedService } from './serve.js';
+export { serveService, serviceConfig, serviceEndpoint, type ServeServiceOptions, type ServedService } from './serve.js';
 export { DynamoGraphDeploymentSchema, type DynamoGraphDeployment } from './deploy/schema.js';
 export type { EndpointSpec, RouteSpec, ServiceSpec } from './metadata.js';

@@ -1,4 +1,4 @@
-import { type Context, DistributedRuntime, InvalidArgument, parseOrThrow, type RuntimeOptions, type ServedEndpoint } from '@dynamo/runtime';
+import { type Component, type Context, DistributedRuntime, type Endpoint, InvalidArgument, parseOrThrow, type RuntimeOptions, type ServedEndpoint } from '@dynamo/runtime';
 
 import { serviceClient, serviceSpec } from './clients.js';
 import { dependencies } from './depends.js';
@@ -34,12 +34,23 @@ export interface ServedService<T> {
 // A registered symbol on the instance rather than a module-local map: the graph module may load
 // its own copy of the SDK (through a TypeScript loader) next to the one serving it.
 const CONFIG = Symbol.for('dynamo.sdk.config');
+const COMPONENT = Symbol.for('dynamo.sdk.component');
 
 /** The config a served service was given: the decorator's defaults with YAML and flags over them. */
 export function serviceConfig<C extends Record<string, unknown> = Record<string, unknown>>(instance: object): Readonly<C> {
   const config = (instance as { [CONFIG]?: Readonly<Record<string, unknown>> })[CONFIG];
   if (!config) throw new Error('serviceConfig(): this object is not a served service');
   return config as C;
+}
+
+/**
+ * The runtime `Endpoint` of a served service's endpoint `name` (Dynamo's name, default the
+ * method's): what `registerLlm` takes to register the service as a model.
+ */
+export function serviceEndpoint(instance: object, name: string): Endpoint {
+  const component = (instance as { [COMPONENT]?: Component })[COMPONENT];
+  if (!component) throw new Error('serviceEndpoint(): this object is not a served service');
+  return component.endpoint(name);
 }
 
 /**
@@ -56,6 +67,8 @@ export async function serveService<T extends object>(cls: Class<T>, options: Ser
   const instance = new cls();
   const config = Object.freeze({ ...spec.config, ...options.config });
   Object.defineProperty(instance, CONFIG, { value: config });
+  const component = runtime.namespace(spec.namespace).component(spec.component);
+  Object.defineProperty(instance, COMPONENT, { value: component });
   for (const [field, target] of dependencies(instance)) (instance as Record<string, unknown>)[field] = serviceClient(target as Class, runtime);
 
   const call = (name: string) => (instance as Record<string, () => unknown>)[name]!.call(instance);
@@ -64,7 +77,6 @@ export async function serveService<T extends object>(cls: Class<T>, options: Ser
   try {
     for (const hook of onStart) await call(hook);
     if (endpoints.length > 0) {
-      const component = runtime.namespace(spec.namespace).component(spec.component);
       await component.createService();
       for (const ep of endpoints) served.push(await component.endpoint(ep.name).serveEndpoint(handler(cls.name, instance, ep)));
     }
