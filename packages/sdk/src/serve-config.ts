@@ -137,11 +137,14 @@ export function resolveServices(graph: ServiceGraph, fileConfig: Json, overrides
     const { ServiceArgs: rawArgs, ...config } = layered;
     const args = ServiceArgsSchema.safeParse(rawArgs ?? {});
     if (!args.success) throw new InvalidArgument(describeIssues(`${name}.ServiceArgs`, args.error), { cause: args.error });
+    const resources = { ...spec.resources, ...definedOnly(args.data.resources ?? {}) };
+    const gpus = Number(resources.gpu);
+    if (!Number.isFinite(gpus) || gpus < 0) throw new InvalidArgument(`${name}.resources.gpu: must be a number of GPUs, e.g. 1 or 0.5 (got ${JSON.stringify(resources.gpu)})`);
     return {
       name,
       namespace: spec.namespace,
       workers: args.data.workers ?? spec.workers,
-      resources: { ...spec.resources, ...definedOnly(args.data.resources ?? {}) },
+      resources,
       envs: { ...spec.envs, ...args.data.envs },
       config: deepMerge(spec.config, config),
     };

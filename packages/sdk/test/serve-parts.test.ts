@@ -61,6 +61,7 @@ describe('config layering', () => {
 
   it('names a bad ServiceArgs field', () => {
     expect(() => resolveServices(graph, { Leaf: { ServiceArgs: { workerz: 2 } } }, {})).toThrow(/Leaf\.ServiceArgs: Unrecognized key: "workerz"/);
+    expect(() => resolveServices(graph, { Leaf: { ServiceArgs: { resources: { gpu: 'lots' } } } }, {})).toThrow(/Leaf\.resources\.gpu: must be a number of GPUs, e\.g\. 1 or 0\.5 \(got "lots"\)/);
   });
 });
 

@@ -53,7 +53,8 @@ async function main(argv: string[]): Promise<number> {
     loadRuntimeConfig(process.env, runtimeOverrides);
     const resolved = await resolveGraph(parsed.ref, f.configFile, parsed.overrides);
     graph = resolved.graph;
-    for (const warning of resolved.warnings) log.warn(warning);
+    // A supervised worker's supervisor has said it already.
+    if (!process.connected) for (const warning of resolved.warnings) log.warn(warning);
     services = resolved.services;
     if (f.serviceName !== undefined && !graph.services.has(f.serviceName)) throw new InvalidArgument(`--service-name ${f.serviceName}: no such service in the graph (services: ${[...graph.services.keys()].join(', ')})`);
   } catch (err) {
@@ -73,7 +74,8 @@ async function main(argv: string[]): Promise<number> {
   }
 
   const disableGpus = ['1', 'true'].includes((process.env.DYN_DISABLE_AUTO_GPU_ALLOCATION ?? '').toLowerCase());
-  const gpuPlan = disableGpus ? { devices: new Map<string, string[]>(), warnings: [] } : planGpus(services.map((s) => ({ service: s.name, workers: s.workers, gpu: Number(s.resources.gpu) })), visibleGpus());
+  const needsGpus = !disableGpus && services.some((s) => Number(s.resources.gpu) > 0);
+  const gpuPlan = !needsGpus ? { devices: new Map<string, string[]>(), warnings: [] } : planGpus(services.map((s) => ({ service: s.name, workers: s.workers, gpu: Number(s.resources.gpu) })), visibleGpus());
   if (f.dryRun) {
     const plan = services.map((s) => ({ ...s, devices: gpuPlan.devices.get(s.name) ?? null, dependsOn: graph.edges.get(s.name) ?? [] }));
     process.stdout.write(`${JSON.stringify({ entry: graph.entry.name, services: plan, warnings: gpuPlan.warnings }, null, 2)}\n`);
