@@ -136,6 +136,7 @@ describe('dynamo-serve arguments', () => {
     [[graph, '--discovery-backend', 'zookeeper'], /--discovery-backend/],
     [[graph, '--service-name', 'Nobody'], /--service-name Nobody: no such service in the graph/],
     [[graph, '--Worker.c'], /--Worker\.c: needs a value/],
+    [[graph, '--Gateway.ServiceArgs.workers=2'], /Gateway: a service with @api routes runs one worker here/],
   ])('bad arguments %j exit 2 naming what is wrong', async (args, message) => {
     const { code, stderr } = await run(args as string[]);
     expect(code).toBe(2);

@@ -3,7 +3,10 @@ import { fileURLToPath } from 'node:url';
 import { createLogging, DynamoException, formatHelp, type Flags, InvalidArgument, loadRuntimeConfig, type RuntimeConfigOverrides, toDynamoException } from '@dynamo/runtime';
 import { z } from 'zod';
 
+import { serviceSpec } from '../clients.js';
 import { planGpus, visibleGpus } from '../gpu-plan.js';
+import type { ServiceGraph } from '../graph.js';
+import type { ResolvedService } from '../serve-config.js';
 import { runServiceProcess } from '../service-process.js';
 import { LiveStatus, renderStatus } from '../status-table.js';
 import { Supervisor } from '../supervisor.js';
@@ -43,8 +46,8 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   const f = parsed.values;
-  let graph;
-  let services;
+  let graph: ServiceGraph;
+  let services: ResolvedService[];
   let runtimeOverrides: RuntimeConfigOverrides;
   try {
     runtimeOverrides = Object.fromEntries(
@@ -56,6 +59,9 @@ async function main(argv: string[]): Promise<number> {
     // A supervised worker's supervisor has said it already.
     if (!process.connected) for (const warning of resolved.warnings) log.warn(warning);
     services = resolved.services;
+    // One machine, one port: Node 20 cannot share a listening port between processes.
+    const sharedPort = services.find((s) => s.workers > 1 && serviceSpec(resolved.graph.services.get(s.name)!).routes.length > 0);
+    if (f.serviceName === undefined && sharedPort) throw new InvalidArgument(`${sharedPort.name}: a service with @api routes runs one worker here, as its port can be bound once (got workers: ${sharedPort.workers}); Kubernetes replicas may be more`);
     if (f.serviceName !== undefined && !graph.services.has(f.serviceName)) throw new InvalidArgument(`--service-name ${f.serviceName}: no such service in the graph (services: ${[...graph.services.keys()].join(', ')})`);
   } catch (err) {
     process.stderr.write(`dynamo-serve: ${toDynamoException(err).message}\n`);
