@@ -1,0 +1,167 @@
+//! KV-aware routing for Dynamo for TypeScript, as stock Dynamo 1.6 routes: an index of the
+//! blocks each worker caches (fed by its KV events, or guessed from past routing), the router's
+//! own count of each worker's active prefill and decode load, and the cost function that weighs
+//! the two. Sans-IO: the caller decodes events, supplies the clock and the randomness, and
+//! sends the request.
+
+mod approx;
+mod hasher;
+mod index;
+mod sequences;
+mod selector;
+
+pub use approx::{ApproxCache, ApproxConfig};
+pub use index::{ApplyOutcome, KvEventData, RadixIndex, StoredBlock};
+pub use sequences::{ActiveSequences, Load};
+pub use selector::{Candidate, CostConfig, Scored};
+
+use std::collections::HashMap;
+
+/// A worker instance and one of its data-parallel ranks: the unit that holds a KV cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkerKey {
+    pub worker_id: u64,
+    pub dp_rank: u32,
+}
+
+/// What routing needs to know of a live worker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkerInfo {
+    pub worker: WorkerKey,
+    /// Its KV capacity in blocks, when it reported one.
+    pub total_blocks: Option<u64>,
+}
+
+/// The result of applying a KV event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct EventReport {
+    pub outcome: ApplyOutcome,
+    /// The event ids skipped before this one (`event_id` − last − 1), when there was a gap.
+    pub missed: Option<u64>,
+}
+
+/// Where a request goes, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Decision {
+    pub worker: WorkerKey,
+    pub overlap_blocks: u32,
+    pub logit: f64,
+    /// Every candidate's cost, in the order given.
+    pub scores: Vec<Scored>,
+}
+
+/// Why no worker was chosen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NoWorker {
+    NoCandidates,
+    /// Every candidate is past a busy threshold.
+    AllBusy,
+}
+
+/// A request as the router sees it.
+pub struct RouteRequest<'a> {
+    pub request_id: &'a str,
+    /// Token hashes of the prompt's full blocks (what the index matches).
+    pub tokens_hashes: &'a [u64],
+    /// Sequence hashes of the same blocks (what load tracking counts).
+    pub sequence_hashes: &'a [u64],
+    pub isl_tokens: u64,
+}
+
+/// The router's whole state.
+pub struct KvRouter {
+    cost: CostConfig,
+    index: RadixIndex,
+    sequences: ActiveSequences,
+    /// Present in approximate mode (no KV events).
+    approx: Option<ApproxCache>,
+    last_event: HashMap<WorkerKey, u64>,
+}
+
+impl KvRouter {
+    /// A router fed by KV events (`approx` None) or guessing from its own decisions.
+    pub fn new(cost: CostConfig, approx: Option<ApproxConfig>) -> Self {
+        Self { cost, index: RadixIndex::new(), sequences: ActiveSequences::new(), approx: approx.map(ApproxCache::new), last_event: HashMap::new() }
+    }
+
+    pub fn cost_config(&self) -> &CostConfig {
+        &self.cost
+    }
+
+    pub fn index(&self) -> &RadixIndex {
+        &self.index
+    }
+
+    pub fn sequences(&self) -> &ActiveSequences {
+        &self.sequences
+    }
+
+    /// Applies event `event_id` of `worker`, noting a gap in its ids.
+    pub fn apply_event(&mut self, worker: WorkerKey, event_id: u64, data: &KvEventData) -> EventReport {
+        let missed = match self.last_event.insert(worker, event_id) {
+            Some(last) if event_id > last + 1 => Some(event_id - last - 1),
+            _ => None,
+        };
+        EventReport { outcome: self.index.apply(worker, data), missed }
+    }
+
+    /// Chooses a worker among `candidates` and counts the request on it until
+    /// [`KvRouter::free`]. `random` is a uniform draw in [0, 1); `now_ms` the clock for guesses.
+    pub fn route(&mut self, request: &RouteRequest, candidates: &[WorkerInfo], random: f64, now_ms: u64) -> Result<Decision, NoWorker> {
+        let decision = self.decide(request, candidates, random, now_ms)?;
+        let prefill = request.isl_tokens.saturating_sub(u64::from(decision.overlap_blocks) * u64::from(self.cost.block_size));
+        self.sequences.add(request.request_id, decision.worker, request.sequence_hashes.to_vec(), prefill);
+        if let Some(approx) = &mut self.approx {
+            approx.insert(&mut self.index, decision.worker, request.tokens_hashes, request.sequence_hashes, now_ms);
+        }
+        Ok(decision)
+    }
+
+    /// What [`KvRouter::route`] would choose, without counting the request.
+    pub fn decide(&mut self, request: &RouteRequest, candidates: &[WorkerInfo], random: f64, now_ms: u64) -> Result<Decision, NoWorker> {
+        if candidates.is_empty() {
+            return Err(NoWorker::NoCandidates);
+        }
+        if let Some(approx) = &mut self.approx {
+            approx.expire(&mut self.index, now_ms);
+        }
+        let overlaps: HashMap<WorkerKey, u32> = self.index.overlaps(request.tokens_hashes).into_iter().collect();
+        let all: Vec<Candidate> = candidates
+            .iter()
+            .map(|w| Candidate {
+                worker: w.worker,
+                overlap_blocks: overlaps.get(&w.worker).copied().unwrap_or(0),
+                load: self.sequences.load(w.worker),
+                new_blocks: self.sequences.new_blocks(w.worker, request.sequence_hashes),
+                total_blocks: w.total_blocks,
+            })
+            .collect();
+        let free: Vec<Candidate> = all.iter().copied().filter(|c| !self.cost.is_busy(c)).collect();
+        if free.is_empty() {
+            return Err(NoWorker::AllBusy);
+        }
+        let scores = self.cost.score(request.isl_tokens, &free);
+        let chosen = scores[self.cost.pick(&scores, random)];
+        Ok(Decision { worker: chosen.worker, overlap_blocks: chosen.overlap_blocks, logit: chosen.logit, scores })
+    }
+
+    /// The request's first token arrived.
+    pub fn prefill_done(&mut self, request_id: &str) {
+        self.sequences.prefill_done(request_id);
+    }
+
+    /// The request ended.
+    pub fn free(&mut self, request_id: &str) {
+        self.sequences.free(request_id);
+    }
+
+    /// A worker left: its cache, load and event ids are forgotten.
+    pub fn remove_worker(&mut self, worker_id: u64) {
+        self.index.remove_worker(worker_id, None);
+        self.sequences.remove_worker(worker_id);
+        self.last_event.retain(|k, _| k.worker_id != worker_id);
+        if let Some(approx) = &mut self.approx {
+            approx.remove_worker(worker_id);
+        }
+    }
+}
