@@ -22,13 +22,16 @@ impl Default for ApproxConfig {
     }
 }
 
+/// A guess in expiry order: (expires at, deeper first, worker, sequence hash).
+type Expiry = Reverse<(u64, Reverse<u32>, WorkerKey, u64)>;
+
 /// The guessed blocks and when each expires.
 pub struct ApproxCache {
     config: ApproxConfig,
     /// (worker, sequence hash) → expiry; the heap may hold older expiries of an entry, skipped when popped.
     expiry: HashMap<(WorkerKey, u64), u64>,
     /// Deeper blocks first among equal expiries, so a prefix outlives its tail.
-    heap: BinaryHeap<Reverse<(u64, Reverse<u32>, WorkerKey, u64)>>,
+    heap: BinaryHeap<Expiry>,
 }
 
 impl ApproxCache {
