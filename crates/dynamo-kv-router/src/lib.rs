@@ -9,11 +9,13 @@ mod hasher;
 mod index;
 mod sequences;
 mod selector;
+mod wire;
 
 pub use approx::{ApproxCache, ApproxConfig};
 pub use index::{ApplyOutcome, KvEventData, RadixIndex, StoredBlock};
 pub use sequences::{ActiveSequences, Load};
 pub use selector::{Candidate, CostConfig, Scored};
+pub use wire::{decode_event_batch, WireEvent};
 
 use std::collections::HashMap;
 
