@@ -5,17 +5,21 @@
 //! sends the request.
 
 mod approx;
+mod envelope;
 mod hasher;
 mod index;
 mod sequences;
 mod selector;
+mod vllm;
 mod wire;
 
 pub use approx::{ApproxCache, ApproxConfig};
 pub use index::{ApplyOutcome, KvEventData, RadixIndex, StoredBlock};
 pub use sequences::{ActiveSequences, Load};
 pub use selector::{Candidate, CostConfig, Scored};
-pub use wire::{decode_event_batch, WireEvent};
+pub use envelope::{ActiveLoad, Envelope};
+pub use vllm::{decode_vllm_batch, VllmBatch, VllmEvent};
+pub use wire::{decode_event_batch, encode_event_batch, WireEvent};
 
 use std::collections::HashMap;
 
@@ -78,12 +82,14 @@ pub struct KvRouter {
     /// Present in approximate mode (no KV events).
     approx: Option<ApproxCache>,
     last_event: HashMap<WorkerKey, u64>,
+    /// KV blocks each worker last reported in use (`kv_metrics`), for the busy check.
+    reported_blocks: HashMap<WorkerKey, u64>,
 }
 
 impl KvRouter {
     /// A router fed by KV events (`approx` None) or guessing from its own decisions.
     pub fn new(cost: CostConfig, approx: Option<ApproxConfig>) -> Self {
-        Self { cost, index: RadixIndex::new(), sequences: ActiveSequences::new(), approx: approx.map(ApproxCache::new), last_event: HashMap::new() }
+        Self { cost, index: RadixIndex::new(), sequences: ActiveSequences::new(), approx: approx.map(ApproxCache::new), last_event: HashMap::new(), reported_blocks: HashMap::new() }
     }
 
     pub fn cost_config(&self) -> &CostConfig {
@@ -138,13 +144,31 @@ impl KvRouter {
                 total_blocks: w.total_blocks,
             })
             .collect();
-        let free: Vec<Candidate> = all.iter().copied().filter(|c| !self.cost.is_busy(c)).collect();
+        // A worker is as busy as the larger of the router's own count and its last report.
+        let free: Vec<Candidate> = all
+            .iter()
+            .copied()
+            .filter(|c| {
+                let reported = self.reported_blocks.get(&c.worker).copied().unwrap_or(0);
+                !self.cost.is_busy(&Candidate { load: Load { decode_blocks: c.load.decode_blocks.max(reported), ..c.load }, ..*c })
+            })
+            .collect();
         if free.is_empty() {
             return Err(NoWorker::AllBusy);
         }
         let scores = self.cost.score(request.isl_tokens, &free);
         let chosen = scores[self.cost.pick(&scores, random)];
         Ok(Decision { worker: chosen.worker, overlap_blocks: chosen.overlap_blocks, logit: chosen.logit, scores })
+    }
+
+    /// A worker's load report: its KV blocks in use (`kv_used_blocks`, else
+    /// `active_decode_blocks`) count toward the busy threshold.
+    pub fn apply_load(&mut self, load: &ActiveLoad) {
+        let worker = WorkerKey { worker_id: load.worker_id, dp_rank: load.dp_rank };
+        match load.kv_used_blocks.or(load.active_decode_blocks) {
+            Some(blocks) => self.reported_blocks.insert(worker, blocks),
+            None => self.reported_blocks.remove(&worker),
+        };
     }
 
     /// The request's first token arrived.
@@ -162,6 +186,7 @@ impl KvRouter {
         self.index.remove_worker(worker_id, None);
         self.sequences.remove_worker(worker_id);
         self.last_event.retain(|k, _| k.worker_id != worker_id);
+        self.reported_blocks.retain(|k, _| k.worker_id != worker_id);
         if let Some(approx) = &mut self.approx {
             approx.remove_worker(worker_id);
         }

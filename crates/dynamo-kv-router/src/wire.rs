@@ -1,9 +1,9 @@
 //! Stock Dynamo 1.6's KV event payload, decoded: a msgpack array of RouterEvent maps
 //! (`worker_id`, `storage_tier`, `residency_domain`, `event: {event_id, data, dp_rank}`), where
 //! `data` is `{"stored": {...}}`, `{"removed": {...}}` or the bare string `"cleared"`.
-//! Decoding a whole batch here keeps the frontend at one boundary crossing per message.
+//! Decoding (and encoding) a whole batch here keeps each side at one boundary crossing per message.
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::index::{KvEventData, StoredBlock};
 use crate::WorkerKey;
@@ -76,4 +76,61 @@ pub fn decode_event_batch(payload: &[u8]) -> Result<Vec<WireEvent>, String> {
             },
         })
         .collect())
+}
+
+#[derive(Serialize)]
+struct OutEvent<'a> {
+    worker_id: u64,
+    storage_tier: &'a str,
+    residency_domain: &'static str,
+    event: OutCacheEvent<'a>,
+}
+
+#[derive(Serialize)]
+struct OutCacheEvent<'a> {
+    event_id: u64,
+    data: OutData<'a>,
+    dp_rank: u32,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "snake_case")]
+enum OutData<'a> {
+    Stored { parent_hash: Option<u64>, start_position: Option<u32>, blocks: Vec<OutBlock> },
+    Removed { block_hashes: &'a [u64] },
+    Cleared,
+}
+
+#[derive(Serialize)]
+struct OutBlock {
+    block_hash: u64,
+    tokens_hash: u64,
+    mm_extra_info: Option<()>,
+}
+
+/// Encodes events as a stock publisher sends them: every field present (nil when absent),
+/// `residency_domain` "worker", `cleared` a bare string.
+pub fn encode_event_batch(events: &[WireEvent]) -> Vec<u8> {
+    let out: Vec<OutEvent> = events
+        .iter()
+        .map(|e| OutEvent {
+            worker_id: e.worker.worker_id,
+            storage_tier: &e.storage_tier,
+            residency_domain: "worker",
+            event: OutCacheEvent {
+                event_id: e.event_id,
+                dp_rank: e.worker.dp_rank,
+                data: match &e.data {
+                    KvEventData::Stored { parent_hash, blocks } => OutData::Stored {
+                        parent_hash: *parent_hash,
+                        start_position: None,
+                        blocks: blocks.iter().map(|b| OutBlock { block_hash: b.block_hash, tokens_hash: b.tokens_hash, mm_extra_info: None }).collect(),
+                    },
+                    KvEventData::Removed { block_hashes } => OutData::Removed { block_hashes },
+                    KvEventData::Cleared => OutData::Cleared,
+                },
+            },
+        })
+        .collect();
+    rmp_serde::to_vec_named(&out).expect("KV events always encode")
 }

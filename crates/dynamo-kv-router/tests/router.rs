@@ -1,6 +1,6 @@
 //! Load tracking, the cost function, approximate mode and the router as a whole.
 
-use dynamo_kv_router::{ActiveSequences, ApproxConfig, Candidate, CostConfig, KvEventData, KvRouter, Load, NoWorker, RouteRequest, StoredBlock, WorkerInfo, WorkerKey};
+use dynamo_kv_router::{ActiveLoad, ActiveSequences, ApproxConfig, Candidate, CostConfig, KvEventData, KvRouter, Load, NoWorker, RouteRequest, StoredBlock, WorkerInfo, WorkerKey};
 
 fn w(id: u64) -> WorkerKey {
     WorkerKey { worker_id: id, dp_rank: 0 }
@@ -79,6 +79,19 @@ fn busy_workers_are_skipped_and_all_busy_is_an_error() {
     router.prefill_done("a");
     assert_eq!(router.decide(&request("c"), &[info(1)], 0.0, 0).unwrap().worker, w(1));
     assert_eq!(router.route(&request("d"), &[], 0.0, 0), Err(NoWorker::NoCandidates));
+}
+
+#[test]
+fn a_worker_reporting_its_cache_nearly_full_is_busy() {
+    let cost = CostConfig { block_size: 4, active_decode_blocks_threshold: Some(0.8), ..Default::default() };
+    let mut router = KvRouter::new(cost, None);
+    let request = RouteRequest { request_id: "a", tokens_hashes: &[], sequence_hashes: &[], isl_tokens: 4 };
+    let report = |used| ActiveLoad { worker_id: 1, dp_rank: 0, active_decode_blocks: None, active_prefill_tokens: None, kv_used_blocks: Some(used) };
+    router.apply_load(&report(90));
+    assert_eq!(router.decide(&request, &[info(1), info(2)], 0.0, 0).unwrap().worker, w(2));
+    assert_eq!(router.decide(&request, &[info(1)], 0.0, 0), Err(NoWorker::AllBusy));
+    router.apply_load(&report(10));
+    assert_eq!(router.decide(&request, &[info(1)], 0.0, 0).unwrap().worker, w(1));
 }
 
 #[test]
