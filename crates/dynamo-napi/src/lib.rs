@@ -8,6 +8,7 @@ mod detokenizer;
 mod gguf;
 mod js_engine;
 mod kernels;
+mod kv_router;
 mod lifecycle;
 mod output_parser;
 mod prompt;

@@ -48,6 +48,11 @@ const envSchema = z.object({
   NATS_TLS_CLIENT_CERT_PATH: z.string().optional(),
   NATS_TLS_CLIENT_KEY_PATH: z.string().optional(),
   DYN_NATS_REQUEST_TIMEOUT_SECS: positiveSecs.default(10),
+  DYN_EVENT_PLANE: z.enum(['zmq', 'nats'], { error: (i) => `Invalid DYN_EVENT_PLANE value '${String(i.input)}'. Valid values: 'nats', 'zmq'` }).default('zmq'),
+  DYN_EVENT_PLANE_HOST: z
+    .string()
+    .refine((v) => v !== '0.0.0.0' && v !== '::', 'must be an address subscribers can dial, not an unspecified one')
+    .optional(),
   DYN_TCP_RPC_HOST: z.string().min(1).default('127.0.0.1'),
   DYN_TCP_RPC_PORT: port.default(0),
   DYN_TCP_RPC_ADVERTISE_HOST: z.string().optional(),
@@ -75,6 +80,8 @@ type Env = z.output<typeof envSchema>;
 export interface RuntimeConfig {
   discoveryBackend: Env['DYN_DISCOVERY_BACKEND'];
   requestPlane: Env['DYN_REQUEST_PLANE'];
+  /** Where KV events and load reports travel; `host` is the address advertised for ZMQ sockets. */
+  eventPlane: { plane: Env['DYN_EVENT_PLANE']; host?: string };
   etcd: {
     endpoints: string[];
     username?: string;
@@ -119,6 +126,7 @@ export interface RuntimeConfig {
 export interface RuntimeConfigOverrides {
   discoveryBackend?: RuntimeConfig['discoveryBackend'];
   requestPlane?: RuntimeConfig['requestPlane'];
+  eventPlane?: RuntimeConfig['eventPlane']['plane'];
   etcdEndpoints?: string;
   natsServer?: string;
   fileKvRoot?: string;
@@ -128,6 +136,7 @@ export interface RuntimeConfigOverrides {
 const overrideEnv: Record<keyof RuntimeConfigOverrides, keyof Env> = {
   discoveryBackend: 'DYN_DISCOVERY_BACKEND',
   requestPlane: 'DYN_REQUEST_PLANE',
+  eventPlane: 'DYN_EVENT_PLANE',
   etcdEndpoints: 'ETCD_ENDPOINTS',
   natsServer: 'NATS_SERVER',
   fileKvRoot: 'DYN_FILE_KV',
@@ -161,6 +170,7 @@ export function loadRuntimeConfig(
   const config: RuntimeConfig = {
     discoveryBackend: e.DYN_DISCOVERY_BACKEND,
     requestPlane: e.DYN_REQUEST_PLANE,
+    eventPlane: { plane: e.DYN_EVENT_PLANE, ...(e.DYN_EVENT_PLANE_HOST === undefined ? {} : { host: e.DYN_EVENT_PLANE_HOST }) },
     etcd: {
       endpoints: e.ETCD_ENDPOINTS,
       username: e.ETCD_AUTH_USERNAME,

@@ -44,6 +44,22 @@ export { TcpRequestPlaneServer, TcpRequestPlaneClient, type TcpRequestPlaneServe
 export { NatsRequestPlaneServer, NatsRequestPlaneClient } from './request-plane/nats.js';
 export { encodeTwoPart, TwoPartDecoder, type TwoPartFrame } from './request-plane/envelope.js';
 export { controlHeader, encodeRequestEnvelope, decodeRequestEnvelope, type ControlHeader, type ConnectionInfo } from './request-plane/control.js';
+export { EventPublisher, type EventPlane, type EventPublisherOptions, type EnvelopeBuilder } from './event-plane/publisher.js';
+export { EventSubscriber, type EventSubscriberOptions } from './event-plane/subscriber.js';
+export { eventSubject, eventRecordKey, eventRecordPrefix, type EventScope } from './event-plane/subject.js';
+export {
+  EVENT_CHANNELS_BUCKET,
+  EVENT_SOURCES_BUCKET,
+  EventChannelRecordSchema,
+  EventSourceRecordSchema,
+  eventChannelRecord,
+  eventSourceRecord,
+  decodeEventChannelRecord,
+  type EventChannelRecord,
+  type EventSourceRecord,
+  type EventTransport,
+} from './event-plane/records.js';
+export { zmqFrames, parseZmqFrames, type ZmqMessage } from './event-plane/zmq-frames.js';
 export { ResponseStreamServer, type PendingResponse } from './response-plane/stream-server.js';
 export { callHome, ResponseSender } from './response-plane/call-home.js';
 export { ResponseProtocolError } from './response-plane/frames.js';

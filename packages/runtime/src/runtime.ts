@@ -9,6 +9,9 @@ import { Namespace } from './component.js';
 import { createLogging, type Log, type Logging } from './logger.js';
 import { RuntimeMetrics } from './metrics.js';
 import { parseEndpointPath } from './names.js';
+import { EventPublisher } from './event-plane/publisher.js';
+import type { EventScope } from './event-plane/subject.js';
+import { EventSubscriber } from './event-plane/subscriber.js';
 import { connectNats, type NatsConnection } from './request-plane/nats-connection.js';
 import { NatsRequestPlaneClient, NatsRequestPlaneServer } from './request-plane/nats.js';
 import type { RequestPlaneClient, RequestPlaneServer } from './request-plane/request-plane.js';
@@ -51,6 +54,7 @@ export class DistributedRuntime {
   #system: SystemStatusServer | undefined;
   #systemPort: number | undefined;
   #shutdown: Promise<void> | undefined;
+  readonly #eventStreams = new Set<{ close(): Promise<void> }>();
 
   private constructor(config: RuntimeConfig, logging: Logging, store: KvStore) {
     this.config = config;
@@ -181,6 +185,40 @@ export class DistributedRuntime {
     else this.#served.delete(endpoint);
   }
 
+  /**
+   * A publisher of `topic` for `scope` on the configured event plane (`DYN_EVENT_PLANE`: ZMQ by
+   * default, as stock 1.6.1), advertised in discovery; closed at shutdown.
+   */
+  async eventPublisher(scope: EventScope, topic: string): Promise<EventPublisher> {
+    const { plane, host } = this.config.eventPlane;
+    const publisher = await EventPublisher.create({
+      plane,
+      scope,
+      topic,
+      store: this.discovery.store,
+      nats: () => this.#natsConnection(),
+      ...(host === undefined ? {} : { host }),
+      log: this.log('runtime.event-plane'),
+    });
+    this.#eventStreams.add(publisher);
+    return publisher;
+  }
+
+  /** Receives `topic` of `scope` from every publisher on the configured event plane; closed at shutdown. */
+  async eventSubscriber(scope: EventScope, topic: string, onEnvelope: (envelope: Uint8Array) => void): Promise<EventSubscriber> {
+    const subscriber = await EventSubscriber.create({
+      plane: this.config.eventPlane.plane,
+      scope,
+      topic,
+      store: this.discovery.store,
+      nats: () => this.#natsConnection(),
+      onEnvelope,
+      log: this.log('runtime.event-plane'),
+    });
+    this.#eventStreams.add(subscriber);
+    return subscriber;
+  }
+
   /** Runs `hook` during shutdown, after endpoints are drained and before discovery closes. */
   onShutdown(hook: () => Promise<void> | void): void {
     this.#shutdownHooks.push(hook);
@@ -210,6 +248,7 @@ export class DistributedRuntime {
     close(this.#requestServer);
     close(this.#requestClient);
     close(this.#responseServer);
+    for (const stream of this.#eventStreams) closing.push(stream.close().catch(() => {}));
     await Promise.all(closing);
     if (this.#nats) await (await this.#nats.catch(() => undefined))?.close().catch(() => {});
     await this.#system?.close();

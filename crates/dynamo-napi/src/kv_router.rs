@@ -1,0 +1,436 @@
+//! KV-aware routing: the frontend's `KvRouter` (events and load reports in, one decision per
+//! request out) and the worker's `KvEventBatcher` (engine events in, stock-format envelopes out).
+//! Each call crosses once per message or per request; hashing and msgpack stay in Rust.
+
+use std::collections::HashMap;
+
+use dynamo_kv_router::{self as kv, ActiveLoad, ApproxConfig, CostConfig, Envelope, KvEventData, RouteRequest, StoredBlock, VllmEvent, WireEvent, WorkerInfo, WorkerKey};
+use dynamo_llm_core::block_hash::{block_hashes, sequence_hashes, HashScope};
+use napi::bindgen_prelude::{BigInt, BigUint64Array, Buffer, Uint32Array};
+use napi::{Error, Status};
+use napi_derive::napi;
+
+fn invalid(message: impl Into<String>) -> Error {
+    Error::new(Status::InvalidArg, message.into())
+}
+
+fn u64_of(name: &str, value: &BigInt) -> napi::Result<u64> {
+    let (negative, n, lossless) = value.get_u64();
+    if negative || !lossless {
+        return Err(invalid(format!("{name} must be a bigint in 0..2n ** 64n")));
+    }
+    Ok(n)
+}
+
+fn whole(name: &str, value: f64) -> napi::Result<u64> {
+    if !(value.is_finite() && value >= 0.0 && value.fract() == 0.0 && value <= 9_007_199_254_740_991.0) {
+        return Err(invalid(format!("{name} must be a non-negative integer, got {value}")));
+    }
+    Ok(value as u64)
+}
+
+/// The router's settings; unset fields take stock Dynamo 1.6's defaults.
+#[napi(object)]
+pub struct KvRouterOptions {
+    /// Tokens per KV block (the card's `kv_cache_block_size`).
+    pub block_size: u32,
+    /// Weight of the prefill term (`--kv-overlap-score-weight`, default 1).
+    pub overlap_score_weight: Option<f64>,
+    /// Softmax temperature (`--router-temperature`, default 0: always the cheapest).
+    pub temperature: Option<f64>,
+    /// Count blocks a worker already holds for other requests once (`--no-assume-kv-reuse` turns it off).
+    pub assume_kv_reuse: Option<bool>,
+    /// Busy above this fraction of a worker's KV blocks in use.
+    pub active_decode_blocks_threshold: Option<f64>,
+    /// Busy above this many prompt tokens still to prefill.
+    pub active_prefill_tokens_threshold: Option<f64>,
+    /// Weight of each request in flight on a worker (default 0).
+    pub decode_active_request_weight: Option<f64>,
+    /// When false, no KV events are expected: the router remembers what it sent where for
+    /// `ttlSecs` instead (`--no-router-kv-events`).
+    pub use_kv_events: Option<bool>,
+    /// How long a guessed block lives in approximate mode (`--router-ttl-secs`, default 120).
+    pub ttl_secs: Option<f64>,
+    /// Approximate mode prunes the oldest guesses past this many blocks (default 2^20).
+    pub max_tree_size: Option<u32>,
+    /// and keeps this fraction of `maxTreeSize` (default 0.8).
+    pub prune_target_ratio: Option<f64>,
+    /// LoRA adapter name scoping the block hashes.
+    pub lora_name: Option<String>,
+}
+
+/// A worker a request may go to.
+#[napi(object)]
+pub struct KvCandidate {
+    pub worker_id: BigInt,
+    pub dp_rank: Option<u32>,
+    /// Its KV capacity in blocks (the card's `total_kv_blocks`), when known.
+    pub total_blocks: Option<f64>,
+}
+
+/// Where a request goes and why.
+#[napi(object)]
+pub struct KvDecision {
+    pub worker_id: BigInt,
+    pub dp_rank: u32,
+    /// Leading prompt blocks the worker caches.
+    pub overlap_blocks: u32,
+    /// The prompt's full blocks.
+    pub request_blocks: u32,
+    /// Its cost (lower is better).
+    pub logit: f64,
+    /// The lowest cost's best overlap among the candidates, to tell when load won over cache.
+    pub best_overlap_blocks: u32,
+}
+
+/// A worker whose event ids skipped some.
+#[napi(object)]
+pub struct KvEventGap {
+    pub worker_id: BigInt,
+    pub dp_rank: u32,
+    pub missed: f64,
+}
+
+/// What applying one message did.
+#[napi(object)]
+pub struct KvEventReport {
+    /// The envelope's publisher id and sequence (absent for a bare payload).
+    pub publisher_id: Option<BigInt>,
+    pub sequence: Option<BigInt>,
+    pub applied: u32,
+    /// Stored events whose parent block the worker never reported: dropped.
+    pub unknown_parent: u32,
+    /// Events of another storage tier than `device`: not indexed.
+    pub other_tier: u32,
+    pub gaps: Vec<KvEventGap>,
+}
+
+/// The router's size, for metrics and benchmarks.
+#[napi(object)]
+pub struct KvRouterStats {
+    pub cached_blocks: f64,
+    pub tree_nodes: f64,
+    pub memory_bytes: f64,
+    pub active_requests: f64,
+}
+
+/// Stock Dynamo's KV-aware router for one model: the radix index of each worker's cached blocks
+/// (from its KV events, or guessed from past decisions), the load it has sent each worker, and
+/// the cost function that weighs the two.
+#[napi]
+pub struct KvRouter {
+    inner: kv::KvRouter,
+    block_size: u32,
+    lora_name: Option<String>,
+}
+
+#[napi]
+impl KvRouter {
+    /// Throws `InvalidArg` naming a bad option.
+    #[napi(constructor)]
+    pub fn new(options: KvRouterOptions) -> napi::Result<Self> {
+        if options.block_size == 0 {
+            return Err(invalid("blockSize must be at least 1"));
+        }
+        let defaults = CostConfig::default();
+        let fraction = |name: &str, v: Option<f64>| -> napi::Result<Option<f64>> {
+            match v {
+                Some(x) if !(x.is_finite() && x >= 0.0) => Err(invalid(format!("{name} must be a non-negative number, got {x}"))),
+                other => Ok(other),
+            }
+        };
+        let cost = CostConfig {
+            block_size: options.block_size,
+            prefill_load_scale: fraction("overlapScoreWeight", options.overlap_score_weight)?.unwrap_or(defaults.prefill_load_scale),
+            temperature: fraction("temperature", options.temperature)?.unwrap_or(defaults.temperature),
+            assume_kv_reuse: options.assume_kv_reuse.unwrap_or(defaults.assume_kv_reuse),
+            active_decode_blocks_threshold: fraction("activeDecodeBlocksThreshold", options.active_decode_blocks_threshold)?,
+            active_prefill_tokens_threshold: options.active_prefill_tokens_threshold.map(|t| whole("activePrefillTokensThreshold", t)).transpose()?,
+            decode_active_request_weight: fraction("decodeActiveRequestWeight", options.decode_active_request_weight)?.unwrap_or(defaults.decode_active_request_weight),
+            ..defaults
+        };
+        let approx = if options.use_kv_events.unwrap_or(true) {
+            None
+        } else {
+            let base = ApproxConfig::default();
+            let ratio = fraction("pruneTargetRatio", options.prune_target_ratio)?.unwrap_or(base.prune_target_ratio);
+            if ratio > 1.0 {
+                return Err(invalid(format!("pruneTargetRatio must be at most 1, got {ratio}")));
+            }
+            Some(ApproxConfig {
+                ttl_ms: fraction("ttlSecs", options.ttl_secs)?.map_or(base.ttl_ms, |s| (s * 1000.0) as u64),
+                max_tree_size: options.max_tree_size.map_or(base.max_tree_size, |n| n as usize),
+                prune_target_ratio: ratio,
+            })
+        };
+        Ok(Self { inner: kv::KvRouter::new(cost, approx), block_size: options.block_size, lora_name: options.lora_name })
+    }
+
+    /// Applies an event-plane envelope of `kv-events` (its payload a batch of RouterEvents).
+    /// Throws `InvalidArg` naming what did not decode; nothing is applied then.
+    #[napi]
+    pub fn apply_event_envelope(&mut self, envelope: &[u8]) -> napi::Result<KvEventReport> {
+        let envelope = Envelope::decode(envelope).map_err(invalid)?;
+        let mut report = self.apply_event_batch(&envelope.payload)?;
+        report.publisher_id = Some(BigInt::from(envelope.publisher_id));
+        report.sequence = Some(BigInt::from(envelope.sequence));
+        Ok(report)
+    }
+
+    /// Applies a bare batch of RouterEvents (msgpack).
+    #[napi]
+    pub fn apply_event_batch(&mut self, payload: &[u8]) -> napi::Result<KvEventReport> {
+        let events = kv::decode_event_batch(payload).map_err(invalid)?;
+        let mut report = KvEventReport { publisher_id: None, sequence: None, applied: 0, unknown_parent: 0, other_tier: 0, gaps: Vec::new() };
+        for event in events {
+            if event.storage_tier != "device" {
+                report.other_tier += 1;
+                continue;
+            }
+            let outcome = self.inner.apply_event(event.worker, event.event_id, &event.data);
+            if let Some(missed) = outcome.missed {
+                report.gaps.push(KvEventGap { worker_id: BigInt::from(event.worker.worker_id), dp_rank: event.worker.dp_rank, missed: missed as f64 });
+            }
+            match outcome.outcome {
+                kv::ApplyOutcome::Applied => report.applied += 1,
+                kv::ApplyOutcome::UnknownParent => report.unknown_parent += 1,
+            }
+        }
+        Ok(report)
+    }
+
+    /// Applies an event-plane envelope of `kv_metrics` (an ActiveLoad). Returns the reporting worker.
+    #[napi]
+    pub fn apply_load_envelope(&mut self, envelope: &[u8]) -> napi::Result<BigInt> {
+        let envelope = Envelope::decode(envelope).map_err(invalid)?;
+        let load = ActiveLoad::decode(&envelope.payload).map_err(invalid)?;
+        self.inner.apply_load(&load);
+        Ok(BigInt::from(load.worker_id))
+    }
+
+    /// Chooses a worker for a prompt and counts the request on it until `free`. Returns null
+    /// when every candidate is past a busy threshold. `random` is a uniform draw in [0, 1).
+    #[napi]
+    pub fn route(&mut self, request_id: String, token_ids: Uint32Array, candidates: Vec<KvCandidate>, random: f64, now_ms: f64) -> napi::Result<Option<KvDecision>> {
+        if candidates.is_empty() {
+            return Err(invalid("route needs at least one candidate"));
+        }
+        let workers = candidates
+            .iter()
+            .map(|c| {
+                Ok(WorkerInfo {
+                    worker: WorkerKey { worker_id: u64_of("candidates[].workerId", &c.worker_id)?, dp_rank: c.dp_rank.unwrap_or(0) },
+                    total_blocks: c.total_blocks.map(|t| whole("candidates[].totalBlocks", t)).transpose()?,
+                })
+            })
+            .collect::<napi::Result<Vec<_>>>()?;
+        let scope = HashScope { lora_name: self.lora_name.as_deref(), salt: None };
+        let tokens = block_hashes(&token_ids, self.block_size as usize, &scope);
+        let sequence = sequence_hashes(&tokens);
+        let request = RouteRequest { request_id: &request_id, tokens_hashes: &tokens, sequence_hashes: &sequence, isl_tokens: token_ids.len() as u64 };
+        self.inner.free(&request_id);
+        match self.inner.route(&request, &workers, random.clamp(0.0, 1.0 - f64::EPSILON), whole("nowMs", now_ms.floor())?) {
+            Ok(d) => Ok(Some(KvDecision {
+                worker_id: BigInt::from(d.worker.worker_id),
+                dp_rank: d.worker.dp_rank,
+                overlap_blocks: d.overlap_blocks,
+                request_blocks: tokens.len() as u32,
+                logit: d.logit,
+                best_overlap_blocks: d.scores.iter().map(|s| s.overlap_blocks).max().unwrap_or(0),
+            })),
+            Err(kv::NoWorker::AllBusy) => Ok(None),
+            Err(kv::NoWorker::NoCandidates) => unreachable!("candidates were checked"),
+        }
+    }
+
+    /// The request's first token arrived: its prompt no longer counts as prefill load.
+    #[napi]
+    pub fn prefill_done(&mut self, request_id: String) {
+        self.inner.prefill_done(&request_id);
+    }
+
+    /// The request ended.
+    #[napi]
+    pub fn free(&mut self, request_id: String) {
+        self.inner.free(&request_id);
+    }
+
+    /// A worker left: its cached blocks, load and event ids are forgotten.
+    #[napi]
+    pub fn remove_worker(&mut self, worker_id: BigInt) -> napi::Result<()> {
+        self.inner.remove_worker(u64_of("workerId", &worker_id)?);
+        Ok(())
+    }
+
+    /// Blocks a worker (rank) is known to cache.
+    #[napi]
+    pub fn worker_blocks(&self, worker_id: BigInt, dp_rank: Option<u32>) -> napi::Result<f64> {
+        Ok(self.inner.index().worker_blocks(WorkerKey { worker_id: u64_of("workerId", &worker_id)?, dp_rank: dp_rank.unwrap_or(0) }) as f64)
+    }
+
+    #[napi]
+    pub fn stats(&self) -> KvRouterStats {
+        let index = self.inner.index();
+        KvRouterStats {
+            cached_blocks: index.block_count() as f64,
+            tree_nodes: index.node_count() as f64,
+            memory_bytes: index.memory_bytes() as f64,
+            active_requests: self.inner.sequences().len() as f64,
+        }
+    }
+}
+
+/// Identifies a worker's KV event publication.
+#[napi(object)]
+pub struct KvPublisherIdentity {
+    /// The worker's instance id (RouterEvent `worker_id`).
+    pub worker_id: BigInt,
+    pub block_size: u32,
+    pub lora_name: Option<String>,
+}
+
+/// A worker's KV events on their way out: the engine's stored / removed / cleared calls are
+/// numbered per data-parallel rank (from 1, as stock numbers them) and queued; `flush` encodes
+/// the queue as one stock-format envelope. Token hashes are computed here from the block's tokens.
+#[napi]
+pub struct KvEventBatcher {
+    worker_id: u64,
+    block_size: u32,
+    lora_name: Option<String>,
+    last_event_id: HashMap<u32, u64>,
+    queue: Vec<WireEvent>,
+}
+
+#[napi]
+impl KvEventBatcher {
+    #[napi(constructor)]
+    pub fn new(identity: KvPublisherIdentity) -> napi::Result<Self> {
+        if identity.block_size == 0 {
+            return Err(invalid("blockSize must be at least 1"));
+        }
+        Ok(Self {
+            worker_id: u64_of("workerId", &identity.worker_id)?,
+            block_size: identity.block_size,
+            lora_name: identity.lora_name,
+            last_event_id: HashMap::new(),
+            queue: Vec::new(),
+        })
+    }
+
+    fn push(&mut self, dp_rank: u32, data: KvEventData) {
+        let id = self.last_event_id.entry(dp_rank).or_insert(0);
+        *id += 1;
+        self.queue.push(WireEvent { worker: WorkerKey { worker_id: self.worker_id, dp_rank }, event_id: *id, storage_tier: "device".into(), data });
+    }
+
+    fn stored_blocks(&self, token_ids: &[u32], block_ids: &[u64], block_size: u32) -> napi::Result<Vec<StoredBlock>> {
+        if block_size != self.block_size {
+            return Err(invalid(format!("blocks of {block_size} tokens do not match the model's kv_cache_block_size {}", self.block_size)));
+        }
+        if token_ids.len() != block_ids.len() * block_size as usize {
+            return Err(invalid(format!("{} token ids do not fill {} blocks of {block_size}", token_ids.len(), block_ids.len())));
+        }
+        let scope = HashScope { lora_name: self.lora_name.as_deref(), salt: None };
+        let tokens = block_hashes(token_ids, block_size as usize, &scope);
+        Ok(block_ids.iter().zip(tokens).map(|(&block_hash, tokens_hash)| StoredBlock { block_hash, tokens_hash }).collect())
+    }
+
+    /// Full blocks now cached: `blockIds` are the engine's ids for them (one per
+    /// `blockSize` tokens of `tokenIds`), following the block `parentId` (null: a prompt's first).
+    #[napi]
+    pub fn stored(&mut self, dp_rank: u32, token_ids: Uint32Array, block_ids: BigUint64Array, parent_id: Option<BigInt>) -> napi::Result<()> {
+        let parent_hash = parent_id.map(|p| u64_of("parentId", &p)).transpose()?;
+        let blocks = self.stored_blocks(&token_ids, &block_ids, self.block_size)?;
+        if !blocks.is_empty() {
+            self.push(dp_rank, KvEventData::Stored { parent_hash, blocks });
+        }
+        Ok(())
+    }
+
+    /// Blocks evicted.
+    #[napi]
+    pub fn removed(&mut self, dp_rank: u32, block_ids: BigUint64Array) {
+        if !block_ids.is_empty() {
+            self.push(dp_rank, KvEventData::Removed { block_hashes: block_ids.to_vec() });
+        }
+    }
+
+    /// The whole cache of the rank was dropped.
+    #[napi]
+    pub fn cleared(&mut self, dp_rank: u32) {
+        self.push(dp_rank, KvEventData::Cleared);
+    }
+
+    /// Queues a vLLM raw batch (as a vLLM engine publishes on its own ZMQ socket); its
+    /// `dp_rank` wins over `dpRank`. Returns the events queued. Throws `InvalidArg` naming the
+    /// event and field that did not decode; nothing is queued then.
+    #[napi]
+    pub fn relay_vllm(&mut self, dp_rank: u32, payload: &[u8]) -> napi::Result<u32> {
+        let batch = kv::decode_vllm_batch(payload).map_err(invalid)?;
+        let rank = batch.dp_rank.unwrap_or(dp_rank);
+        let mut decoded = Vec::with_capacity(batch.events.len());
+        for event in batch.events {
+            decoded.push(match event {
+                VllmEvent::Stored { block_hashes, parent_hash, token_ids, block_size } => {
+                    KvEventData::Stored { parent_hash, blocks: self.stored_blocks(&token_ids, &block_hashes, block_size)? }
+                }
+                VllmEvent::Removed { block_hashes } => KvEventData::Removed { block_hashes },
+                VllmEvent::Cleared => KvEventData::Cleared,
+            });
+        }
+        let count = decoded.len() as u32;
+        for data in decoded {
+            self.push(rank, data);
+        }
+        Ok(count)
+    }
+
+    /// Events queued since the last flush.
+    #[napi(getter)]
+    pub fn pending(&self) -> u32 {
+        self.queue.len() as u32
+    }
+
+    /// The queue as one `kv-events` envelope of the publisher's `sequence` (null when empty).
+    #[napi]
+    pub fn flush(&mut self, publisher_id: BigInt, sequence: BigInt, now_ms: f64) -> napi::Result<Option<Buffer>> {
+        if self.queue.is_empty() {
+            return Ok(None);
+        }
+        let envelope = Envelope {
+            publisher_id: u64_of("publisherId", &publisher_id)?,
+            sequence: u64_of("sequence", &sequence)?,
+            published_at: whole("nowMs", now_ms.floor())?,
+            topic: "kv-events".into(),
+            payload: kv::encode_event_batch(&self.queue),
+        };
+        self.queue.clear();
+        Ok(Some(envelope.encode().into()))
+    }
+}
+
+/// A load report to publish on `kv_metrics`.
+#[napi(object)]
+pub struct ActiveLoadReport {
+    pub worker_id: BigInt,
+    pub dp_rank: u32,
+    pub active_decode_blocks: Option<f64>,
+    pub active_prefill_tokens: Option<f64>,
+    pub kv_used_blocks: Option<f64>,
+}
+
+/// Encodes `load` as a stock `kv_metrics` envelope.
+#[napi]
+pub fn encode_active_load(publisher_id: BigInt, sequence: BigInt, now_ms: f64, load: ActiveLoadReport) -> napi::Result<Buffer> {
+    let opt = |name: &str, v: Option<f64>| v.map(|x| whole(name, x)).transpose();
+    let payload = ActiveLoad {
+        worker_id: u64_of("workerId", &load.worker_id)?,
+        dp_rank: load.dp_rank,
+        active_decode_blocks: opt("activeDecodeBlocks", load.active_decode_blocks)?,
+        active_prefill_tokens: opt("activePrefillTokens", load.active_prefill_tokens)?,
+        kv_used_blocks: opt("kvUsedBlocks", load.kv_used_blocks)?,
+    }
+    .encode();
+    let envelope = Envelope { publisher_id: u64_of("publisherId", &publisher_id)?, sequence: u64_of("sequence", &sequence)?, published_at: whole("nowMs", now_ms.floor())?, topic: "kv_metrics".into(), payload };
+    Ok(envelope.encode().into())
+}
