@@ -83,6 +83,11 @@ impl RadixIndex {
         self.slot_of.get(&worker).and_then(|&s| self.workers[s as usize].as_ref()).map_or(0, |w| w.blocks.len())
     }
 
+    /// Blocks held, summed over workers (a block two workers hold counts twice).
+    pub fn block_count(&self) -> usize {
+        self.workers.iter().flatten().map(|w| w.blocks.len()).sum()
+    }
+
     /// The workers the index knows, in no particular order.
     pub fn workers(&self) -> impl Iterator<Item = WorkerKey> + '_ {
         self.workers.iter().flatten().map(|w| w.key)
