@@ -34,8 +34,15 @@ fn whole(name: &str, value: f64) -> napi::Result<u64> {
 pub struct KvRouterOptions {
     /// Tokens per KV block (the card's `kv_cache_block_size`).
     pub block_size: u32,
-    /// Weight of the prefill term (`--kv-overlap-score-weight`, default 1).
+    /// Weight of the prefill term (`--router-prefill-load-scale`, default 1).
+    pub prefill_load_scale: Option<f64>,
+    /// Stock's older name for `prefillLoadScale` (`--kv-overlap-score-weight`): wins when set,
+    /// and 0 also drops the cache credit.
     pub overlap_score_weight: Option<f64>,
+    /// Blocks of prompt work each cached block saves, 0 to 1 (default 1).
+    pub overlap_score_credit: Option<f64>,
+    /// How fast that credit shrinks on a worker behind in prefill (default 0).
+    pub overlap_score_credit_decay: Option<f64>,
     /// Softmax temperature (`--router-temperature`, default 0: always the cheapest).
     pub temperature: Option<f64>,
     /// Count blocks a worker already holds for other requests once (`--no-assume-kv-reuse` turns it off).
@@ -139,9 +146,16 @@ impl KvRouter {
                 other => Ok(other),
             }
         };
+        let weight = fraction("overlapScoreWeight", options.overlap_score_weight)?;
+        let credit = fraction("overlapScoreCredit", options.overlap_score_credit)?.unwrap_or(defaults.overlap_score_credit);
+        if credit > 1.0 {
+            return Err(invalid(format!("overlapScoreCredit must be at most 1, got {credit}")));
+        }
         let cost = CostConfig {
             block_size: options.block_size,
-            prefill_load_scale: fraction("overlapScoreWeight", options.overlap_score_weight)?.unwrap_or(defaults.prefill_load_scale),
+            prefill_load_scale: weight.or(fraction("prefillLoadScale", options.prefill_load_scale)?).unwrap_or(defaults.prefill_load_scale),
+            overlap_score_credit: if weight == Some(0.0) { 0.0 } else { credit },
+            overlap_score_credit_decay: fraction("overlapScoreCreditDecay", options.overlap_score_credit_decay)?.unwrap_or(defaults.overlap_score_credit_decay),
             temperature: fraction("temperature", options.temperature)?.unwrap_or(defaults.temperature),
             assume_kv_reuse: options.assume_kv_reuse.unwrap_or(defaults.assume_kv_reuse),
             active_decode_blocks_threshold: fraction("activeDecodeBlocksThreshold", options.active_decode_blocks_threshold)?,
@@ -164,6 +178,12 @@ impl KvRouter {
             })
         };
         Ok(Self { inner: kv::KvRouter::new(cost, approx), block_size: options.block_size, lora_name: options.lora_name })
+    }
+
+    /// Tokens per block the router hashes prompts with.
+    #[napi(getter)]
+    pub fn block_size(&self) -> u32 {
+        self.block_size
     }
 
     /// Applies an event-plane envelope of `kv-events` (its payload a batch of RouterEvents).

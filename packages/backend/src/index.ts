@@ -73,6 +73,8 @@ export {
   type ZmqSource,
   type PushSource,
 } from './protocol/kv-events.js';
+// What an engine needs to report its KV cache: the push interface and Dynamo's block hashing.
+export { computeBlockHashes, computeSequenceHashes, type KvCacheEvents } from '@dynamo/llm';
 export { workerFlags, workerConfigFromFlags } from './flags.js';
 export { parseFlags, formatHelp, type Flag, type Flags, type FlagValues, type ParsedFlags } from '@dynamo/runtime';
 export {

@@ -6,12 +6,38 @@ import { ROUTER_MODES } from './routing/router.js';
 
 const count = (max: number) => z.coerce.number().int().min(0, 'must not be negative').max(max);
 const positive = z.coerce.number().positive('must be positive').finite();
+const fraction = z.coerce.number().min(0, 'must not be negative').finite();
 
 /** `dynamo-frontend`'s options: stock Dynamo's flag names and `DYN_*` variables. */
 export const frontendFlags = {
   httpHost: { schema: z.string().min(1).default('0.0.0.0'), description: 'Address to listen on', env: 'DYN_HTTP_HOST', placeholder: 'HOST' },
   httpPort: { schema: count(65535).default(8000), description: 'Port to listen on (0: any free port)', env: 'DYN_HTTP_PORT', placeholder: 'PORT' },
   routerMode: { schema: z.enum(ROUTER_MODES).default('round-robin'), description: `How requests are spread over workers: ${ROUTER_MODES.join(', ')}`, env: 'DYN_ROUTER_MODE', placeholder: 'MODE' },
+  eventPlane: { schema: z.enum(['zmq', 'nats']).optional(), description: 'Where KV events and worker load travel: zmq (default) or nats', env: 'DYN_EVENT_PLANE', placeholder: 'KIND' },
+  kvCacheBlockSize: { schema: z.coerce.number().int().min(1, 'must be at least 1').max(65536).optional(), description: "KV router: tokens per block (default: the model card's)", env: 'DYN_KV_CACHE_BLOCK_SIZE', placeholder: 'N' },
+  routerKvEvents: {
+    schema: z.boolean().default(true),
+    boolean: true,
+    aliases: ['kv-events'],
+    description: "KV router: follow workers' KV events; --no-router-kv-events guesses each worker's cache from past routing instead",
+    env: 'DYN_ROUTER_USE_KV_EVENTS',
+  },
+  routerTemperature: { schema: fraction.optional(), description: 'KV router: softmax temperature over worker costs (0: always the cheapest)', env: 'DYN_ROUTER_TEMPERATURE', placeholder: 'T' },
+  routerKvOverlapScoreWeight: {
+    schema: fraction.optional(),
+    aliases: ['kv-overlap-score-weight'],
+    description: 'KV router: deprecated alias of --router-prefill-load-scale (wins when set; 0 also drops the cache credit)',
+    env: 'DYN_ROUTER_KV_OVERLAP_SCORE_WEIGHT',
+    placeholder: 'W',
+  },
+  routerPrefillLoadScale: { schema: fraction.optional(), description: 'KV router: weight of the prompt work a worker would still do (default 1)', env: 'DYN_ROUTER_PREFILL_LOAD_SCALE', placeholder: 'W' },
+  routerKvOverlapScoreCredit: { schema: fraction.max(1, 'must be at most 1').optional(), description: 'KV router: prompt blocks each cached block saves, 0 to 1 (default 1)', env: 'DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT', placeholder: 'C' },
+  routerKvOverlapScoreCreditDecay: { schema: fraction.optional(), description: 'KV router: how fast that credit shrinks on a worker behind in prefill (default 0)', env: 'DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY', placeholder: 'D' },
+  routerDecodeActiveRequestWeight: { schema: fraction.optional(), description: 'KV router: weight of each request in flight on a worker (default 0)', env: 'DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT', placeholder: 'W' },
+  routerAssumeKvReuse: { schema: z.boolean().default(true), boolean: true, description: 'KV router: count blocks a worker holds for other requests once (--no-router-assume-kv-reuse counts them again)', env: 'DYN_ROUTER_ASSUME_KV_REUSE' },
+  activeDecodeBlocksThreshold: { schema: fraction.max(1, 'must be at most 1').optional(), description: 'Refuse (529) when every worker has more than this fraction of its KV blocks in use', env: 'DYN_ACTIVE_DECODE_BLOCKS_THRESHOLD', placeholder: 'FRAC' },
+  activePrefillTokensThreshold: { schema: count(1e15).optional(), description: 'Refuse (529) when every worker has more than this many prompt tokens to prefill', env: 'DYN_ACTIVE_PREFILL_TOKENS_THRESHOLD', placeholder: 'N' },
+  routerTtlSecs: { schema: positive.optional(), description: 'KV router without KV events: how long a guessed cached block lives (default 120)', env: 'DYN_ROUTER_TTL_SECS', placeholder: 'SECS' },
   migrationLimit: {
     schema: count(1000).optional(),
     description: "Times a request is resent to another worker when its worker fails mid-stream (default: the model card's migration_limit)",
@@ -74,6 +100,20 @@ export function frontendOptionsFromFlags(values: FrontendFlagValues, env: Readon
     host: values.httpHost,
     port: values.httpPort,
     routerMode: values.routerMode,
+    kvRouter: {
+      useKvEvents: values.routerKvEvents,
+      assumeKvReuse: values.routerAssumeKvReuse,
+      ...optional('blockSize', values.kvCacheBlockSize),
+      ...optional('temperature', values.routerTemperature),
+      ...optional('overlapScoreWeight', values.routerKvOverlapScoreWeight),
+      ...optional('prefillLoadScale', values.routerPrefillLoadScale),
+      ...optional('overlapScoreCredit', values.routerKvOverlapScoreCredit),
+      ...optional('overlapScoreCreditDecay', values.routerKvOverlapScoreCreditDecay),
+      ...optional('decodeActiveRequestWeight', values.routerDecodeActiveRequestWeight),
+      ...optional('activeDecodeBlocksThreshold', values.activeDecodeBlocksThreshold),
+      ...optional('activePrefillTokensThreshold', values.activePrefillTokensThreshold),
+      ...optional('ttlSecs', values.routerTtlSecs),
+    },
     ...optional('migrationLimit', values.migrationLimit),
     ...optional('namespace', values.namespace),
     ...optional('tlsCertPath', values.tlsCertPath),
@@ -90,7 +130,7 @@ export function frontendOptionsFromFlags(values: FrontendFlagValues, env: Readon
     ignoreUnknownFields: values.ignoreOpenaiFeUnsupportedFields,
     runtimeOptions: {
       env,
-      overrides: { ...optional('discoveryBackend', values.discoveryBackend), ...optional('requestPlane', values.requestPlane) },
+      overrides: { ...optional('discoveryBackend', values.discoveryBackend), ...optional('requestPlane', values.requestPlane), ...optional('eventPlane', values.eventPlane) },
     },
   };
 }

@@ -3,14 +3,46 @@ import { z } from 'zod';
 
 import { ROUTER_MODES, type RouterFactory } from './routing/router.js';
 
+const weight = z.number().min(0).finite();
+
+/** The KV router's settings, with stock's flag behind each. */
+export const KvRouterSettingsSchema = z.strictObject({
+  /** Tokens per block for hashing prompts (`--kv-cache-block-size`; default: the card's). */
+  blockSize: z.number().int().min(1).max(65536).optional(),
+  /** Follow workers' KV events (`--router-kv-events`); false guesses from past decisions. */
+  useKvEvents: z.boolean().default(true),
+  /** Softmax temperature over worker costs (`--router-temperature`; 0 picks the cheapest). */
+  temperature: weight.optional(),
+  /** Deprecated alias of `prefillLoadScale` (`--kv-overlap-score-weight`); wins when set. */
+  overlapScoreWeight: weight.optional(),
+  /** Weight of the prefill term (`--router-prefill-load-scale`, default 1). */
+  prefillLoadScale: weight.optional(),
+  /** Prompt work each cached block saves, 0 to 1 (`--router-kv-overlap-score-credit`, default 1). */
+  overlapScoreCredit: z.number().min(0).max(1).optional(),
+  /** Credit decay on workers behind in prefill (`--router-kv-overlap-score-credit-decay`, default 0). */
+  overlapScoreCreditDecay: weight.optional(),
+  /** Weight of each request in flight (`--router-decode-active-request-weight`, default 0). */
+  decodeActiveRequestWeight: weight.optional(),
+  /** Count blocks a worker already holds for other requests once (`--router-assume-kv-reuse`). */
+  assumeKvReuse: z.boolean().default(true),
+  /** Busy above this fraction of KV blocks in use (`--active-decode-blocks-threshold`). */
+  activeDecodeBlocksThreshold: z.number().min(0).max(1).optional(),
+  /** Busy above this many prompt tokens in prefill (`--active-prefill-tokens-threshold`). */
+  activePrefillTokensThreshold: z.number().int().min(0).optional(),
+  /** Lifetime of a guessed block without KV events (`--router-ttl-secs`, default 120). */
+  ttlSecs: z.number().positive().finite().optional(),
+});
+
 /** The settings of {@link startFrontend} that have plain values; checked with this schema. */
 export const FrontendSettingsSchema = z.object({
   /** Address to listen on. */
   host: z.string().min(1).default('0.0.0.0'),
   /** Port to listen on; 0 picks a free one (see the handle's `port`). */
   port: z.number().int().min(0).max(65535).default(8000),
-  /** Built-in routing: `round-robin`, `random` or `direct` (ignored when `router` is given). */
+  /** Built-in routing: `round-robin`, `random`, `kv` or `direct` (ignored when `router` is given). */
   routerMode: z.enum(ROUTER_MODES).default('round-robin'),
+  /** The KV router's settings (`routerMode: 'kv'`), stock's defaults when unset. */
+  kvRouter: KvRouterSettingsSchema.prefault({}),
   /** Resends allowed when a worker fails mid-request; overrides the cards' `migration_limit`. */
   migrationLimit: z.number().int().min(0).max(1000).optional(),
   /** Serve only the models registered in this namespace. */

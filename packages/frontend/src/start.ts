@@ -8,6 +8,7 @@ import { FrontendMetrics } from './metrics.js';
 import { CardFiles } from './models/card-files.js';
 import { ModelRegistry } from './models/registry.js';
 import { type FrontendOptions, FrontendSettingsSchema } from './options.js';
+import { KvRouterMetrics } from './routing/kv-metrics.js';
 import { routerFactory } from './routing/router.js';
 
 /** A running frontend. */
@@ -55,7 +56,7 @@ export async function startFrontend(options: FrontendOptions = {}): Promise<Fron
   const registry = new ModelRegistry({
     runtime,
     ...(settings.namespace === undefined ? {} : { namespace: settings.namespace }),
-    routers: router ?? routerFactory(settings.routerMode),
+    routers: router ?? routerFactory(settings.routerMode, { settings: settings.kvRouter, deps: { runtime, metrics: new KvRouterMetrics(metrics.registry), log: runtime.log('frontend.router') } }),
     cardFiles: new CardFiles({ ...(settings.modelPath === undefined ? {} : { fallbackModelPath: settings.modelPath }), ...(runtimeOptions?.env ? { env: runtimeOptions.env } : {}) }),
     defaultParsers: { toolCallParser: settings.toolCallParser, reasoningParser: settings.reasoningParser },
     log: runtime.log('frontend.models'),

@@ -34,3 +34,5 @@ export { Preprocessor, type PreprocessOptions } from './preprocess/preprocessor.
 export { ChatOutputParser, joinParts, modelParsers, type ChatParts, type ModelParsers, type ToolCallDelta } from './postprocess/chat-parsing.js';
 export { postprocess, postprocessBatches, OutputPostprocessor, EngineOutputSchema, type EngineOutput, type TextDelta } from './postprocess/postprocessor.js';
 export { Tokenizer, PromptFormatter, Detokenizer, computeBlockHashes, computeSequenceHashes, fileChecksumBlake3 } from '@dynamo/core';
+export { KvEventPublisher, KV_EVENTS_TOPIC, type KvCacheEvents, type KvEventPublisherOptions } from './kv/kv-event-publisher.js';
+export { LoadPublisher, KV_METRICS_TOPIC, LOAD_DEBOUNCE_MS, LOAD_HEARTBEAT_MS, type WorkerLoad } from './kv/load-publisher.js';

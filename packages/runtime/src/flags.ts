@@ -11,8 +11,10 @@ import { describeIssues } from './validate.js';
 export interface Flag<S extends z.ZodType = z.ZodType> {
   schema: S;
   description: string;
-  /** A switch (`--flag`, no value) rather than `--flag VALUE`. */
+  /** A switch (`--flag`; `--no-flag` turns it off) rather than `--flag VALUE`. */
   boolean?: boolean;
+  /** Other names the flag answers to (kebab-case, without `--`), e.g. a stock alias. */
+  aliases?: readonly string[];
   /** Environment variable read when the flag is absent. */
   env?: string;
   /** Shown in `--help` after the flag, e.g. `N`. */
@@ -40,7 +42,7 @@ export function parseFlags<F extends Flags>(
   env: Readonly<Record<string, string | undefined>> = {},
 ): ParsedFlags<F> {
   const options = Object.fromEntries(
-    Object.entries(flags).map(([key, flag]) => [kebab(key), { type: flag.boolean ? 'boolean' : 'string' }] as const),
+    Object.entries(flags).flatMap(([key, flag]) => [kebab(key), ...(flag.aliases ?? [])].map((name) => [name, { type: flag.boolean ? 'boolean' : 'string' }] as const)),
   ) as Record<string, { type: 'boolean' | 'string' }>;
   let parsed: ReturnType<typeof parseArgs>;
   try {
@@ -49,6 +51,7 @@ export function parseFlags<F extends Flags>(
       options: { ...options, help: { type: 'boolean', short: 'h' } },
       strict: true,
       allowPositionals: false,
+      allowNegative: true,
     });
   } catch (err) {
     throw new InvalidArgument(`${(err as Error).message} (see --help)`, { cause: err });
@@ -56,8 +59,9 @@ export function parseFlags<F extends Flags>(
   if (parsed.values.help === true) return { help: true };
   const values: Record<string, unknown> = {};
   for (const [key, flag] of Object.entries(flags)) {
-    let raw: unknown = parsed.values[kebab(key)];
-    let source = `--${kebab(key)}`;
+    const given = [kebab(key), ...(flag.aliases ?? [])].find((name) => parsed.values[name] !== undefined);
+    let raw: unknown = given === undefined ? undefined : parsed.values[given];
+    let source = `--${given ?? kebab(key)}`;
     if (raw === undefined && flag.env !== undefined && env[flag.env] !== undefined && env[flag.env] !== '') {
       raw = flag.boolean ? parseEnvBoolean(flag.env, env[flag.env] as string) : env[flag.env];
       source = flag.env;
@@ -79,7 +83,8 @@ function parseEnvBoolean(name: string, value: string): boolean {
 /** Renders `--help` text for `flags`, with each default taken from its schema. */
 export function formatHelp(usage: string, summary: string, flags: Flags): string {
   const rows = Object.entries(flags).map(([key, flag]) => {
-    const left = `--${kebab(key)}${flag.boolean ? '' : ` ${flag.placeholder ?? 'VALUE'}`}`;
+    const names = [kebab(key), ...(flag.aliases ?? [])].map((n) => `--${n}`).join(', ');
+    const left = `${names}${flag.boolean ? '' : ` ${flag.placeholder ?? 'VALUE'}`}`;
     const fallback = flag.schema.safeParse(undefined);
     const shown = fallback.success && fallback.data !== undefined && fallback.data !== false ? ` (default: ${JSON.stringify(fallback.data)})` : '';
     const env = flag.env ? ` [env: ${flag.env}]` : '';

@@ -130,7 +130,7 @@ describe('NATS event plane', () => {
     const raw = await connect({ servers: nats.url });
     try {
       const seen: Uint8Array[] = [];
-      const sub = raw.subscribe('namespace.dyn.component.backend.endpoint.generate.kv_metrics', { callback: (_e, m) => seen.push(m.data) });
+      const sub = raw.subscribe('namespace.dyn.component.backend.endpoint.generate.kv_metrics', { callback: (_e, m) => void seen.push(m.data) });
       const got: string[] = [];
       await router.eventSubscriber(scope, 'kv_metrics', (e) => got.push(Buffer.from(e).toString()));
       const publisher = await worker.eventPublisher(scope, 'kv_metrics');

@@ -8,13 +8,16 @@ import {
   type GenerateChunk,
   type GenerateRequest,
   InvalidArgument,
+  type KvEventSource,
   LLMEngine,
   parseFlags,
+  type SnapshotPublisher,
   usage,
   type WorkerConfig,
   workerConfigFromFlags,
 } from '@dynamo/backend';
 import { sampleEngineFlags, sampleEngineHelp } from './flags.js';
+import { PagedPrefixCache } from './kv-cache.js';
 
 /** Options of {@link SampleEngine}; every field has the sample's default. */
 export interface SampleEngineOptions {
@@ -26,6 +29,12 @@ export interface SampleEngineOptions {
   delayMs?: number;
   /** `agg` (default), `prefill` or `decode`. */
   disaggregationMode?: DisaggregationMode;
+  /**
+   * Simulate a paged prefix cache of `totalBlocks` blocks of `blockSize` tokens: its KV events
+   * and load go to the router, and prefill takes `prefillMsPerToken` per uncached prompt token,
+   * so a cache hit shows up as a shorter time to first token.
+   */
+  kvCache?: { blockSize?: number; totalBlocks?: number; prefillMsPerToken?: number };
 }
 
 const log = engineLog('sample');
@@ -43,6 +52,10 @@ export class SampleEngine extends LLMEngine {
   readonly maxTokens: number;
   readonly delayMs: number;
   readonly disaggregationMode: DisaggregationMode;
+  /** The simulated prefix cache, when enabled. */
+  readonly kvCache: PagedPrefixCache | undefined;
+  readonly prefillMsPerToken: number;
+  #snapshots: SnapshotPublisher | undefined;
 
   constructor(options: SampleEngineOptions = {}) {
     super();
@@ -53,6 +66,9 @@ export class SampleEngine extends LLMEngine {
     if (this.disaggregationMode === 'encode') {
       throw new InvalidArgument('the sample engine does not implement --disaggregation-mode encode (use agg, prefill or decode)');
     }
+    const kv = options.kvCache;
+    this.kvCache = kv ? new PagedPrefixCache(kv.blockSize ?? 16, kv.totalBlocks ?? 16384) : undefined;
+    this.prefillMsPerToken = kv?.prefillMsPerToken ?? 0;
   }
 
   /** Builds the engine and its worker config from `dynamo-sample-engine`'s flags and `DYN_*` env. */
@@ -66,8 +82,14 @@ export class SampleEngine extends LLMEngine {
       process.stdout.write(sampleEngineHelp());
       process.exit(0);
     }
-    const { modelName, modelPath, maxTokens, delayMs, ...common } = parsed.values;
-    const engine = new SampleEngine({ modelName, maxTokens, delayMs, disaggregationMode: common.disaggregationMode });
+    const { modelName, modelPath, maxTokens, delayMs, simulateKvCache, kvBlockSize, totalKvBlocks, prefillMsPerToken, ...common } = parsed.values;
+    const engine = new SampleEngine({
+      modelName,
+      maxTokens,
+      delayMs,
+      disaggregationMode: common.disaggregationMode,
+      ...(simulateKvCache ? { kvCache: { blockSize: kvBlockSize, totalBlocks: totalKvBlocks, prefillMsPerToken } } : {}),
+    });
     return [engine, workerConfigFromFlags(common, { modelName: modelPath, servedModelName: modelName })];
   }
 
@@ -75,12 +97,58 @@ export class SampleEngine extends LLMEngine {
     return {
       model: this.modelName,
       servedModelName: this.modelName,
-      llm: { contextLength: 2048, kvCacheBlockSize: 16, totalKvBlocks: 1000, maxNumSeqs: 64, maxNumBatchedTokens: 2048 },
+      llm: {
+        contextLength: 2048,
+        kvCacheBlockSize: this.kvCache?.blockSize ?? 16,
+        totalKvBlocks: this.kvCache?.totalBlocks ?? 1000,
+        maxNumSeqs: this.kvCache ? 256 : 64,
+        maxNumBatchedTokens: this.kvCache ? 8192 : 2048,
+      },
     };
   }
 
+  /** Rank 0's cache gauges and load, when the cache is simulated. */
+  override componentMetricsDpRanks(): number[] {
+    return this.kvCache ? [0] : [];
+  }
+
+  override attachSnapshotPublisher(publisher: SnapshotPublisher): void {
+    this.#snapshots = publisher;
+    this.#report();
+  }
+
+  /** The simulated cache's events, pushed by the engine itself. */
+  override async kvEventSources(): Promise<KvEventSource[]> {
+    const cache = this.kvCache;
+    return cache ? [{ kind: 'push', onReady: (events) => cache.attach(events) }] : [];
+  }
+
+  #report(): void {
+    if (!this.kvCache || !this.#snapshots) return;
+    const u = this.kvCache.usage();
+    this.#snapshots.publish(0, { kvUsedBlocks: u.activeBlocks, kvTotalBlocks: u.totalBlocks, gpuCacheUsage: u.activeBlocks / u.totalBlocks, kvCacheHitRate: u.hitRate });
+  }
+
   override async *generate(request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
+    if (!this.kvCache || request._HEALTH_CHECK === true) {
+      yield* this.#tokens(request, context, 0);
+      return;
+    }
+    const admission = this.kvCache.admit(request.token_ids);
+    this.#report();
+    try {
+      const uncached = request.token_ids.length - admission.cachedTokens;
+      if (uncached > 0 && this.prefillMsPerToken > 0) await sleep(uncached * this.prefillMsPerToken);
+      yield* this.#tokens(request, context, admission.cachedTokens);
+    } finally {
+      this.kvCache.release(admission.blocks);
+      this.#report();
+    }
+  }
+
+  async *#tokens(request: GenerateRequest, context: Context, cachedTokens: number): AsyncGenerator<GenerateChunk> {
     const prompt = request.token_ids.length;
+    const usageOf = (completion: number) => ({ ...usage(prompt, completion), ...(this.kvCache ? { prompt_tokens_details: { cached_tokens: cachedTokens } } : {}) });
     let maxNew = request.stop_conditions?.max_tokens || this.maxTokens;
     if (this.disaggregationMode === 'prefill') maxNew = 1;
     if (this.disaggregationMode === 'decode' && request._HEALTH_CHECK !== true && request.prefill_result == null) {
@@ -88,7 +156,7 @@ export class SampleEngine extends LLMEngine {
     }
     for (let i = 0; i < maxNew; i++) {
       if (context.isStopped()) {
-        yield { token_ids: [], index: 0, finish_reason: 'cancelled', completion_usage: usage(prompt, i) };
+        yield { token_ids: [], index: 0, finish_reason: 'cancelled', completion_usage: usageOf(i) };
         return;
       }
       if (this.delayMs > 0) await sleep(this.delayMs);
@@ -101,7 +169,7 @@ export class SampleEngine extends LLMEngine {
         token_ids: [token],
         index: 0,
         finish_reason: 'length',
-        completion_usage: usage(prompt, maxNew),
+        completion_usage: usageOf(maxNew),
         ...(this.disaggregationMode === 'prefill'
           ? { disaggregated_params: { sample_handle: randomUUID().replaceAll('-', ''), completed_tokens: [token] } }
           : {}),

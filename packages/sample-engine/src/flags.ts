@@ -23,6 +23,26 @@ export const sampleEngineFlags = {
     description: 'Delay before each token, in milliseconds',
     placeholder: 'MS',
   },
+  simulateKvCache: {
+    schema: z.boolean().default(false),
+    boolean: true,
+    description: 'Simulate a paged prefix cache: publish its KV events and load, and charge prefill only for uncached prompt tokens (for KV-aware routing)',
+  },
+  kvBlockSize: {
+    schema: z.coerce.number().int().min(1, 'must be at least 1').max(1024).default(16),
+    description: 'Tokens per KV block of the simulated cache',
+    placeholder: 'N',
+  },
+  totalKvBlocks: {
+    schema: z.coerce.number().int().min(1, 'must be at least 1').max(10_000_000).default(16384),
+    description: 'KV blocks of the simulated cache',
+    placeholder: 'N',
+  },
+  prefillMsPerToken: {
+    schema: z.coerce.number().min(0, 'must not be negative').max(1000).default(0.1),
+    description: 'Simulated prefill time per uncached prompt token, in milliseconds',
+    placeholder: 'MS',
+  },
   ...workerFlags,
   component: { ...workerFlags.component, schema: workerFlags.component.schema.removeDefault().default('sample') },
 };

@@ -5,5 +5,6 @@
  * @packageDocumentation
  */
 export { SampleEngine, type SampleEngineOptions } from './engine.js';
+export { PagedPrefixCache, type Admission, type CacheUsage } from './kv-cache.js';
 export { sampleEngineFlags, sampleEngineHelp, type SampleEngineFlagValues } from './flags.js';
 export { formatConformanceReport } from './report.js';

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { KvCacheEvents } from '@dynamo/llm';
 import { parseOrThrow } from '@dynamo/runtime';
 
 /** An engine-owned ZMQ publisher the framework subscribes to for KV cache events. */
@@ -10,7 +11,7 @@ export interface ZmqSource {
 }
 
 /** An engine that pushes KV events itself once the framework hands it a publisher. */
-export interface PushSource<Publisher = unknown> {
+export interface PushSource<Publisher = KvCacheEvents> {
   kind: 'push';
   onReady: (publisher: Publisher) => void;
   dpRank?: number;
@@ -30,7 +31,7 @@ export const KvEventSourcesSchema = z.array(
     }),
     z.strictObject({
       kind: z.literal('push'),
-      onReady: z.custom<(publisher: unknown) => void>((v) => typeof v === 'function', 'onReady must be a function'),
+      onReady: z.custom<(publisher: KvCacheEvents) => void>((v) => typeof v === 'function', 'onReady must be a function'),
       dpRank: z.uint32().optional(),
     }),
   ]),

@@ -30,9 +30,14 @@ export class SnapshotPublisher {
   readonly #total: Gauge;
   readonly #usage: Gauge;
   readonly #hitRate: Gauge;
+  readonly #onUsed: ((dpRank: number, usedBlocks: number) => void) | undefined;
 
-  /** Seeds `total_blocks` and `gpu_cache_usage_percent` at 0 for each rank, as stock does. */
-  constructor(runtime: DistributedRuntime, labels: LifecycleLabels, ranks: readonly number[]) {
+  /**
+   * Seeds `total_blocks` and `gpu_cache_usage_percent` at 0 for each rank, as stock does.
+   * `onUsed` hears each snapshot's used blocks (the worker's load report to routers).
+   */
+  constructor(runtime: DistributedRuntime, labels: LifecycleLabels, ranks: readonly number[], onUsed?: (dpRank: number, usedBlocks: number) => void) {
+    this.#onUsed = onUsed;
     this.#labels = labels;
     this.#ranks = new Set(ranks);
     const registers = [runtime.metrics.registry];
@@ -54,6 +59,7 @@ export class SnapshotPublisher {
     this.#total.set(this.#rank(rank), s.kvTotalBlocks);
     this.#usage.set(this.#rank(rank), s.gpuCacheUsage);
     if (s.kvCacheHitRate != null) this.#hitRate.set(this.#rank(rank), s.kvCacheHitRate);
+    this.#onUsed?.(rank, s.kvUsedBlocks);
   }
 
   /** The KV blocks `dpRank` last reported in use (0 before its first snapshot). */

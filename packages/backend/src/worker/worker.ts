@@ -1,5 +1,5 @@
 import { resolveShutdownSettings, ShutdownPlanner } from '@dynamo/core';
-import { registerLlm, type RegisteredModel } from '@dynamo/llm';
+import { KvEventPublisher, LoadPublisher, registerLlm, type RegisteredModel } from '@dynamo/llm';
 import {
   CannotConnect,
   DistributedRuntime,
@@ -7,6 +7,8 @@ import {
   InvalidArgument,
   type Log,
   type Logging,
+  type EventScope,
+  parseEndpointPath,
   parseOrThrow,
   type ServedEndpoint,
   Unknown,
@@ -16,6 +18,7 @@ import { z } from 'zod';
 import { LLMEngine } from '../engine.js';
 import { loggingFromEnv } from '../logging.js';
 import { type EngineConfig, EngineConfigSchema } from '../protocol/engine-config.js';
+import { KvEventSourcesSchema } from '../protocol/kv-events.js';
 import { type WorkerConfig, type WorkerConfigInput, workerConfig } from '../protocol/worker-config.js';
 import { engineHandler } from './engine-handler.js';
 import { EngineGate } from './engine-gate.js';
@@ -165,7 +168,11 @@ export class Worker {
       return await DistributedRuntime.create({
         env: this.#env,
         logging: this.#logging,
-        overrides: { discoveryBackend: this.config.discoveryBackend as 'file', requestPlane: this.config.requestPlane },
+        overrides: {
+          discoveryBackend: this.config.discoveryBackend as 'file',
+          requestPlane: this.config.requestPlane,
+          ...(this.config.eventPlane === undefined ? {} : { eventPlane: this.config.eventPlane }),
+        },
       });
     } catch (err) {
       if (err instanceof DynamoException) throw err;
@@ -195,7 +202,9 @@ export class Worker {
     metrics.modelLoaded(loadSecs);
     // The engine's own registerPrometheus metrics carry the worker's labels too (empty ones left out, as stock does).
     runtime.metrics.engineLabels = Object.fromEntries(Object.entries(metrics.labels).filter(([, v]) => v !== ''));
-    this.#componentMetrics(runtime, metrics.labels);
+    const kvScope = this.#kvScope();
+    const load = this.config.enableKvRouting ? await LoadPublisher.create(runtime, kvScope) : undefined;
+    this.#componentMetrics(runtime, metrics.labels, load);
     log.info({ engine: this.#name, model: engineConfig.model, seconds: Number(loadSecs.toFixed(3)) }, 'engine started');
     if (this.#stopRequested) {
       log.info('Shutdown signal observed during engine.start(); running orchestrator');
@@ -209,6 +218,13 @@ export class Worker {
     } catch (err) {
       if (err instanceof DynamoException) throw err;
       throw new Unknown(`model attach: ${message(err)}`, { cause: err });
+    }
+    let kvEvents: KvEventPublisher[] = [];
+    try {
+      if (this.config.enableKvRouting) kvEvents = await this.#kvEvents(runtime, kvScope, registered.card.kv_cache_block_size);
+    } catch (err) {
+      await registered.unregister().catch(() => {});
+      throw err;
     }
     const healthCheck = await resolveHealthCheck(this.engine, this.config.healthCheckPayload, this.#env, log);
     const handler = engineHandler(this.engine, { log: runtime.log('backend.engine'), engineName: this.#name });
@@ -225,10 +241,39 @@ export class Worker {
     log.info(why === 'signal' ? 'Received shutdown signal; running graceful orchestration' : 'Endpoint completed gracefully; running shutdown orchestration');
     await this.#orchestrate(served, metrics);
     await served.stop({ drainTimeoutMs: 0 });
+    await Promise.all([...kvEvents.map((p) => p.close()), load?.close()]);
   }
 
-  /** The per-rank KV cache gauges, when the engine reports ranks; the engine gets their publisher when KV routing is on. */
-  #componentMetrics(runtime: DistributedRuntime, labels: LifecycleLabels): void {
+  /** Where the router keeps this worker's KV state: `kvStateEndpoint` when set, else the serving endpoint. */
+  #kvScope(): EventScope {
+    const { namespace, component, endpoint, kvStateEndpoint } = this.config;
+    return kvStateEndpoint === undefined ? { namespace, component, endpoint } : parseEndpointPath(kvStateEndpoint);
+  }
+
+  /** A KV event publisher per source the engine names, handed to it (push) or fed from its socket (zmq). */
+  async #kvEvents(runtime: DistributedRuntime, scope: EventScope, blockSize: number): Promise<KvEventPublisher[]> {
+    let sources;
+    try {
+      sources = parseOrThrow(KvEventSourcesSchema, await this.engine.kvEventSources(), 'kvEventSources()');
+    } catch (err) {
+      throw new InvalidArgument(`engine ${this.#name}: ${message(err)}`, { cause: err });
+    }
+    const publishers: KvEventPublisher[] = [];
+    for (const source of sources) {
+      const publisher = await KvEventPublisher.create(runtime, { scope, dpRank: source.dpRank ?? 0, blockSize });
+      publishers.push(publisher);
+      if (source.kind === 'push') source.onReady(publisher.events);
+      else publisher.relayFrom(source.endpoint, source.topic ?? '');
+    }
+    if (publishers.length > 0) this.#log.info({ sources: publishers.length, block_size: blockSize, event_plane: runtime.config.eventPlane.plane }, 'publishing KV events');
+    return publishers;
+  }
+
+  /**
+   * The per-rank KV cache gauges, when the engine reports ranks; the engine gets their publisher
+   * when KV routing is on, and each snapshot's used blocks go to the router as load.
+   */
+  #componentMetrics(runtime: DistributedRuntime, labels: LifecycleLabels, load: LoadPublisher | undefined): void {
     let ranks: number[];
     try {
       ranks = parseOrThrow(z.array(z.uint32()), this.engine.componentMetricsDpRanks(), 'componentMetricsDpRanks()');
@@ -236,7 +281,7 @@ export class Worker {
       throw new InvalidArgument(`engine ${this.#name}: ${message(err)}`, { cause: err });
     }
     if (ranks.length === 0) return;
-    const publisher = new SnapshotPublisher(runtime, labels, ranks);
+    const publisher = new SnapshotPublisher(runtime, labels, ranks, load && ((rank, used) => load.update(rank, { kvUsedBlocks: used })));
     if (this.config.enableKvRouting) this.engine.attachSnapshotPublisher(publisher);
   }
 

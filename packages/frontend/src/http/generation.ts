@@ -6,6 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FrontendMetrics, RequestTracker } from '../metrics.js';
 import type { ModelRegistry } from '../models/registry.js';
 import type { ServedModel, Surface } from '../models/served-model.js';
+import { onFirstOutput } from '../pipeline/first-output.js';
 import { migratingStream } from '../pipeline/migration.js';
 import { textDeltas } from '../pipeline/text-stream.js';
 import type { Candidate } from '../routing/router.js';
@@ -97,6 +98,7 @@ export function generationHandler(surface: Surface, deps: GenerationDeps) {
     reply.raw.on('close', onClose);
     const done = (ok: boolean) => {
       tracker.finish(ok);
+      model.router.finished?.(requestId);
       deps.inflight.delete(context);
       reply.raw.off('close', onClose);
     };
@@ -115,7 +117,7 @@ export function generationHandler(surface: Surface, deps: GenerationDeps) {
             deps.log.warn({ request_id: requestId, model: model.name, instance_id: instanceId.toString(16), err: err.message }, 'worker failed mid-request; migrating');
           },
         });
-        deltas = postprocessBatches((await model.preprocessor()).tokenizer, request, outputs);
+        deltas = postprocessBatches((await model.preprocessor()).tokenizer, request, onFirstOutput(outputs, () => model.router.firstOutput?.(requestId)));
       } else {
         const target = route(new Set());
         deltas = textDeltas(surface, target.client.direct(body, target.instanceId, { context }));

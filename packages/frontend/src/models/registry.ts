@@ -98,6 +98,7 @@ export class ModelRegistry {
   async close(): Promise<void> {
     this.#closing.abort();
     await this.#watching;
+    await Promise.all([...this.#models.values()].map((m) => m.router.close?.()));
     for (const client of this.#clients.values()) (await client.catch(() => undefined))?.close();
   }
 
@@ -116,6 +117,7 @@ export class ModelRegistry {
     this.#byKey.delete(key);
     if (!model.removeRecord(key) && this.#models.get(model.name) === model) {
       this.#models.delete(model.name);
+      void model.router.close?.();
       this.#options.log.info({ model: model.name }, 'model removed: its last worker is gone');
     }
   }
@@ -155,7 +157,7 @@ export class ModelRegistry {
     }
     const client = await this.#client(record.namespace, record.component, record.endpoint);
     if (!model) {
-      model = new ServedModel(card, checksum, types, this.#options.routers(card.display_name), this.#options.defaultParsers);
+      model = new ServedModel(card, checksum, types, this.#options.routers(card.display_name, card), this.#options.defaultParsers);
       for (const problem of model.parserProblems) this.#options.log.warn({ model: card.display_name, err: problem }, 'its output is served without this parser');
       if (card.model_input === 'Tokens') {
         const log = this.#options.log;

@@ -95,6 +95,8 @@ export class ServedModel {
     if (!endpoint) {
       endpoint = { client, instances: new Set() };
       this.#endpoints.set(instance.endpoint, endpoint);
+      const [namespace = '', component = '', name = ''] = instance.endpoint.split('/');
+      this.router.addEndpoint?.({ namespace, component, endpoint: name });
     }
     endpoint.instances.add(instance.instanceId);
   }
@@ -108,6 +110,7 @@ export class ServedModel {
       const endpoint = this.#endpoints.get(instance.endpoint);
       if (endpoint && !stillThere) {
         endpoint.instances.delete(instance.instanceId);
+        this.router.removeInstance?.(instance.instanceId);
         if (endpoint.instances.size === 0) this.#endpoints.delete(instance.endpoint);
       }
     }

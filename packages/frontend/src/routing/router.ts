@@ -1,5 +1,7 @@
-import type { Client } from '@dynamo/runtime';
+import type { ModelDeploymentCard } from '@dynamo/llm';
+import type { Client, EventScope } from '@dynamo/runtime';
 import { HttpError } from '../http/errors.js';
+import { KvAwareRouter, type KvRouterDeps, type KvRouterSettings } from './kv-router.js';
 
 /** An instance that can take a request for a model now, and the client that reaches it. */
 export interface Candidate {
@@ -27,17 +29,27 @@ export interface Router {
   /** The routing mode's name, as `--router-mode` spells it. */
   readonly mode: string;
   select(candidates: readonly Candidate[], request: RouteRequest): Candidate;
+  /** An endpoint now serves the model (routers that follow workers' events subscribe here). */
+  addEndpoint?(scope: EventScope): void;
+  /** An instance no longer serves the model. */
+  removeInstance?(instanceId: bigint): void;
+  /** The request's first output arrived (its prompt is prefilled). */
+  firstOutput?(requestId: string): void;
+  /** The request ended, however it ended. */
+  finished?(requestId: string): void;
+  /** The model is no longer served. */
+  close?(): Promise<void>;
 }
 
-/** Builds the router of one model. */
-export type RouterFactory = (model: string) => Router;
+/** Builds the router of one model, from the card its first worker registered. */
+export type RouterFactory = (model: string, card: ModelDeploymentCard) => Router;
 
 /** The built-in modes. */
-export const ROUTER_MODES = ['round-robin', 'random', 'direct'] as const;
+export const ROUTER_MODES = ['round-robin', 'random', 'kv', 'direct'] as const;
 export type RouterMode = (typeof ROUTER_MODES)[number];
 
 /** Candidates the request has not failed on yet, unless it failed on all of them. */
-function fresh(candidates: readonly Candidate[], failed: ReadonlySet<bigint>): readonly Candidate[] {
+export function fresh(candidates: readonly Candidate[], failed: ReadonlySet<bigint>): readonly Candidate[] {
   if (failed.size === 0) return candidates;
   const left = candidates.filter((c) => !failed.has(c.instanceId));
   return left.length > 0 ? left : candidates;
@@ -81,8 +93,8 @@ export class DirectRouter implements Router {
   }
 }
 
-/** The factory for a built-in mode. */
-export function routerFactory(mode: RouterMode): RouterFactory {
+/** The factory for a built-in mode; `kv` needs what the KV router reads events from. */
+export function routerFactory(mode: RouterMode, kv?: { settings: KvRouterSettings; deps: KvRouterDeps }): RouterFactory {
   switch (mode) {
     case 'round-robin':
       return () => new RoundRobinRouter();
@@ -90,5 +102,8 @@ export function routerFactory(mode: RouterMode): RouterFactory {
       return () => new RandomRouter();
     case 'direct':
       return () => new DirectRouter();
+    case 'kv':
+      if (!kv) throw new TypeError('router mode kv needs the KV router settings and runtime');
+      return (model, card) => new KvAwareRouter(model, card, kv.settings, kv.deps);
   }
 }
