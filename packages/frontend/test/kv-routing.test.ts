@@ -2,8 +2,10 @@
 // dynamo-sample-engine workers that simulate a paged prefix cache and publish its KV events.
 // A worker that served a prompt reports the prompt's cached tokens on a repeat
 // (usage.prompt_tokens_details.cached_tokens), which tells which worker a repeat reached.
+import { parseFlags } from '@dynamo/runtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { frontendFlags, frontendOptionsFromFlags } from '../src/flags.js';
 import type { Child } from '../../runtime/test/harness/child.js';
 import { waitFor } from '../../runtime/test/harness/free-port.js';
 import { Deployment, post, SETUPS, waitForModel } from './support/stack.js';
@@ -98,4 +100,45 @@ describe('KV-aware routing (etcd + NATS, KV events on NATS)', () => {
     // Requests go on to the survivor.
     expect(await cachedTokens(kv.url, prompt(9, 3))).toBe(0);
   }, 40_000);
+});
+
+describe('KV-aware routing (file + tcp, KV events on ZMQ, the default)', () => {
+  let deployment: Deployment;
+  let url: string;
+
+  beforeAll(async () => {
+    deployment = await Deployment.start(SETUPS[0]!, { DYN_EVENT_PLANE_HOST: '127.0.0.1' });
+    deployment.sampleWorker(simulated());
+    deployment.sampleWorker(simulated());
+    ({ url } = await deployment.frontend(['--router-mode', 'kv']));
+    await waitForModel(url, MODEL, COMPONENT, 2);
+  }, 120_000);
+  afterAll(() => deployment.stop());
+
+  it('sends a repeated prefix to the worker that cached it', async () => {
+    const p = prompt(11, 10);
+    expect(await cachedTokens(url, p)).toBe(0);
+    await waitFor('the KV events to arrive', async () => (await cachedTokens(url, [...p, 1])) === 10 * BLOCK);
+    for (let i = 0; i < 4; i++) expect(await cachedTokens(url, [...p, 50 + i])).toBe(10 * BLOCK);
+  });
+});
+
+describe('KV router flags', () => {
+  it("take stock's names, aliases, --no- forms and DYN_* variables, and name a bad value", () => {
+    const parse = (argv: string[], env: Record<string, string> = {}) => {
+      const parsed = parseFlags(frontendFlags, argv, env);
+      if (parsed.help) throw new Error('help');
+      return frontendOptionsFromFlags(parsed.values, env);
+    };
+    expect(parse(['--router-mode', 'kv', '--no-router-kv-events', '--kv-overlap-score-weight', '0.5', '--router-ttl-secs', '30'])).toMatchObject({
+      routerMode: 'kv',
+      kvRouter: { useKvEvents: false, overlapScoreWeight: 0.5, ttlSecs: 30, assumeKvReuse: true },
+    });
+    expect(parse([], { DYN_ROUTER_TEMPERATURE: '0.7', DYN_ACTIVE_DECODE_BLOCKS_THRESHOLD: '0.9', DYN_ROUTER_USE_KV_EVENTS: 'false', DYN_EVENT_PLANE: 'nats' })).toMatchObject({
+      kvRouter: { temperature: 0.7, activeDecodeBlocksThreshold: 0.9, useKvEvents: false },
+      runtimeOptions: { overrides: { eventPlane: 'nats' } },
+    });
+    expect(() => parse(['--active-decode-blocks-threshold', '1.5'])).toThrow(/--active-decode-blocks-threshold: must be at most 1/);
+    expect(() => parse(['--router-temperature', 'hot'])).toThrow(/--router-temperature/);
+  });
 });

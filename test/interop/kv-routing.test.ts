@@ -1,0 +1,72 @@
+// KV-aware routing across implementations, on file + tcp with the default ZMQ event plane: the
+// stock 1.6.1 frontend in --router-mode kv reads our workers' KV events, and our frontend reads the
+// stock mocker's. A repeat of a prompt must reach the worker that cached it. Skipped, never
+// passed, without PyPI.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { waitFor } from '../../packages/runtime/test/harness/free-port.js';
+import { stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
+import { post } from '../../packages/frontend/test/support/stack.js';
+import { counter, type Frontend, healthInstances, InteropStack, MATRIX_SETUPS } from './stack.js';
+
+const stock = stockPython();
+
+/** A token prompt of `blocks` blocks of `size` tokens, distinct per `seed`. */
+const prompt = (seed: number, blocks: number, size: number) => Array.from({ length: blocks * size }, (_, i) => 1000 + seed * 7919 + i);
+
+/** Sends a completion and returns the cached prompt tokens the worker reported. */
+async function cachedTokens(url: string, model: string, tokens: number[]): Promise<number> {
+  const res = await post(url, '/v1/completions', { model, prompt: tokens, max_tokens: 2 });
+  const body = (await res.json()) as { usage?: { prompt_tokens_details?: { cached_tokens?: number } | null } };
+  if (res.status !== 200) throw new Error(`status ${res.status}: ${JSON.stringify(body)}`);
+  return body.usage?.prompt_tokens_details?.cached_tokens ?? 0;
+}
+
+describe.skipIf('skip' in stock)('KV-aware routing interop (file + tcp, ZMQ event plane)', () => {
+  let stack: InteropStack;
+  let stockFe: Frontend;
+  let ourFe: Frontend;
+
+  beforeAll(async () => {
+    if ('skip' in stock) return;
+    stack = await InteropStack.start(MATRIX_SETUPS[0]!, stock.python);
+    const simulated = ['--simulate-kv-cache', '--kv-block-size', '16', '--delay-ms', '1', '--prefill-ms-per-token', '0.01'];
+    stack.ourSample('ts-kv', 'tskv', simulated);
+    stack.ourSample('ts-kv', 'tskv', simulated);
+    stack.stockMocker('stock-kv');
+    stack.stockMocker('stock-kv');
+    [stockFe, ourFe] = await Promise.all([stack.stockFrontend(['--router-mode', 'kv']), stack.ourFrontend(['--router-mode', 'kv'])]);
+    for (const fe of [stockFe, ourFe]) {
+      await waitFor(`${fe.name} frontend to see both workers of each model`, async () => (await healthInstances(fe.url, 'tskv')).length === 2 && (await healthInstances(fe.url, 'backend')).length === 2, 120_000);
+    }
+  }, 300_000);
+  afterAll(() => stack?.stop());
+
+  it('the stock frontend routes a repeated prefix to our worker that cached it, from our KV events', async () => {
+    const p = prompt(1, 6, 16);
+    expect(await cachedTokens(stockFe.url, 'ts-kv', p)).toBe(0);
+    await waitFor('the stock router to index our events', async () => (await cachedTokens(stockFe.url, 'ts-kv', [...p, 1, 2])) === 6 * 16, 20_000);
+    for (let i = 0; i < 4; i++) expect(await cachedTokens(stockFe.url, 'ts-kv', [...p, 10 + i])).toBe(6 * 16);
+    // Not luck: the stock router itself saw the prefix cached on the worker it chose.
+    const text = await (await fetch(`${stockFe.url}/metrics`)).text();
+    console.log(text.split('\n').filter((l) => l.includes('router_kv') && !l.startsWith('#')).join('\n'));
+    expect(await counter(`${stockFe.url}/metrics`, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total')).toBeGreaterThanOrEqual(5 * 6 * 16);
+  });
+
+  it("our frontend routes a repeated prefix to the stock mocker that cached it, from the mocker's KV events", async () => {
+    const metrics = `${ourFe.url}/metrics`;
+    const p = prompt(2, 4, 64);
+    await cachedTokens(ourFe.url, 'stock-kv', p);
+    // Our router's only source of overlap is the mocker's events: a repeat must find all 4 blocks.
+    await waitFor('our router to index the mocker events', async () => {
+      const before = await counter(metrics, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total');
+      await cachedTokens(ourFe.url, 'stock-kv', [...p, 7]);
+      return (await counter(metrics, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total')) - before === 4 * 64;
+    }, 20_000);
+    for (let i = 0; i < 4; i++) {
+      const before = await counter(metrics, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total');
+      await cachedTokens(ourFe.url, 'stock-kv', [...p, 20 + i]);
+      expect((await counter(metrics, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total')) - before).toBe(4 * 64);
+    }
+  });
+});
