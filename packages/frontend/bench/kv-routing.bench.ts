@@ -159,7 +159,7 @@ try {
   rows.push(['ours, kv', await run(stack, 'ours kv', () => stack.ourFrontend(['--router-mode', 'kv']), 'kvours')]);
   rows.push(['ours, round-robin', await run(stack, 'ours round-robin', () => stack.ourFrontend(['--router-mode', 'round-robin']), 'kvrr')]);
   rows.push(['stock 1.6.1, kv', 'skip' in stock ? `skipped: ${stock.skip}` : await run(stack, 'stock kv', () => stack.stockFrontend(['--router-mode', 'kv']), 'kvstock')]);
-  console.log(`\nShared-prefix workload: ${SYSTEM_PROMPTS} system prompts of ${SYSTEM_TOKENS} tokens, ${REQUESTS} requests, concurrency ${CONCURRENCY}, ${WORKERS} simulated-KV workers (prefill ${PREFILL_MS} ms per uncached token)`);
+  console.log(`\nShared-prefix workload: ${SYSTEM_PROMPTS} system prompts of ${SYSTEM_TOKENS} tokens, ${REQUESTS} requests, concurrency ${CONCURRENCY}, ${WORKERS} simulated-KV workers of ${KV_BLOCKS} blocks (prefill ${PREFILL_MS} ms per uncached token)`);
   console.log('| frontend, router | hit rate | TTFT p50 ms | TTFT p99 ms | wall s |');
   console.log('|---|---|---|---|---|');
   for (const [name, f] of rows) {
