@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../../packages/runtime/test/harness/free-port.js';
 import { stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
 import { post } from '../../packages/frontend/test/support/stack.js';
-import { counter, type Frontend, healthInstances, InteropStack, MATRIX_SETUPS } from './stack.js';
+import { counter, type Frontend, healthInstances, InteropStack, listedModels, MATRIX_SETUPS } from './stack.js';
 
 const stock = stockPython();
 
@@ -17,8 +17,9 @@ const prompt = (seed: number, blocks: number, size: number) => Array.from({ leng
 /** Sends a completion and returns the cached prompt tokens the worker reported. */
 async function cachedTokens(url: string, model: string, tokens: number[]): Promise<number> {
   const res = await post(url, '/v1/completions', { model, prompt: tokens, max_tokens: 2 });
-  const body = (await res.json()) as { usage?: { prompt_tokens_details?: { cached_tokens?: number } | null } };
-  if (res.status !== 200) throw new Error(`status ${res.status}: ${JSON.stringify(body)}`);
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`status ${res.status}: ${text}`);
+  const body = JSON.parse(text) as { usage?: { prompt_tokens_details?: { cached_tokens?: number } | null } };
   return body.usage?.prompt_tokens_details?.cached_tokens ?? 0;
 }
 
@@ -37,7 +38,14 @@ describe.skipIf('skip' in stock)('KV-aware routing interop (file + tcp, ZMQ even
     stack.stockMocker('stock-kv');
     [stockFe, ourFe] = await Promise.all([stack.stockFrontend(['--router-mode', 'kv']), stack.ourFrontend(['--router-mode', 'kv'])]);
     for (const fe of [stockFe, ourFe]) {
-      await waitFor(`${fe.name} frontend to see both workers of each model`, async () => (await healthInstances(fe.url, 'tskv')).length === 2 && (await healthInstances(fe.url, 'backend')).length === 2, 120_000);
+      await waitFor(
+        `${fe.name} frontend to serve both models on two workers each`,
+        async () =>
+          (await healthInstances(fe.url, 'tskv')).length === 2 &&
+          (await healthInstances(fe.url, 'backend')).length === 2 &&
+          (await listedModels(fe.url)).filter((m) => m === 'ts-kv' || m === 'stock-kv').length === 2,
+        120_000,
+      );
     }
   }, 300_000);
   afterAll(() => stack?.stop());
@@ -48,9 +56,21 @@ describe.skipIf('skip' in stock)('KV-aware routing interop (file + tcp, ZMQ even
     await waitFor('the stock router to index our events', async () => (await cachedTokens(stockFe.url, 'ts-kv', [...p, 1, 2])) === 6 * 16, 20_000);
     for (let i = 0; i < 4; i++) expect(await cachedTokens(stockFe.url, 'ts-kv', [...p, 10 + i])).toBe(6 * 16);
     // Not luck: the stock router itself saw the prefix cached on the worker it chose.
-    const text = await (await fetch(`${stockFe.url}/metrics`)).text();
-    console.log(text.split('\n').filter((l) => l.includes('router_kv') && !l.startsWith('#')).join('\n'));
     expect(await counter(`${stockFe.url}/metrics`, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total')).toBeGreaterThanOrEqual(5 * 6 * 16);
+  });
+
+  it('a stock frontend started later recovers what our workers cached, through their recovery endpoint', async () => {
+    // Cached through our frontend, before the second stock frontend exists: it never sees these events live.
+    const p = prompt(3, 5, 16);
+    await cachedTokens(ourFe.url, 'ts-kv', p);
+    await waitFor('the prefix cached', async () => (await cachedTokens(ourFe.url, 'ts-kv', [...p, 1])) === 5 * 16, 20_000);
+    const late = await stack.stockFrontend(['--router-mode', 'kv']);
+    await waitFor('the late frontend to serve our workers', async () => (await healthInstances(late.url, 'tskv')).length === 2 && (await listedModels(late.url)).includes('ts-kv'), 120_000);
+    const metrics = `${late.url}/metrics`;
+    await waitFor('the late router to recover the prefix', async () => (await cachedTokens(late.url, 'ts-kv', [...p, 2])) === 5 * 16 && (await counter(metrics, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total')) >= 5 * 16, 30_000);
+    // Our sources are complete: each names its recovery endpoint, as the card's enable_local_indexer promises.
+    const text = await (await fetch(metrics)).text();
+    expect(text).toMatch(/dynamo_component_router_kv_event_source_mismatch_workers\{[^}]*model="ts-kv"[^}]*\} 0/);
   });
 
   it("our frontend routes a repeated prefix to the stock mocker that cached it, from the mocker's KV events", async () => {

@@ -8,6 +8,7 @@ mod approx;
 mod envelope;
 mod hasher;
 mod index;
+mod local;
 mod sequences;
 mod selector;
 mod vllm;
@@ -15,6 +16,7 @@ mod wire;
 
 pub use approx::{ApproxCache, ApproxConfig};
 pub use index::{ApplyOutcome, KvEventData, RadixIndex, StoredBlock};
+pub use local::{LocalIndexer, QueryRequest};
 pub use sequences::{ActiveSequences, Load};
 pub use selector::{Candidate, CostConfig, Scored};
 pub use envelope::{ActiveLoad, Envelope};

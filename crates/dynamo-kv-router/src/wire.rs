@@ -79,7 +79,7 @@ pub fn decode_event_batch(payload: &[u8]) -> Result<Vec<WireEvent>, String> {
 }
 
 #[derive(Serialize)]
-struct OutEvent<'a> {
+pub(crate) struct OutEvent<'a> {
     worker_id: u64,
     storage_tier: &'a str,
     residency_domain: &'static str,
@@ -108,10 +108,10 @@ struct OutBlock {
     mm_extra_info: Option<()>,
 }
 
-/// Encodes events as a stock publisher sends them: every field present (nil when absent),
-/// `residency_domain` "worker", `cleared` a bare string.
-pub fn encode_event_batch(events: &[WireEvent]) -> Vec<u8> {
-    let out: Vec<OutEvent> = events
+/// Events in the shape stock serializes them (msgpack on the event plane, JSON in recovery
+/// replies): every field present, `residency_domain` "worker", `cleared` a bare string.
+pub(crate) fn out_events(events: &[WireEvent]) -> Vec<OutEvent<'_>> {
+    events
         .iter()
         .map(|e| OutEvent {
             worker_id: e.worker.worker_id,
@@ -131,6 +131,10 @@ pub fn encode_event_batch(events: &[WireEvent]) -> Vec<u8> {
                 },
             },
         })
-        .collect();
-    rmp_serde::to_vec_named(&out).expect("KV events always encode")
+        .collect()
+}
+
+/// Encodes events as a stock publisher sends them (see [`out_events`]).
+pub fn encode_event_batch(events: &[WireEvent]) -> Vec<u8> {
+    rmp_serde::to_vec_named(&out_events(events)).expect("KV events always encode")
 }

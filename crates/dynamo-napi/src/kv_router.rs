@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use dynamo_kv_router::{self as kv, ActiveLoad, ApproxConfig, CostConfig, Envelope, KvEventData, RouteRequest, StoredBlock, VllmEvent, WireEvent, WorkerInfo, WorkerKey};
+use dynamo_kv_router::{self as kv, ActiveLoad, ApproxConfig, CostConfig, Envelope, KvEventData, LocalIndexer, RouteRequest, StoredBlock, VllmEvent, WireEvent, WorkerInfo, WorkerKey};
 use dynamo_llm_core::block_hash::{block_hashes, sequence_hashes, HashScope};
 use napi::bindgen_prelude::{BigInt, BigUint64Array, Buffer, Uint32Array};
 use napi::{Error, Status};
@@ -307,6 +307,9 @@ pub struct KvPublisherIdentity {
     pub worker_id: BigInt,
     pub block_size: u32,
     pub lora_name: Option<String>,
+    /// Events kept per rank to replay to a router that missed some (default 1024); older ranges
+    /// are answered with a dump of the cache.
+    pub recovery_buffer_events: Option<u32>,
 }
 
 /// A worker's KV events on their way out: the engine's stored / removed / cleared calls are
@@ -319,6 +322,8 @@ pub struct KvEventBatcher {
     lora_name: Option<String>,
     last_event_id: HashMap<u32, u64>,
     queue: Vec<WireEvent>,
+    recovery_buffer: usize,
+    local: HashMap<u32, LocalIndexer>,
 }
 
 #[napi]
@@ -334,13 +339,30 @@ impl KvEventBatcher {
             lora_name: identity.lora_name,
             last_event_id: HashMap::new(),
             queue: Vec::new(),
+            recovery_buffer: identity.recovery_buffer_events.unwrap_or(1024) as usize,
+            local: HashMap::new(),
         })
     }
 
     fn push(&mut self, dp_rank: u32, data: KvEventData) {
         let id = self.last_event_id.entry(dp_rank).or_insert(0);
         *id += 1;
-        self.queue.push(WireEvent { worker: WorkerKey { worker_id: self.worker_id, dp_rank }, event_id: *id, storage_tier: "device".into(), data });
+        let worker = WorkerKey { worker_id: self.worker_id, dp_rank };
+        let event = WireEvent { worker, event_id: *id, storage_tier: "device".into(), data };
+        let capacity = self.recovery_buffer;
+        self.local.entry(dp_rank).or_insert_with(|| LocalIndexer::new(worker, capacity)).record(&event);
+        self.queue.push(event);
+    }
+
+    /// Answers a router's recovery query for one rank (stock's `WorkerKvQueryRequest` as JSON):
+    /// the events it asks for, or a dump of the cache when they are no longer kept.
+    #[napi]
+    pub fn query(&self, dp_rank: u32, request: String) -> String {
+        match self.local.get(&dp_rank) {
+            Some(local) => local.query_json(&request),
+            // Nothing published yet: an empty cache.
+            None => LocalIndexer::new(WorkerKey { worker_id: self.worker_id, dp_rank }, 1).query_json(&request),
+        }
     }
 
     fn stored_blocks(&self, token_ids: &[u32], block_ids: &[u64], block_size: u32) -> napi::Result<Vec<StoredBlock>> {

@@ -59,6 +59,32 @@ describe('KvEventPublisher', () => {
     expect(await worker.discovery.store.list(EVENT_SOURCES_BUCKET)).toEqual([]);
   });
 
+  it('answers recovery queries on worker_kv_query_source_{publisher id:x} and names it in the event source', async () => {
+    const { worker, frontend } = await pair();
+    const publisher = await KvEventPublisher.create(worker, { scope, dpRank: 0, blockSize: 4, recovery: { namespace: 'dyn', component: 'backend' } });
+    const name = `worker_kv_query_source_${publisher.publisherId.toString(16)}`;
+    const [entry] = await worker.discovery.store.list(EVENT_SOURCES_BUCKET);
+    expect(EventSourceRecordSchema.parse(parseJson(entry!.value)).metadata.recovery_target).toMatchObject({ type: 'Endpoint', namespace: 'dyn', component: 'backend', endpoint: name });
+    publisher.events.stored({ tokenIds: [1, 2, 3, 4, 5, 6, 7, 8], blockIds: [11n, 12n] });
+    publisher.events.removed([12n]);
+
+    const client = await frontend.namespace('dyn').component('backend').endpoint(name).client();
+    await client.waitForInstances();
+    const ask = async (request: Record<string, unknown>) => {
+      const replies: unknown[] = [];
+      for await (const reply of client.random({ worker_id: worker.instanceId, dp_rank: 0, ...request }, { plainItems: true })) replies.push(reply);
+      return replies;
+    };
+    const [events] = (await ask({ start_event_id: 2, end_event_id: null })) as Array<{ Events: { events: Array<{ event: { event_id: number; data: unknown } }>; last_event_id: number } }>;
+    expect(events!.Events.last_event_id).toBe(2);
+    expect(events!.Events.events.map((e) => [e.event.event_id, e.event.data])).toEqual([[2, { removed: { block_hashes: [12] } }]]);
+    const [dump] = (await ask({ start_event_id: null, end_event_id: null })) as Array<{ TreeDump: { events: unknown[] } }>;
+    expect(dump!.TreeDump.events).toHaveLength(1);
+    expect(await ask({ start_event_id: 9, end_event_id: null })).toEqual([{ TooNew: { requested_start: 9, requested_end: null, newest_available: 2 } }]);
+    client.close();
+    await publisher.close();
+  });
+
   it("relays a vLLM engine's raw ZMQ batches, skipping one that does not decode", async () => {
     const { worker, frontend } = await pair();
     const { router } = await routerOn(frontend, 4);

@@ -1,3 +1,4 @@
+import type { EndpointRecord } from './discovery/records.js';
 import { Client } from './endpoint/client.js';
 import type { EndpointHandler } from './endpoint/handler.js';
 import { HealthCanary, type HealthCheck } from './endpoint/canary.js';
@@ -57,12 +58,19 @@ export interface ServeOptions {
    * idle for `DYN_CANARY_WAIT_TIME` sends it to its own handler and `/health` follows the result.
    */
   healthCheck?: HealthCheck;
+  /**
+   * Send each item as its own JSON rather than in Dynamo's `Annotated { data }` envelope, as
+   * stock's internal endpoints answer (the KV recovery endpoint, for one).
+   */
+  plainItems?: boolean;
 }
 
 /** A served endpoint: stop it, or await `closed` to block like Dynamo's `serve_endpoint`. */
 export interface ServedEndpoint {
   /** The discovery record key suffix, i.e. this process's instance id. */
   readonly instanceId: bigint;
+  /** The `Endpoint` record it registered in discovery. */
+  readonly record: EndpointRecord;
   /** Requests in flight right now. */
   readonly inflight: number;
   /**
@@ -126,8 +134,9 @@ export class Endpoint {
     const ingress = new EndpointIngress(handler, labels, runtime.metrics, log, { ...options, ...(canary && { onSuccess: () => canary.succeeded() }) });
     const server = await runtime.requestServer();
     const transport = await server.serve(namespace, component, endpoint, runtime.instanceId, ingress.accept);
+    let record: EndpointRecord;
     try {
-      await runtime.discovery.registerEndpoint(namespace, component, endpoint, transport);
+      record = await runtime.discovery.registerEndpoint(namespace, component, endpoint, transport);
     } catch (err) {
       await server.unserve(namespace, component, endpoint);
       throw err;
@@ -142,6 +151,7 @@ export class Endpoint {
     canary?.start();
     return {
       instanceId: runtime.instanceId,
+      record,
       get inflight() {
         return ingress.inflight;
       },

@@ -221,7 +221,7 @@ export class Worker {
     }
     let kvEvents: KvEventPublisher[] = [];
     try {
-      if (this.config.enableKvRouting) kvEvents = await this.#kvEvents(runtime, kvScope, registered.card.kv_cache_block_size);
+      if (this.config.enableKvRouting) kvEvents = await this.#kvEvents(runtime, kvScope, registered.card.kv_cache_block_size, registered.card.runtime_config.enable_local_indexer);
     } catch (err) {
       await registered.unregister().catch(() => {});
       throw err;
@@ -250,8 +250,11 @@ export class Worker {
     return kvStateEndpoint === undefined ? { namespace, component, endpoint } : parseEndpointPath(kvStateEndpoint);
   }
 
-  /** A KV event publisher per source the engine names, handed to it (push) or fed from its socket (zmq). */
-  async #kvEvents(runtime: DistributedRuntime, scope: EventScope, blockSize: number): Promise<KvEventPublisher[]> {
+  /**
+   * A KV event publisher per source the engine names, handed to it (push) or fed from its socket
+   * (zmq); with the card's local indexer on, each also serves stock routers' recovery queries.
+   */
+  async #kvEvents(runtime: DistributedRuntime, scope: EventScope, blockSize: number, localIndexer: boolean): Promise<KvEventPublisher[]> {
     let sources;
     try {
       sources = parseOrThrow(KvEventSourcesSchema, await this.engine.kvEventSources(), 'kvEventSources()');
@@ -260,7 +263,8 @@ export class Worker {
     }
     const publishers: KvEventPublisher[] = [];
     for (const source of sources) {
-      const publisher = await KvEventPublisher.create(runtime, { scope, dpRank: source.dpRank ?? 0, blockSize });
+      const recovery = localIndexer ? { recovery: { namespace: this.config.namespace, component: this.config.component } } : {};
+      const publisher = await KvEventPublisher.create(runtime, { scope, dpRank: source.dpRank ?? 0, blockSize, ...recovery });
       publishers.push(publisher);
       if (source.kind === 'push') source.onReady(publisher.events);
       else publisher.relayFrom(source.endpoint, source.topic ?? '');

@@ -1,5 +1,17 @@
 import { KvEventBatcher } from '@dynamo/core';
-import { type DistributedRuntime, EVENT_SOURCES_BUCKET, type EventPublisher, type EventScope, eventRecordKey, eventSourceRecord, InvalidArgument, type Log } from '@dynamo/runtime';
+import {
+  type DistributedRuntime,
+  EVENT_SOURCES_BUCKET,
+  type EventPublisher,
+  type EventScope,
+  eventRecordKey,
+  eventSourceRecord,
+  InvalidArgument,
+  type Log,
+  parseJson,
+  type ServedEndpoint,
+  stringifyJson,
+} from '@dynamo/runtime';
 import { Subscriber as ZmqSubscriber } from 'zeromq';
 
 /** The topic stock routers read KV cache events from. */
@@ -33,6 +45,13 @@ export interface KvEventPublisherOptions {
   blockSize: number;
   /** A LoRA adapter scoping the block hashes. */
   loraName?: string;
+  /**
+   * Serve the recovery endpoint stock routers query after missing events
+   * (`worker_kv_query_source_{publisher id:x}`, on this component of the worker's namespace),
+   * and name it in the event source (the card's `enable_local_indexer`). Without it the source
+   * is live-only.
+   */
+  recovery?: { namespace: string; component: string };
 }
 
 const toU64s = (ids: readonly bigint[] | BigUint64Array) => (ids instanceof BigUint64Array ? ids : BigUint64Array.from(ids));
@@ -51,6 +70,7 @@ export class KvEventPublisher {
   readonly #log: Log;
   #scheduled = false;
   #relays: ZmqSubscriber[] = [];
+  #recovery: ServedEndpoint | undefined;
   #closed = false;
 
   private constructor(runtime: DistributedRuntime, publisher: EventPublisher, options: KvEventPublisherOptions) {
@@ -61,14 +81,26 @@ export class KvEventPublisher {
     this.#log = runtime.log('llm.kv-events');
   }
 
-  /** Opens the publisher and registers the event source. */
+  /** Opens the publisher, serves the recovery endpoint when asked, and registers the event source. */
   static async create(runtime: DistributedRuntime, options: KvEventPublisherOptions): Promise<KvEventPublisher> {
     const publisher = await runtime.eventPublisher(options.scope, KV_EVENTS_TOPIC);
     const self = new KvEventPublisher(runtime, publisher, options);
+    if (options.recovery) {
+      const { namespace, component } = options.recovery;
+      const endpoint = runtime.namespace(namespace).component(component).endpoint(`worker_kv_query_source_${publisher.publisherId.toString(16)}`);
+      const batcher = self.#batcher;
+      self.#recovery = await endpoint.serveEndpoint(
+        async function* (request: unknown) {
+          // The router's WorkerKvQueryRequest, answered in one reply (stock's shape, not Annotated).
+          yield parseJson(batcher.query(options.dpRank, stringifyJson(request)));
+        },
+        { plainItems: true },
+      );
+    }
     await runtime.discovery.store.put(
       EVENT_SOURCES_BUCKET,
       eventRecordKey(options.scope, KV_EVENTS_TOPIC, publisher.publisherId),
-      eventSourceRecord(options.scope, KV_EVENTS_TOPIC, publisher.publisherId, runtime.instanceId, options.dpRank),
+      eventSourceRecord(options.scope, KV_EVENTS_TOPIC, publisher.publisherId, runtime.instanceId, options.dpRank, self.#recovery?.record),
     );
     return self;
   }
@@ -149,6 +181,7 @@ export class KvEventPublisher {
     this.flush();
     this.#closed = true;
     for (const relay of this.#relays) relay.close();
+    await this.#recovery?.stop({ drainTimeoutMs: 1000 });
     const key = eventRecordKey(this.#options.scope, KV_EVENTS_TOPIC, this.#publisher.publisherId);
     await this.#runtime.discovery.store.delete(EVENT_SOURCES_BUCKET, key).catch(() => undefined);
     await this.#publisher.close();

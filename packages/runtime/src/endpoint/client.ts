@@ -32,6 +32,8 @@ export interface CallOptions {
   headers?: Record<string, string>;
   /** Metadata carried in the control header. */
   metadata?: Record<string, string>;
+  /** The endpoint answers with plain items, not `Annotated { data }` ones: yield each as it is. */
+  plainItems?: boolean;
 }
 
 /** How long a worker that failed a send is left out of routing. */
@@ -173,6 +175,10 @@ export class Client {
     const call = await this.#send(pick, request, options);
     try {
       for await (const item of call.pending.stream) {
+        if (options.plainItems) {
+          yield item as Res;
+          continue;
+        }
         const unwrapped = unwrapAnnotated(item);
         if (unwrapped.kind === 'error') throw unwrapped.error;
         if (unwrapped.kind === 'data') yield unwrapped.data as Res;

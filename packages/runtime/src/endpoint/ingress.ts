@@ -8,6 +8,7 @@ import type { RequestAcceptor } from '../request-plane/request-plane.js';
 import { SERVER_OVERLOADED, SERVER_UNAVAILABLE } from '../request-plane/tcp.js';
 import { callHome, type ResponseSender } from '../response-plane/call-home.js';
 import { parseTraceparent, TRACEPARENT, TRACESTATE, type TraceContext } from '../trace.js';
+import { itemJson } from '../response-plane/frames.js';
 import { annotatedErrorJson, annotatedJson } from './annotated.js';
 import { type EndpointHandler, invokeHandler } from './handler.js';
 
@@ -17,6 +18,8 @@ export interface IngressOptions {
   maxInflight?: number;
   /** Called when a request's response stream completed without an error (feeds the health canary). */
   onSuccess?: () => void;
+  /** Items go out as their own JSON, not wrapped in `Annotated { data }`. */
+  plainItems?: boolean;
 }
 
 /**
@@ -25,6 +28,7 @@ export interface IngressOptions {
  */
 export class EndpointIngress {
   readonly #handler: EndpointHandler;
+  readonly #itemJson: (item: unknown) => string;
   readonly #labels: EndpointLabels;
   readonly #metrics: RuntimeMetrics;
   /** This endpoint's series, bound once: prom-client otherwise hashes the label set on every update. */
@@ -58,6 +62,7 @@ export class EndpointIngress {
     this.#log = log;
     this.#maxInflight = options.maxInflight ?? 10_000;
     this.#onSuccess = options.onSuccess;
+    this.#itemJson = options.plainItems ? itemJson : annotatedJson;
   }
 
   /** Requests being processed. */
@@ -147,7 +152,7 @@ export class EndpointIngress {
       await sender.prologue(null);
       for (let next = await first; !next.done; next = await iterator.next()) {
         if (sender.killed) break;
-        const json = annotatedJson(next.value);
+        const json = this.#itemJson(next.value);
         responseBytes += json.length;
         const backpressure = sender.sendJson(json);
         if (backpressure) await backpressure;
