@@ -203,8 +203,7 @@ export class Worker {
     // The engine's own registerPrometheus metrics carry the worker's labels too (empty ones left out, as stock does).
     runtime.metrics.engineLabels = Object.fromEntries(Object.entries(metrics.labels).filter(([, v]) => v !== ''));
     const kvScope = this.#kvScope();
-    const load = this.config.enableKvRouting ? await LoadPublisher.create(runtime, kvScope) : undefined;
-    this.#componentMetrics(runtime, metrics.labels, load);
+    const load = await this.#componentMetrics(runtime, metrics.labels, kvScope);
     log.info({ engine: this.#name, model: engineConfig.model, seconds: Number(loadSecs.toFixed(3)) }, 'engine started');
     if (this.#stopRequested) {
       log.info('Shutdown signal observed during engine.start(); running orchestrator');
@@ -274,19 +273,26 @@ export class Worker {
   }
 
   /**
-   * The per-rank KV cache gauges, when the engine reports ranks; the engine gets their publisher
-   * when KV routing is on, and each snapshot's used blocks go to the router as load.
+   * The per-rank KV cache gauges, when the engine reports ranks. With KV routing on, the engine
+   * gets their publisher and each snapshot's used blocks go to routers as load (the returned
+   * publisher, to close at the end).
    */
-  #componentMetrics(runtime: DistributedRuntime, labels: LifecycleLabels, load: LoadPublisher | undefined): void {
+  async #componentMetrics(runtime: DistributedRuntime, labels: LifecycleLabels, scope: EventScope): Promise<LoadPublisher | undefined> {
     let ranks: number[];
     try {
       ranks = parseOrThrow(z.array(z.uint32()), this.engine.componentMetricsDpRanks(), 'componentMetricsDpRanks()');
     } catch (err) {
       throw new InvalidArgument(`engine ${this.#name}: ${message(err)}`, { cause: err });
     }
-    if (ranks.length === 0) return;
-    const publisher = new SnapshotPublisher(runtime, labels, ranks, load && ((rank, used) => load.update(rank, { kvUsedBlocks: used })));
-    if (this.config.enableKvRouting) this.engine.attachSnapshotPublisher(publisher);
+    if (ranks.length === 0) return undefined;
+    if (!this.config.enableKvRouting) {
+      // The gauges still exist (seeded at 0, as stock does); nobody publishes to them.
+      new SnapshotPublisher(runtime, labels, ranks);
+      return undefined;
+    }
+    const load = await LoadPublisher.create(runtime, scope);
+    this.engine.attachSnapshotPublisher(new SnapshotPublisher(runtime, labels, ranks, (rank, used) => load.update(rank, { kvUsedBlocks: used })));
+    return load;
   }
 
   #checkEngineConfig(config: unknown): EngineConfig {
