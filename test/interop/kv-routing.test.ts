@@ -89,4 +89,15 @@ describe.skipIf('skip' in stock)('KV-aware routing interop (file + tcp, ZMQ even
       expect((await counter(metrics, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total')) - before).toBe(4 * 64);
     }
   });
+
+  it("our frontend started later recovers what the stock mockers cached, through stock's recovery endpoint", async () => {
+    const p = prompt(4, 3, 64);
+    await cachedTokens(ourFe.url, 'stock-kv', p);
+    const late = await stack.ourFrontend(['--router-mode', 'kv'], { DYN_LOG: 'info' });
+    await waitFor('the late frontend to serve the mockers', async () => (await healthInstances(late.url, 'backend')).length === 2 && (await listedModels(late.url)).includes('stock-kv'), 60_000);
+    await waitFor('both mockers recovered', () => late.child.stderr().split('\n').filter((l) => l.includes('KV state recovered from the worker')).length >= 2, 30_000);
+    const metrics = `${late.url}/metrics`;
+    await cachedTokens(late.url, 'stock-kv', [...p, 9]);
+    expect(await counter(metrics, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total')).toBe(3 * 64);
+  });
 });

@@ -21,7 +21,7 @@ pub use sequences::{ActiveSequences, Load};
 pub use selector::{Candidate, CostConfig, Scored};
 pub use envelope::{ActiveLoad, Envelope};
 pub use vllm::{decode_vllm_batch, VllmBatch, VllmEvent};
-pub use wire::{decode_event_batch, encode_event_batch, WireEvent};
+pub use wire::{decode_event_batch, decode_recovery_reply, encode_event_batch, RecoveryReply, WireEvent};
 
 use std::collections::HashMap;
 
@@ -161,6 +161,33 @@ impl KvRouter {
         let scores = self.cost.score(request.isl_tokens, &free);
         let chosen = scores[self.cost.pick(&scores, random)];
         Ok(Decision { worker: chosen.worker, overlap_blocks: chosen.overlap_blocks, logit: chosen.logit, scores })
+    }
+
+    /// Applies a worker rank's reply to a recovery query: replayed events in order, or a dump
+    /// that replaces what the index held for the rank. Event ids continue from the reply's
+    /// `last_event_id`. Returns the events applied.
+    pub fn apply_recovery(&mut self, worker: WorkerKey, reply: &RecoveryReply) -> Result<usize, String> {
+        let (events, last, reset) = match reply {
+            RecoveryReply::Events { events, last_event_id } => (events, *last_event_id, false),
+            RecoveryReply::TreeDump { events, last_event_id } => (events, *last_event_id, true),
+            RecoveryReply::Refused(why) => return Err(why.clone()),
+        };
+        if reset {
+            self.index.apply(worker, &KvEventData::Cleared);
+        }
+        let mut applied = 0;
+        for event in events.iter().filter(|e| e.worker == worker && e.storage_tier == "device") {
+            self.index.apply(worker, &event.data);
+            applied += 1;
+        }
+        let seen = self.last_event.entry(worker).or_insert(0);
+        *seen = if reset { last } else { (*seen).max(last) };
+        Ok(applied)
+    }
+
+    /// The last event id applied for a worker rank.
+    pub fn last_event_id(&self, worker: WorkerKey) -> Option<u64> {
+        self.last_event.get(&worker).copied()
     }
 
     /// A worker's load report: its KV blocks in use (`kv_used_blocks`, else

@@ -60,12 +60,9 @@ struct Removed {
     block_hashes: Vec<u64>,
 }
 
-/// Decodes a `kv-events` payload. The error names what did not match stock's format.
-pub fn decode_event_batch(payload: &[u8]) -> Result<Vec<WireEvent>, String> {
-    let events: Vec<RouterEvent> = rmp_serde::from_slice(payload).map_err(|e| format!("not a KV event batch (msgpack array of RouterEvent): {e}"))?;
-    Ok(events
-        .into_iter()
-        .map(|e| WireEvent {
+impl From<RouterEvent> for WireEvent {
+    fn from(e: RouterEvent) -> Self {
+        WireEvent {
             worker: WorkerKey { worker_id: e.worker_id, dp_rank: e.event.dp_rank },
             event_id: e.event.event_id,
             storage_tier: e.storage_tier.unwrap_or_else(|| "device".to_owned()),
@@ -74,8 +71,49 @@ pub fn decode_event_batch(payload: &[u8]) -> Result<Vec<WireEvent>, String> {
                 Data::Removed(r) => KvEventData::Removed { block_hashes: r.block_hashes },
                 Data::Cleared => KvEventData::Cleared,
             },
-        })
-        .collect())
+        }
+    }
+}
+
+/// Decodes a `kv-events` payload. The error names what did not match stock's format.
+pub fn decode_event_batch(payload: &[u8]) -> Result<Vec<WireEvent>, String> {
+    let events: Vec<RouterEvent> = rmp_serde::from_slice(payload).map_err(|e| format!("not a KV event batch (msgpack array of RouterEvent): {e}"))?;
+    Ok(events.into_iter().map(WireEvent::from).collect())
+}
+
+/// A worker's answer to a recovery query.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RecoveryReply {
+    /// The events asked for, with their ids.
+    Events { events: Vec<WireEvent>, last_event_id: u64 },
+    /// The worker's whole cache (ids meaningless), as of `last_event_id`.
+    TreeDump { events: Vec<WireEvent>, last_event_id: u64 },
+    /// Why the worker could not answer (`TooNew`, `InvalidRange`, `Error`, ...).
+    Refused(String),
+}
+
+#[derive(Deserialize)]
+struct RawEvents {
+    events: Vec<RouterEvent>,
+    last_event_id: u64,
+}
+
+/// Decodes a worker's JSON reply to a recovery query (stock's externally tagged
+/// `WorkerKvQueryResponse`); replies other than events or a dump come back as `Refused`.
+pub fn decode_recovery_reply(json: &str) -> Result<RecoveryReply, String> {
+    let value: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("recovery reply is not JSON: {e}"))?;
+    let Some((tag, body)) = value.as_object().filter(|o| o.len() == 1).and_then(|o| o.iter().next()) else {
+        return Err(format!("not a WorkerKvQueryResponse (an object with one variant): {value}"));
+    };
+    let events = |body: &serde_json::Value| -> Result<(Vec<WireEvent>, u64), String> {
+        let raw: RawEvents = serde_json::from_value(body.clone()).map_err(|e| format!("{tag}: {e}"))?;
+        Ok((raw.events.into_iter().map(WireEvent::from).collect(), raw.last_event_id))
+    };
+    Ok(match tag.as_str() {
+        "Events" => events(body).map(|(events, last_event_id)| RecoveryReply::Events { events, last_event_id })?,
+        "TreeDump" => events(body).map(|(events, last_event_id)| RecoveryReply::TreeDump { events, last_event_id })?,
+        other => RecoveryReply::Refused(format!("{other}: {body}")),
+    })
 }
 
 #[derive(Serialize)]

@@ -73,3 +73,29 @@ fn a_cleared_cache_dumps_empty() {
     assert_eq!(reply["TreeDump"]["events"], json!([]));
     assert_eq!(reply["TreeDump"]["last_event_id"], 5);
 }
+
+#[test]
+fn a_router_rebuilds_a_worker_from_its_replies() {
+    use dynamo_kv_router::{decode_recovery_reply, CostConfig, KvRouter, RecoveryReply};
+    let local = indexer();
+    let mut router = KvRouter::new(CostConfig::default(), None);
+    // Something stale the dump must replace.
+    router.apply_event(W, 1, &stored(None, &[(99, 999)]));
+    let dump = decode_recovery_reply(&local.query_json(r#"{"worker_id":7,"start_event_id":null}"#)).unwrap();
+    assert_eq!(router.apply_recovery(W, &dump), Ok(3));
+    assert_eq!(router.index().worker_blocks(W), 3);
+    assert_eq!(router.last_event_id(W), Some(4));
+    let overlaps = router.index().overlaps(&[100, 101, 102]);
+    assert_eq!(overlaps, vec![(W, 2)]);
+    // Replayed events apply on top, in order.
+    let mut newer = indexer();
+    newer.record(&event(5, KvEventData::Removed { block_hashes: vec![20] }));
+    let events = decode_recovery_reply(&newer.query_json(r#"{"worker_id":7,"start_event_id":5}"#)).unwrap();
+    assert_eq!(router.apply_recovery(W, &events), Ok(1));
+    assert_eq!(router.index().worker_blocks(W), 2);
+    assert_eq!(router.last_event_id(W), Some(5));
+    let refused = decode_recovery_reply(r#"{"TooNew":{"requested_start":9,"requested_end":null,"newest_available":4}}"#).unwrap();
+    assert!(matches!(&refused, RecoveryReply::Refused(why) if why.starts_with("TooNew")));
+    assert!(router.apply_recovery(W, &refused).is_err());
+    assert!(decode_recovery_reply("[]").unwrap_err().starts_with("not a WorkerKvQueryResponse"));
+}

@@ -219,6 +219,16 @@ impl KvRouter {
         Ok(report)
     }
 
+    /// Applies a worker rank's JSON reply to a recovery query (replayed events, or a dump that
+    /// replaces what the index held for the rank). Returns the events applied; throws
+    /// `InvalidArg` naming what did not decode, or why the worker refused.
+    #[napi]
+    pub fn apply_recovery(&mut self, worker_id: BigInt, dp_rank: u32, reply: String) -> napi::Result<u32> {
+        let worker = WorkerKey { worker_id: u64_of("workerId", &worker_id)?, dp_rank };
+        let reply = kv::decode_recovery_reply(&reply).map_err(invalid)?;
+        self.inner.apply_recovery(worker, &reply).map(|n| n as u32).map_err(|why| invalid(format!("the worker refused: {why}")))
+    }
+
     /// Applies an event-plane envelope of `kv_metrics` (an ActiveLoad). Returns the reporting worker.
     #[napi]
     pub fn apply_load_envelope(&mut self, envelope: &[u8]) -> napi::Result<BigInt> {

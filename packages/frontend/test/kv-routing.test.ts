@@ -90,6 +90,18 @@ describe('KV-aware routing (etcd + NATS, KV events on NATS)', () => {
     expect(await cachedTokens(busy, prompt(7, 2))).toBe(0);
   });
 
+  it('a frontend started after the workers cached prompts recovers their state from them', async () => {
+    // Cached through round-robin (so on both workers) before the new frontend exists.
+    const prompts = [20, 21, 22, 23, 24, 25].map((seed) => prompt(seed, 4));
+    for (const p of prompts) await cachedTokens(roundRobin, p);
+    const late = await deployment.frontend(['--router-mode', 'kv'], { DYN_LOG: 'info' });
+    await waitForModel(late.url, MODEL, COMPONENT, 2);
+    await waitFor('both workers recovered', () => late.child.stderr().split('\n').filter((l) => l.includes('KV state recovered from the worker')).length >= 2);
+    // Six prompts, each on the worker that cached it: by chance, 1 in 64.
+    for (const p of prompts) expect(await cachedTokens(late.url, [...p, 3])).toBe(4 * BLOCK);
+    late.child.kill();
+  }, 60_000);
+
   it('removes a worker that dies from the index', async () => {
     // Both workers hold blocks by now (round-robin sent a prompt to each).
     workers[0]!.kill();

@@ -4,6 +4,7 @@ import type { DistributedRuntime, EventScope, EventSubscriber, Log } from '@dyna
 
 import { HttpError } from '../http/errors.js';
 import type { KvRouterMetrics } from './kv-metrics.js';
+import { KvSourceRecovery } from './kv-recovery.js';
 import { type Candidate, fresh, type RouteRequest, type Router } from './router.js';
 
 /** The KV router's settings: stock's `--router-*` flags (block size: the card's unless set). */
@@ -21,6 +22,8 @@ export interface KvRouterDeps {
  * an index of the blocks it caches, and each request goes to the worker whose cached prefix,
  * weighed against the load this router has sent it, makes it cheapest. Without KV events
  * (`useKvEvents: false`) the router assumes a worker caches what it was last sent, for `ttlSecs`.
+ * A worker's state is fetched whole from its recovery endpoint when it first appears and when
+ * its events skip ids.
  * When every worker is past a busy threshold the request is refused with 529.
  */
 export class KvAwareRouter implements Router {
@@ -31,6 +34,7 @@ export class KvAwareRouter implements Router {
   readonly #useEvents: boolean;
   readonly #totalBlocks: number | undefined;
   readonly #subscriptions = new Map<string, Promise<EventSubscriber[]>>();
+  readonly #recovery: KvSourceRecovery | undefined;
   #closed = false;
 
   constructor(model: string, card: ModelDeploymentCard, settings: KvRouterSettings, deps: KvRouterDeps) {
@@ -40,6 +44,7 @@ export class KvAwareRouter implements Router {
     const total = card.runtime_config.total_kv_blocks;
     this.#totalBlocks = total == null ? undefined : Number(total);
     this.#core = new CoreKvRouter({ ...settings, blockSize: settings.blockSize ?? card.kv_cache_block_size });
+    if (this.#useEvents) this.#recovery = new KvSourceRecovery(deps.runtime, (worker, rank, reply) => this.#core.applyRecovery(worker, rank, reply), deps.log);
   }
 
   /** Follows the KV events and load reports published for `scope` (once per endpoint). */
@@ -59,12 +64,16 @@ export class KvAwareRouter implements Router {
       (err: unknown) => log.error({ model: this.#model, endpoint: key, err: (err as Error).message }, 'KV router could not subscribe; routing on load alone'),
     );
     this.#subscriptions.set(key, subscribed.catch(() => []));
+    this.#recovery?.follow(scope);
   }
 
   #onEvents(envelope: Uint8Array): void {
     const report = this.#core.applyEventEnvelope(envelope);
     const { log } = this.#deps;
-    for (const gap of report.gaps) log.warn({ model: this.#model, worker_id: gap.workerId.toString(16), dp_rank: gap.dpRank, missed: gap.missed }, 'KV events missed; the index may be stale for this worker');
+    for (const gap of report.gaps) {
+      log.warn({ model: this.#model, worker_id: gap.workerId.toString(16), dp_rank: gap.dpRank, missed: gap.missed }, 'KV events missed; asking the worker for its state');
+      this.#recovery?.gap(gap.workerId, gap.dpRank);
+    }
     if (report.unknownParent > 0) log.debug({ model: this.#model, events: report.unknownParent }, 'KV stored events with an unknown parent were dropped');
   }
 
@@ -120,6 +129,7 @@ export class KvAwareRouter implements Router {
 
   async close(): Promise<void> {
     this.#closed = true;
+    await this.#recovery?.close();
     for (const subs of this.#subscriptions.values()) for (const sub of await subs) await sub.close();
   }
 }
