@@ -161,7 +161,6 @@ impl KvRouter {
             active_decode_blocks_threshold: fraction("activeDecodeBlocksThreshold", options.active_decode_blocks_threshold)?,
             active_prefill_tokens_threshold: options.active_prefill_tokens_threshold.map(|t| whole("activePrefillTokensThreshold", t)).transpose()?,
             decode_active_request_weight: fraction("decodeActiveRequestWeight", options.decode_active_request_weight)?.unwrap_or(defaults.decode_active_request_weight),
-            ..defaults
         };
         let approx = if options.use_kv_events.unwrap_or(true) {
             None
