@@ -29,6 +29,7 @@ const PREFIX_BLOCKS: u64 = 16;
 const REQUEST_BLOCKS: u64 = 64;
 
 /// The token hashes of request `r` under system prompt `p`: the prompt's blocks, then its own.
+/// Patterned on purpose (real ones are uniform): the index's maps must not depend on that.
 fn request_hashes(p: u64, r: u64) -> Vec<u64> {
     (0..REQUEST_BLOCKS).map(|i| if i < PREFIX_BLOCKS { (p << 32) | i } else { (1 << 63) | (p << 40) | (r << 8) | i }).collect()
 }

@@ -1,5 +1,7 @@
-//! Block hashes are already uniformly distributed u64s: hashing them again is wasted work on
-//! the routing hot path, so maps keyed by them use the value itself.
+//! Maps keyed by block hashes need only a cheap mix, not SipHash: one folded multiply spreads
+//! every input bit over the result. Token hashes are uniform already, but the ids engines give
+//! their blocks may be patterned (small or sequential numbers), and a map keyed by an unmixed
+//! patterned id degrades to long probe chains.
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -20,7 +22,8 @@ impl Hasher for IdHasher {
     }
 
     fn write_u64(&mut self, n: u64) {
-        self.0 = n;
+        let m = u128::from(n ^ self.0) * 0x9e37_79b9_7f4a_7c15;
+        self.0 = (m >> 64) as u64 ^ m as u64;
     }
 
     fn write_u32(&mut self, n: u32) {

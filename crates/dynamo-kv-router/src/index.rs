@@ -5,6 +5,7 @@
 //! direct. A request's overlap with a worker is how many of its leading blocks the worker holds,
 //! counting only an unbroken prefix.
 
+use crate::children::{Children, Holders};
 use crate::hasher::IdMap;
 use crate::WorkerKey;
 
@@ -41,9 +42,9 @@ const FREE: u32 = u32::MAX;
 struct Node {
     tokens_hash: u64,
     parent: u32,
-    children: IdMap<u64, u32>,
-    /// Worker slots holding this block; few per node, so a vector beats a set.
-    workers: Vec<u32>,
+    children: Children,
+    /// Worker slots holding this block.
+    workers: Holders,
 }
 
 struct WorkerEntry {
@@ -69,7 +70,7 @@ impl Default for RadixIndex {
 
 impl RadixIndex {
     pub fn new() -> Self {
-        let root = Node { tokens_hash: 0, parent: FREE, children: IdMap::default(), workers: Vec::new() };
+        let root = Node { tokens_hash: 0, parent: FREE, children: Children::None, workers: Holders::default() };
         Self { nodes: vec![root], free_nodes: Vec::new(), workers: Vec::new(), free_slots: Vec::new(), slot_of: Default::default() }
     }
 
@@ -131,14 +132,14 @@ impl RadixIndex {
         let mut node = ROOT;
         let mut matched = 0u32;
         for hash in tokens_hashes {
-            let Some(&child) = self.nodes[node as usize].children.get(hash) else { break };
+            let Some(child) = self.nodes[node as usize].children.get(*hash) else { break };
             let holders = &self.nodes[child as usize].workers;
             if matched == 0 {
-                active.extend_from_slice(holders);
+                active.extend(holders.iter());
             } else {
                 // A worker missing this block keeps the prefix it had: only contiguous blocks count.
                 active.retain(|slot| {
-                    let keep = holders.contains(slot);
+                    let keep = holders.contains(*slot);
                     if !keep {
                         out.push((self.key(*slot), matched));
                     }
@@ -159,7 +160,7 @@ impl RadixIndex {
     pub fn memory_bytes(&self) -> usize {
         let map_entry = 8 + 4 + 1; // key, value, control byte
         let nodes = self.nodes.capacity() * std::mem::size_of::<Node>();
-        let children: usize = self.nodes.iter().map(|n| n.children.capacity() * map_entry + n.workers.capacity() * 4).sum();
+        let children: usize = self.nodes.iter().map(|n| n.children.heap_bytes() + n.workers.heap_bytes()).sum();
         let workers: usize = self.workers.iter().flatten().map(|w| w.blocks.capacity() * map_entry).sum();
         nodes + children + workers
     }
@@ -197,8 +198,8 @@ impl RadixIndex {
             },
         };
         for block in blocks {
-            let child = match self.nodes[parent as usize].children.get(&block.tokens_hash) {
-                Some(&child) => child,
+            let child = match self.nodes[parent as usize].children.get(block.tokens_hash) {
+                Some(child) => child,
                 None => self.new_node(parent, block.tokens_hash),
             };
             // The same id stored again elsewhere moves the block.
@@ -207,10 +208,7 @@ impl RadixIndex {
                     self.remove_block(slot, block.block_hash);
                 }
             }
-            let holders = &mut self.nodes[child as usize].workers;
-            if !holders.contains(&slot) {
-                holders.push(slot);
-            }
+            self.nodes[child as usize].workers.add(slot);
             self.entry_mut(slot).blocks.insert(block.block_hash, child);
             parent = child;
         }
@@ -227,10 +225,7 @@ impl RadixIndex {
 
     fn remove_block(&mut self, slot: u32, hash: u64) {
         let Some(node) = self.entry_mut(slot).blocks.remove(&hash) else { return };
-        let holders = &mut self.nodes[node as usize].workers;
-        if let Some(i) = holders.iter().position(|&s| s == slot) {
-            holders.swap_remove(i);
-        }
+        self.nodes[node as usize].workers.remove(slot);
         self.prune_up(node);
     }
 
@@ -242,18 +237,18 @@ impl RadixIndex {
                 return;
             }
             let (parent, hash) = (n.parent, n.tokens_hash);
-            self.nodes[parent as usize].children.remove(&hash);
+            self.nodes[parent as usize].children.remove(hash);
             let freed = &mut self.nodes[node as usize];
             freed.parent = FREE;
-            freed.children = IdMap::default();
-            freed.workers = Vec::new();
+            freed.children = Children::None;
+            freed.workers = Holders::default();
             self.free_nodes.push(node);
             node = parent;
         }
     }
 
     fn new_node(&mut self, parent: u32, tokens_hash: u64) -> u32 {
-        let node = Node { tokens_hash, parent, children: IdMap::default(), workers: Vec::new() };
+        let node = Node { tokens_hash, parent, children: Children::None, workers: Holders::default() };
         let id = match self.free_nodes.pop() {
             Some(id) => {
                 self.nodes[id as usize] = node;

@@ -5,6 +5,7 @@
 //! sends the request.
 
 mod approx;
+mod children;
 mod envelope;
 mod hasher;
 mod index;
