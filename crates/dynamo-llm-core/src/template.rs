@@ -68,8 +68,28 @@ fn raise_exception(message: String) -> std::result::Result<Value, Error> {
     Err(Error::new(ErrorKind::InvalidOperation, message))
 }
 
+/// Local time as Python's `time.strftime` gives it: the offset comes from the C library (which
+/// reads `TZ` and `/etc/localtime`). Asking libc rather than a timezone crate keeps macOS builds
+/// free of the CoreFoundation framework, which cross-builds cannot link.
 fn strftime_now(format: String) -> String {
-    chrono::Local::now().format(&format).to_string()
+    let now = chrono::Utc::now();
+    let offset = chrono::FixedOffset::east_opt(local_offset_secs(now.timestamp())).unwrap_or(chrono::FixedOffset::east_opt(0).expect("zero offset"));
+    now.with_timezone(&offset).format(&format).to_string()
+}
+
+/// Seconds east of UTC at `timestamp` in the process's local time zone (0 where unknown).
+fn local_offset_secs(timestamp: i64) -> i32 {
+    #[cfg(unix)]
+    {
+        let t = timestamp as libc::time_t;
+        // SAFETY: `tm` is plain data, fully written by localtime_r before it is read.
+        let mut tm: libc::tm = unsafe { std::mem::zeroed() };
+        if !unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
+            return tm.tm_gmtoff as i32;
+        }
+    }
+    let _ = timestamp;
+    0
 }
 
 /// `tojson` as `transformers` defines it: `json.dumps(value, ensure_ascii=False,
@@ -252,5 +272,13 @@ mod tests {
         let year = render("{{ strftime_now('%Y') }}", json!({}));
         assert_eq!(year.len(), 4);
         assert!(year.starts_with("20"));
+    }
+
+    #[test]
+    fn strftime_now_is_in_the_local_time_zone_as_the_c_library_sees_it() {
+        // The offset `date +%z` prints for this process's zone.
+        let out = std::process::Command::new("date").arg("+%z").output().expect("date runs");
+        let expected = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+        assert_eq!(render("{{ strftime_now('%z') }}", json!({})), expected);
     }
 }
