@@ -39,16 +39,21 @@ fn router_event(worker: u64, event_id: u64, data: Vec<u8>, dp_rank: u8) -> Vec<u
     ])
 }
 
-#[test]
-fn decodes_stored_removed_and_cleared_as_stock_sends_them() {
-    let stored = map(&[(
+/// A stored event of one block (ids as stock 1.6.1 sent them), every optional field nil.
+fn stored_event_bytes() -> Vec<u8> {
+    map(&[(
         "stored",
         map(&[
             ("parent_hash", vec![0xc0]),
             ("start_position", vec![0xc0]),
             ("blocks", arr(&[map(&[("block_hash", u64_(u64::MAX - 4)), ("tokens_hash", u64_(14643705804678351452)), ("mm_extra_info", vec![0xc0])])])),
         ]),
-    )]);
+    )])
+}
+
+#[test]
+fn decodes_stored_removed_and_cleared_as_stock_sends_them() {
+    let stored = stored_event_bytes();
     let removed = map(&[("removed", map(&[("block_hashes", arr(&[u64_(7), vec![0x05]]))]))]);
     let batch = arr(&[router_event(42, 1, stored, 0), router_event(42, 2, removed, 1), router_event(42, 3, str_("cleared"), 0)]);
     let events = decode_event_batch(&batch).unwrap();
@@ -80,14 +85,7 @@ fn encodes_a_batch_exactly_as_stock_publishes_it() {
         WireEvent { worker: WorkerKey { worker_id: 42, dp_rank: 1 }, event_id: 2, storage_tier: "device".into(), data: KvEventData::Removed { block_hashes: vec![7] } },
         WireEvent { worker: WorkerKey { worker_id: 42, dp_rank: 0 }, event_id: 3, storage_tier: "device".into(), data: KvEventData::Cleared },
     ];
-    let stored = map(&[(
-        "stored",
-        map(&[
-            ("parent_hash", vec![0xc0]),
-            ("start_position", vec![0xc0]),
-            ("blocks", arr(&[map(&[("block_hash", u64_(u64::MAX - 4)), ("tokens_hash", u64_(14643705804678351452)), ("mm_extra_info", vec![0xc0])])])),
-        ]),
-    )]);
+    let stored = stored_event_bytes();
     let removed = map(&[("removed", map(&[("block_hashes", arr(&[vec![0x07]]))]))]);
     let expected = arr(&[router_event(42, 1, stored, 0), router_event(42, 2, removed, 1), router_event(42, 3, str_("cleared"), 0)]);
     // rmp-serde writes small ints in their shortest form, as stock does.
