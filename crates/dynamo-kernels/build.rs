@@ -6,6 +6,8 @@
 //!   error and GPU tests compile out. `DYNAMO_KERNELS_REQUIRE_CUDA=1` turns this into a build
 //!   failure (for release builds that must ship kernels).
 //! * `DYNAMO_KERNELS_DISABLE_CUDA=1` forces the stubs even when nvcc is present.
+//! * Cross-compiling (target ≠ host, e.g. the release's arm64 and macOS builds): stubs, since the
+//!   host's nvcc and CUDA runtime are for the host only.
 //!
 //! Where nvcc is looked for: `$NVCC`, `$CUDA_HOME/bin`, `$CUDA_PATH/bin`, `/usr/local/cuda/bin`,
 //! then `PATH`. `DYNAMO_KERNELS_CUDA_ARCHS` (e.g. `80,86,90`) replaces the default SM list; PTX is
@@ -54,6 +56,19 @@ fn main() {
             panic!("dynamo-kernels: DYNAMO_KERNELS_REQUIRE_CUDA=1 and DYNAMO_KERNELS_DISABLE_CUDA=1 contradict each other");
         }
         stubs("DYNAMO_KERNELS_DISABLE_CUDA=1 was set");
+        return;
+    }
+    let (target, host) = (
+        env::var("TARGET").unwrap_or_default(),
+        env::var("HOST").unwrap_or_default(),
+    );
+    if target != host {
+        if require {
+            panic!("dynamo-kernels: DYNAMO_KERNELS_REQUIRE_CUDA=1, but the CUDA kernels are built only natively (cross-compiling for {target} on {host})");
+        }
+        stubs(&format!(
+            "cross-compiled for {target} on {host}; the kernels are built only natively, where nvcc is present"
+        ));
         return;
     }
     match find_nvcc() {

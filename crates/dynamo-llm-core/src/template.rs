@@ -81,7 +81,8 @@ fn strftime_now(format: String) -> String {
 fn local_offset_secs(timestamp: i64) -> i32 {
     #[cfg(unix)]
     {
-        let t = timestamp as libc::time_t;
+        // `as _`: naming libc::time_t warns on musl, where its width changed in musl 1.2.
+        let t = timestamp as _;
         // SAFETY: `tm` is plain data, fully written by localtime_r before it is read.
         let mut tm: libc::tm = unsafe { std::mem::zeroed() };
         if !unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
