@@ -1,29 +1,48 @@
-// Sums cargo test and vitest results into the one closing line CI reads:
-// "N passed, N failed" (", N skipped" when any). Exit 1 if anything failed or nothing ran.
-import { readFileSync } from 'node:fs';
+// Sums cargo test and every vitest run into the one closing line CI reads:
+// "N passed, N failed" (", N skipped" when any), after one line per runner.
+// Usage: summarize-tests.mjs <cargo log> <results dir>, where each folder of the results dir is one
+// vitest run (its name is the runner's label) holding the packages' JSON reports.
+// Exit 1 if anything failed or nothing ran.
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join } from 'node:path';
 
-const [cargoLog, ...vitestJson] = process.argv.slice(2);
-let passed = 0;
-let failed = 0;
-let skipped = 0;
+const [cargoLog, resultsDir] = process.argv.slice(2);
+const total = { passed: 0, failed: 0, skipped: 0 };
+const line = (c) => `${c.passed} passed, ${c.failed} failed${c.skipped ? `, ${c.skipped} skipped` : ''}`;
 
-// The type-check gate counts as one failed test so a type error cannot hide behind green tests.
-failed += Number(process.env.TYPECHECK_FAILED ?? 0);
+function add(label, counts) {
+  console.log(`  ${label}: ${line(counts)}`);
+  for (const key of Object.keys(total)) total[key] += counts[key];
+}
 
+// Steps that are not tests (the type-check gate, the release build) count as one failed test
+// each, so an error there cannot hide behind green tests.
+const gates = Number(process.env.GATES_FAILED ?? 0);
+if (gates > 0) add('failed steps (typecheck, release build)', { passed: 0, failed: gates, skipped: 0 });
+
+const cargo = { passed: 0, failed: 0, skipped: 0 };
 for (const m of readFileSync(cargoLog, 'utf8').matchAll(/^test result: \w+\. (\d+) passed; (\d+) failed; (\d+) ignored/gm)) {
-  passed += Number(m[1]);
-  failed += Number(m[2]);
-  skipped += Number(m[3]);
+  cargo.passed += Number(m[1]);
+  cargo.failed += Number(m[2]);
+  cargo.skipped += Number(m[3]);
 }
-for (const file of vitestJson) {
-  const r = JSON.parse(readFileSync(file, 'utf8'));
-  passed += r.numPassedTests;
-  failed += r.numFailedTests;
-  skipped += r.numPendingTests + r.numTodoTests;
-  // A suite that failed outside its tests (failed to load, or a beforeAll threw and its tests were
-  // skipped) counts as one failure, so it cannot pass as skipped.
-  failed += (r.testResults ?? []).filter((t) => t.status === 'failed' && !(t.assertionResults ?? []).some((a) => a.status === 'failed')).length;
+add('cargo test', cargo);
+
+for (const label of readdirSync(resultsDir).sort()) {
+  const dir = join(resultsDir, label);
+  if (!statSync(dir).isDirectory()) continue;
+  const counts = { passed: 0, failed: 0, skipped: 0 };
+  for (const file of readdirSync(dir)) {
+    const r = JSON.parse(readFileSync(join(dir, file), 'utf8'));
+    counts.passed += r.numPassedTests;
+    counts.failed += r.numFailedTests;
+    counts.skipped += r.numPendingTests + r.numTodoTests;
+    // A suite that failed outside its tests (failed to load, or a beforeAll threw and its tests
+    // were skipped) counts as one failure, so it cannot pass as skipped.
+    counts.failed += (r.testResults ?? []).filter((t) => t.status === 'failed' && !(t.assertionResults ?? []).some((a) => a.status === 'failed')).length;
+  }
+  add(label, counts);
 }
 
-console.log(`${passed} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
-process.exitCode = failed > 0 || passed === 0 ? 1 : 0;
+console.log(line(total));
+process.exitCode = total.failed > 0 || total.passed === 0 ? 1 : 0;

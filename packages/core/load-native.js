@@ -3,30 +3,11 @@
 // fails with one error naming the platform and what to install. binding.js then requires the
 // same file again and gets it from Node's module cache.
 import { createRequire } from 'node:module';
+import { currentPlatform, targets } from './platforms.js';
 
 const require = createRequire(import.meta.url);
 const { name, version, napi } = require('./package.json');
-
-const ARCH = { x86_64: 'x64', aarch64: 'arm64' };
-
-/** napi-rs's platform name for a Rust target triple (`aarch64-unknown-linux-musl` → `linux-arm64-musl`). */
-function platformOf(triple) {
-  const [arch, , os, abi] = triple.split('-');
-  if (os === 'darwin') return `darwin-${ARCH[arch] ?? arch}`;
-  return `${os}-${ARCH[arch] ?? arch}${abi ? `-${abi}` : ''}`;
-}
-
-/** This process's platform name, in napi-rs's naming; musl when Node reports no glibc. */
-function currentPlatform() {
-  const { platform, arch } = process;
-  if (platform !== 'linux') return `${platform}-${arch}`;
-  process.report.excludeNetwork = true;
-  const glibc = process.report.getReport().header.glibcVersionRuntime;
-  return `linux-${arch}-${glibc ? 'gnu' : 'musl'}`;
-}
-
-/** Every platform a prebuilt binary is published for. */
-const supportedPlatforms = napi.targets.map(platformOf);
+const supportedPlatforms = targets.map((t) => t.platform);
 
 function nativeError(message, cause) {
   const error = new Error(`${name}: ${message}`, cause ? { cause } : undefined);

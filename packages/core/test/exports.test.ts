@@ -7,10 +7,13 @@ import { describe, expect, it } from 'vitest';
 import * as core from '@dynamo/core';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+// The package as resolved by name: this folder in the workspace, node_modules/@dynamo/core where
+// the tests run against an installed release (scripts/release/verify-platforms.sh).
+const pkgDir = dirname(createRequire(import.meta.url).resolve('@dynamo/core/package.json'));
 
 describe('@dynamo/core exports', () => {
   it('exports at run time everything index.d.ts declares', () => {
-    const dts = readFileSync(join(root, 'index.d.ts'), 'utf8');
+    const dts = readFileSync(join(pkgDir, 'index.d.ts'), 'utf8');
     const declared = [...dts.matchAll(/^export declare (?:function|class|const) (\w+)/gm)].map((m) => m[1]!);
     expect(declared).toEqual(expect.arrayContaining(['runConformance', 'conformanceChecks', 'EngineLifecycle', 'ShutdownPlanner', 'normalizeFinishReason']));
     for (const name of declared) expect(core, `export ${name}`).toHaveProperty(name);

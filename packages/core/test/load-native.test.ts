@@ -1,17 +1,20 @@
 // How @dynamo/core finds its native binary once installed: from the platform package
 // (@dynamo/core-<platform>), and with an error naming the platform when none fits.
 import { execFile } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
-const pkgDir = join(dirname(fileURLToPath(import.meta.url)), '..');
+// The package as resolved by name: this folder in the workspace, or an installed release.
+const pkgDir = dirname(createRequire(import.meta.url).resolve('@dynamo/core/package.json'));
 const pkg = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8')) as { version: string; files: string[] };
 const report = process.report.getReport() as { header: { glibcVersionRuntime?: string } };
 const platform = process.platform === 'linux' ? `linux-${process.arch}-${report.header.glibcVersionRuntime ? 'gnu' : 'musl'}` : `${process.platform}-${process.arch}`;
-const binary = join(pkgDir, `dynamo-core.${platform}.node`);
+// The binary in use: a local build next to the loader, else the installed platform package's.
+const localBinary = join(pkgDir, `dynamo-core.${platform}.node`);
+const binary = existsSync(localBinary) ? localBinary : createRequire(join(pkgDir, 'package.json')).resolve(`@dynamo/core-${platform}`);
 const scratch = mkdtempSync(join(tmpdir(), 'dynamo-core-load-'));
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
