@@ -27,14 +27,21 @@ Linux glibc builds need glibc >= ${GLIBC_FLOOR} (Node 20's own floor); macOS bui
 ${MACOS_FLOOR['darwin-arm64']} (arm64) or ${MACOS_FLOOR['darwin-x64']} (x64). The CUDA kernels are built only natively where nvcc is present; every other build
 carries the stubs, and kernels.buildInfo() says why.`;
 
+/** Cargo's per-target RUSTFLAGS variable. */
+const rustflagsVar = (triple) => `CARGO_TARGET_${triple.toUpperCase().replaceAll('-', '_')}_RUSTFLAGS`;
+
 /** How cargo-zigbuild is asked for one target: the triple it gets and the extra environment. */
-function crossSettings({ triple, platform }) {
+function crossSettings({ triple, platform }, binaryName) {
   if (triple.endsWith('-linux-gnu')) return { zigTarget: `${triple}.${GLIBC_FLOOR}`, env: {} };
   if (triple.endsWith('-linux-musl')) {
     // A .node file is a shared library, so musl is linked dynamically (Rust defaults to static).
-    return { zigTarget: triple, env: { [`CARGO_TARGET_${triple.toUpperCase().replaceAll('-', '_')}_RUSTFLAGS`]: '-C target-feature=-crt-static' } };
+    return { zigTarget: triple, env: { [rustflagsVar(triple)]: '-C target-feature=-crt-static' } };
   }
-  if (triple.endsWith('-apple-darwin')) return { zigTarget: triple, env: { MACOSX_DEPLOYMENT_TARGET: MACOS_FLOOR[platform] } };
+  if (triple.endsWith('-apple-darwin')) {
+    // The install name would otherwise be this machine's target/ path.
+    const rustflags = `-C link-arg=-Wl,-install_name,@rpath/${binaryName}.${platform}.node`;
+    return { zigTarget: triple, env: { MACOSX_DEPLOYMENT_TARGET: MACOS_FLOOR[platform], [rustflagsVar(triple)]: rustflags } };
+  }
   throw new Error(`release: no cross-build settings for ${triple}`);
 }
 
@@ -56,7 +63,7 @@ await cli(async () => {
   const built = [];
   for (const target of selected) {
     ensureRustTarget(target.triple);
-    const { zigTarget, env: extra } = crossSettings(target);
+    const { zigTarget, env: extra } = crossSettings(target, binaryName);
     const started = Date.now();
     console.log(`release: building ${target.platform} (${zigTarget})`);
     run('cargo', ['zigbuild', '--profile', 'dist', '-p', 'dynamo-napi', '--target', zigTarget], {

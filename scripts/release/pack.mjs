@@ -22,7 +22,7 @@ pnpm release:build), and the rest. <dir>/packages.json lists the tarballs in pub
 /** Packs `dir` with `tool` (npm or pnpm) into `out`; returns the tarball's file name. */
 function pack(tool, dir, out) {
   const before = new Set(readdirSync(out));
-  run(tool, ['pack', '--pack-destination', out], { cwd: dir, what: `${tool} pack in ${relative(repoRoot, dir)}`, capture: true });
+  run(tool, ['pack', '--pack-destination', out, ...(tool === 'npm' ? ['--loglevel=warn'] : [])], { cwd: dir, what: `${tool} pack in ${relative(repoRoot, dir)}`, capture: true });
   const added = readdirSync(out).filter((f) => f.endsWith('.tgz') && !before.has(f));
   if (added.length !== 1) throw new Error(`release: ${tool} pack in ${dir} made ${added.length} tarballs: ${added.join(', ')}`);
   return added[0];

