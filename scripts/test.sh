@@ -48,9 +48,8 @@ vitest_run() {
   return $status
 }
 vitest_args=(-- --reporter=default --reporter=json --outputFile.json=.vitest-results.json)
-node20="$(dirname "$(command -v node)")"
-vitest_run "vitest, Node 20" "$node20" pnpm turbo run test --concurrency=1 --continue --output-logs=full "${vitest_args[@]}"
-vitest20_status=$?
+vitest_run "vitest, Node $(node -p 'process.versions.node.split(".")[0]')" "$(dirname "$(command -v node)")" pnpm turbo run test --concurrency=1 --continue --output-logs=full "${vitest_args[@]}"
+vitest_machine_status=$?
 vitest_run "vitest, Node 22" "$node22" pnpm turbo run test --concurrency=1 --continue --output-logs=full "${vitest_args[@]}"
 vitest22_status=$?
 
@@ -62,5 +61,5 @@ pack_install_status=$?
 GATES_FAILED=$gates_failed node scripts/summarize-tests.mjs "$results/cargo.log" "$results"
 summary_status=$?
 
-[ "$cargo_status" = 0 ] && [ "$gates_failed" = 0 ] && [ "$vitest20_status" = 0 ] && [ "$vitest22_status" = 0 ] &&
+[ "$cargo_status" = 0 ] && [ "$gates_failed" = 0 ] && [ "$vitest_machine_status" = 0 ] && [ "$vitest22_status" = 0 ] &&
   [ "$pack_install_status" = 0 ] && [ "$summary_status" = 0 ]

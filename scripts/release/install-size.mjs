@@ -6,7 +6,7 @@ import { mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { cli, readJson, repoRoot, run } from './util.mjs';
+import { cli, npmEnv, readJson, repoRoot, run } from './util.mjs';
 
 const HELP = `Usage: pnpm release:install-size
 
@@ -48,7 +48,7 @@ await cli(async () => {
       const manifest = { name: 'size', private: true, dependencies: { '@dynamo/backend': specs['@dynamo/backend'] }, overrides: specs };
       writeFileSync(join(dir, 'package.json'), JSON.stringify(manifest));
       const flags = [`--os=${os}`, `--cpu=${cpu}`, ...(abi ? [`--libc=${abi === 'gnu' ? 'glibc' : 'musl'}`] : [])];
-      run('npm', ['install', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '--silent', ...flags], { cwd: dir, what: `npm install for ${platform}` });
+      run('npm', ['install', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '--silent', ...flags], { cwd: dir, env: npmEnv(), what: `npm install for ${platform}` });
       const nodeModules = join(dir, 'node_modules');
       const sizes = packageSizes(nodeModules);
       rows.push({ platform, total: bytes(nodeModules), packages: sizes.length, top: sizes.slice(0, 4) });

@@ -8,7 +8,7 @@ import { join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { targets } from '../../packages/core/platforms.js';
 import { binaryFormat, expectedFormat } from './binary-format.mjs';
-import { cli, coreDir, npmDir, publicPackages, readJson, repoRoot, run } from './util.mjs';
+import { cli, coreDir, npmDir, npmEnv, publicPackages, readJson, repoRoot, run } from './util.mjs';
 
 const HELP = `Usage: pnpm release:pack [--out <dir>]
 
@@ -22,7 +22,7 @@ pnpm release:build), and the rest. <dir>/packages.json lists the tarballs in pub
 /** Packs `dir` with `tool` (npm or pnpm) into `out`; returns the tarball's file name. */
 function pack(tool, dir, out) {
   const before = new Set(readdirSync(out));
-  run(tool, ['pack', '--pack-destination', out, ...(tool === 'npm' ? ['--loglevel=warn'] : [])], { cwd: dir, what: `${tool} pack in ${relative(repoRoot, dir)}`, capture: true });
+  run(tool, ['pack', '--pack-destination', out, ...(tool === 'npm' ? ['--loglevel=warn'] : [])], { cwd: dir, env: npmEnv(), what: `${tool} pack in ${relative(repoRoot, dir)}`, capture: true });
   const added = readdirSync(out).filter((f) => f.endsWith('.tgz') && !before.has(f));
   if (added.length !== 1) throw new Error(`release: ${tool} pack in ${dir} made ${added.length} tarballs: ${added.join(', ')}`);
   return added[0];

@@ -6,7 +6,7 @@ import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { cli, readJson, repoRoot, run } from './util.mjs';
+import { cli, npmEnv, readJson, repoRoot, run } from './util.mjs';
 
 const NPMJS = 'https://registry.npmjs.org/';
 
@@ -42,7 +42,7 @@ function provenance(registry) {
 
 /** True when the registry already has name@version; false on a 404; throws on anything else. */
 function published(name, version, registry) {
-  const r = spawnSync('npm', ['view', `${name}@${version}`, 'version', '--json', '--registry', registry], { encoding: 'utf8' });
+  const r = spawnSync('npm', ['view', `${name}@${version}`, 'version', '--json', '--registry', registry], { encoding: 'utf8', env: npmEnv() });
   if (r.status === 0) return r.stdout.trim() !== '';
   if (/E404|404 Not Found/.test(`${r.stdout}${r.stderr}`)) return false;
   throw new Error(`release: could not ask ${registry} about ${name}@${version}: ${(r.stderr || r.stdout).trim()}`);
@@ -60,7 +60,7 @@ await cli(async () => {
     if (!dryRun) throw new Error(`release: ${message}`);
     console.warn(`release: warning: ${message}; a real release would stop here`);
   }
-  const registry = values.registry ?? run('npm', ['config', 'get', 'registry'], { capture: true }).trim();
+  const registry = values.registry ?? run('npm', ['config', 'get', 'registry'], { env: npmEnv(), capture: true }).trim();
   const sign = provenance(registry);
 
   run(process.execPath, [join(repoRoot, 'scripts', 'release', 'pack.mjs')], { what: 'pnpm release:pack' });
@@ -77,7 +77,7 @@ await cli(async () => {
     const args = ['publish', join(repoRoot, 'release', p.file), '--access', 'public', '--tag', tag, '--registry', registry];
     if (sign.on) args.push('--provenance');
     if (dryRun) args.push('--dry-run');
-    run('npm', args, { what: `npm publish of ${p.name}@${p.version}` });
+    run('npm', args, { env: npmEnv(), what: `npm publish of ${p.name}@${p.version}` });
     done.push(`${p.name}@${p.version}`);
   }
   if (!dryRun && done.length > 0) run('pnpm', ['changeset', 'tag'], { what: 'changeset tag' });

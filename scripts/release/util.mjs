@@ -15,6 +15,16 @@ export function readJson(path) {
 }
 
 /**
+ * The environment for npm run from a pnpm script: without the settings pnpm passes down that npm
+ * does not know (it warns about each on every call).
+ */
+export function npmEnv() {
+  const env = { ...process.env };
+  for (const key of ['npm_config_verify_deps_before_run', 'npm_config__jsr_registry', 'npm_config_npm_globalconfig']) delete env[key];
+  return env;
+}
+
+/**
  * Runs a command with inherited output; throws naming `what` when it fails. With `capture`,
  * returns its stdout instead of printing it.
  */
