@@ -1,7 +1,8 @@
 // Sums cargo test and every vitest run into the one closing line CI reads:
 // "N passed, N failed" (", N skipped" when any), after one line per runner.
 // Usage: summarize-tests.mjs <cargo log> <results dir>, where each folder of the results dir is one
-// vitest run (its name is the runner's label) holding the packages' JSON reports.
+// vitest run (its name is the runner's label) holding the packages' JSON reports and the run's
+// exit status (exit-status).
 // Exit 1 if anything failed or nothing ran.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -32,7 +33,8 @@ for (const label of readdirSync(resultsDir).sort()) {
   const dir = join(resultsDir, label);
   if (!statSync(dir).isDirectory()) continue;
   const counts = { passed: 0, failed: 0, skipped: 0 };
-  for (const file of readdirSync(dir)) {
+  const reports = readdirSync(dir).filter((f) => f.endsWith('.json'));
+  for (const file of reports) {
     const r = JSON.parse(readFileSync(join(dir, file), 'utf8'));
     counts.passed += r.numPassedTests;
     counts.failed += r.numFailedTests;
@@ -40,6 +42,13 @@ for (const label of readdirSync(resultsDir).sort()) {
     // A suite that failed outside its tests (failed to load, or a beforeAll threw and its tests
     // were skipped) counts as one failure, so it cannot pass as skipped.
     counts.failed += (r.testResults ?? []).filter((t) => t.status === 'failed' && !(t.assertionResults ?? []).some((a) => a.status === 'failed')).length;
+  }
+  // A run that failed with no failing test to show for it (no report written, a crash between
+  // packages) counts as one failure, so the closing line cannot read green.
+  const status = Number(readFileSync(join(dir, 'exit-status'), 'utf8'));
+  if ((status !== 0 && counts.failed === 0) || reports.length === 0) {
+    console.log(`  ${label}: exited ${status} with ${reports.length} reports and no failing test in them: counted as 1 failure`);
+    counts.failed += 1;
   }
   add(label, counts);
 }

@@ -33,7 +33,8 @@ cargo_status=${PIPESTATUS[0]}
 echo "== typecheck (every package)"
 pnpm turbo run typecheck --output-logs=errors-only </dev/null || gates_failed=$((gates_failed + 1))
 
-# Runs a vitest command with `bin` first on PATH; its JSON reports go to $results/<label>/.
+# Runs a vitest command with `bin` first on PATH; its JSON reports and exit status go to
+# $results/<label>/.
 vitest_run() {
   local label=$1 bin=$2 status
   shift 2
@@ -42,20 +43,21 @@ vitest_run() {
   PATH="$bin:$PATH" "$@" </dev/null
   status=$?
   mkdir -p "$results/$label"
+  echo "$status" >"$results/$label/exit-status"
   while IFS= read -r report; do
     cp "$report" "$results/$label/$(dirname "${report#./}" | tr / _).json"
   done < <(find . -name .vitest-results.json -not -path '*/node_modules/*')
   return $status
 }
-vitest_args=(-- --reporter=default --reporter=json --outputFile.json=.vitest-results.json)
-vitest_run "vitest, Node $(node -p 'process.versions.node.split(".")[0]')" "$(dirname "$(command -v node)")" pnpm turbo run test --concurrency=1 --continue --output-logs=full "${vitest_args[@]}"
+reporters=(--reporter=default --reporter=json --outputFile.json=.vitest-results.json)
+vitest_run "vitest, Node $(node -p 'process.versions.node.split(".")[0]')" "$(dirname "$(command -v node)")" pnpm turbo run test --concurrency=1 --continue --output-logs=full -- "${reporters[@]}"
 vitest_machine_status=$?
-vitest_run "vitest, Node 22" "$node22" pnpm turbo run test --concurrency=1 --continue --output-logs=full "${vitest_args[@]}"
+vitest_run "vitest, Node 22" "$node22" pnpm turbo run test --concurrency=1 --continue --output-logs=full -- "${reporters[@]}"
 vitest22_status=$?
 
 echo "== release build (six platforms) and pack"
 pnpm release:build </dev/null && pnpm release:pack </dev/null || gates_failed=$((gates_failed + 1))
-vitest_run "pack-install, Node 24" "$node24" pnpm --filter @dynamo/tests run test:pack-install "${vitest_args[@]}"
+vitest_run "pack-install, Node 24" "$node24" pnpm --filter @dynamo/tests run test:pack-install "${reporters[@]}"
 pack_install_status=$?
 
 GATES_FAILED=$gates_failed node scripts/summarize-tests.mjs "$results/cargo.log" "$results"

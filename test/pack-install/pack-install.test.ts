@@ -215,7 +215,8 @@ const managers = {
   },
   yarn: {
     bin: [process.execPath, createRequire(import.meta.url).resolve('@yarnpkg/cli-dist/bin/yarn.js')],
-    install: ['install'],
+    // Under CI=true Yarn refuses to write a new lockfile unless told it may.
+    install: ['install', '--no-immutable'],
     runArgs: (script: string, args: string[]) => ['run', script, ...args],
     pin: (specs: Record<string, string>) => ({ resolutions: specs }),
     // Yarn 4's defaults (Plug'n'Play, no node_modules), with telemetry off.
