@@ -1,37 +1,56 @@
 #!/usr/bin/env bash
 # The whole test suite: cargo tests of the pure crates; every package's vitest suite on the
-# machine's Node (20) and again on Node 22; then the six platform binaries are cross-built, every
-# public package is packed, and an outside project installs them with npm, pnpm and yarn on
-# Node 24. Ends with one line summing every runner: "N passed, N failed[, N skipped]".
+# machine's Node (20) and again on Node 22; then @dynamo/core's binary is built for this platform
+# (for all six when the native code or the release scripts changed since the last six-platform
+# build: scripts/release/verified-inputs.mjs), every public package is packed, and an outside
+# project installs them with npm, pnpm and yarn on Node 24. Ends with a table of each step's wall
+# time, then one line summing every runner: "N passed, N failed[, N skipped]".
 set -euo pipefail
-source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
-
-# The runtime's integration tests start real servers: Debian's nats-server and etcd.
-if ! command -v nats-server >/dev/null || ! command -v etcd >/dev/null; then
-  if command -v apt-get >/dev/null; then
-    sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
-    echo "test: installing nats-server and etcd-server with apt-get"
-    $sudo apt-get update -qq </dev/null
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nats-server etcd-server </dev/null >/dev/null
-  else
-    echo "test: nats-server and etcd are needed by the runtime tests; install them (Debian: apt-get install nats-server etcd-server)" >&2
-  fi
-fi
-# Node 22 and 24 from the npm registry's node-<os>-<arch> packages.
-node22="$(bash scripts/node-runtime.sh 22)"
-node24="$(bash scripts/node-runtime.sh 24)"
-set +e
-
+started=$(date +%s)
 results="$(mktemp -d)"
 trap 'rm -rf "$results"' EXIT
+
+# Runs `step <label> <command...>` and records its wall time and exit status for the table.
+step() {
+  local label=$1 t0 status=0
+  shift
+  t0=$(date +%s)
+  "$@" || status=$?
+  printf '%s\t%s\t%s\n' "$label" "$(($(date +%s) - t0))" "$status" >>"$results/steps.tsv"
+  return "$status"
+}
+
+source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
+
+install_servers() {
+  if command -v nats-server >/dev/null && command -v etcd >/dev/null; then return 0; fi
+  if ! command -v apt-get >/dev/null; then
+    echo "test: nats-server and etcd are needed by the runtime tests; install them (Debian: apt-get install nats-server etcd-server)" >&2
+    return 0
+  fi
+  local sudo=""
+  [ "$(id -u)" = 0 ] || sudo="sudo"
+  echo "test: installing nats-server and etcd-server with apt-get"
+  $sudo apt-get update -qq </dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nats-server etcd-server </dev/null >/dev/null
+}
+# The runtime's integration tests start real servers: Debian's nats-server and etcd.
+step "install nats-server and etcd (apt-get)" install_servers
+# Node 22 and 24 from the npm registry's node-<os>-<arch> packages.
+step "install Node 22 and 24" bash scripts/node-runtime.sh 22 >"$results/node22"
+step "install Node 22 and 24" bash scripts/node-runtime.sh 24 >"$results/node24"
+node22="$(cat "$results/node22")"
+node24="$(cat "$results/node24")"
+set +e
 gates_failed=0
 
 echo "== cargo test"
-cargo test --workspace --exclude dynamo-napi --color never 2>&1 | tee "$results/cargo.log"
-cargo_status=${PIPESTATUS[0]}
+cargo_test() { cargo test --workspace --exclude dynamo-napi --color never 2>&1 | tee "$results/cargo.log"; return "${PIPESTATUS[0]}"; }
+step "cargo test" cargo_test
+cargo_status=$?
 
 echo "== typecheck (every package)"
-pnpm turbo run typecheck --output-logs=errors-only </dev/null || gates_failed=$((gates_failed + 1))
+step "typecheck" pnpm turbo run typecheck --output-logs=errors-only </dev/null || gates_failed=$((gates_failed + 1))
 
 # Runs a vitest command with `bin` first on PATH; its JSON reports and exit status go to
 # $results/<label>/.
@@ -40,7 +59,7 @@ vitest_run() {
   shift 2
   find . -name .vitest-results.json -not -path '*/node_modules/*' -delete
   echo "== $label ($(PATH="$bin:$PATH" node --version))"
-  PATH="$bin:$PATH" "$@" </dev/null
+  PATH="$bin:$PATH" step "$label" "$@" </dev/null
   status=$?
   mkdir -p "$results/$label"
   echo "$status" >"$results/$label/exit-status"
@@ -50,15 +69,37 @@ vitest_run() {
   return $status
 }
 reporters=(--reporter=default --reporter=json --outputFile.json=.vitest-results.json)
-vitest_run "vitest, Node $(node -p 'process.versions.node.split(".")[0]')" "$(dirname "$(command -v node)")" pnpm turbo run test --concurrency=1 --continue --output-logs=full -- "${reporters[@]}"
+# --only: the packages were built above; the reporter flags would make turbo rebuild them.
+vitest_all=(pnpm turbo run test --only --concurrency=1 --continue --output-logs=full -- "${reporters[@]}")
+vitest_run "vitest, Node $(node -p 'process.versions.node.split(".")[0]')" "$(dirname "$(command -v node)")" "${vitest_all[@]}"
 vitest_machine_status=$?
-vitest_run "vitest, Node 22" "$node22" pnpm turbo run test --concurrency=1 --continue --output-logs=full -- "${reporters[@]}"
+vitest_run "vitest, Node 22" "$node22" "${vitest_all[@]}"
 vitest22_status=$?
 
-echo "== release build (six platforms) and pack"
-pnpm release:build </dev/null && pnpm release:pack </dev/null || gates_failed=$((gates_failed + 1))
+# The six-platform cross build runs when its inputs changed since the last one; otherwise this
+# platform's binary is built and packed alone, which is all the install test below uses.
+if node scripts/release/verified-inputs.mjs --check; then
+  this_platform="$(node --input-type=module -e "import { currentPlatform } from './packages/core/platforms.js'; console.log(currentPlatform())")"
+  echo "== release build and pack ($this_platform; the six-platform build is current)"
+  release_targets=(--target "$this_platform")
+  release_label="release build and pack ($this_platform)"
+else
+  echo "== release build and pack (six platforms: crates/, Cargo.*, packages/core or scripts/release changed since the last six-platform build)"
+  release_targets=()
+  release_label="release build and pack (six platforms)"
+fi
+release_build_and_pack() { pnpm release:build "${release_targets[@]}" </dev/null && pnpm release:pack "${release_targets[@]}" </dev/null; }
+step "$release_label" release_build_and_pack || gates_failed=$((gates_failed + 1))
 vitest_run "pack-install, Node 24" "$node24" pnpm --filter @dynamo/tests run test:pack-install "${reporters[@]}"
 pack_install_status=$?
+
+echo "== steps (wall-clock time)"
+awk -F'\t' -v total="$(($(date +%s) - started))" '
+  { secs[$1] += $2; if ($3 != 0) failed[$1] = $3; if (!($1 in seen)) { seen[$1] = 1; order[n++] = $1 } }
+  END {
+    for (i = 0; i < n; i++) printf "  %-52s %4d:%02d%s\n", order[i], secs[order[i]] / 60, secs[order[i]] % 60, (order[i] in failed) ? "  (exit " failed[order[i]] ")" : ""
+    printf "  %-52s %4d:%02d\n", "total", total / 60, total % 60
+  }' "$results/steps.tsv"
 
 GATES_FAILED=$gates_failed node scripts/summarize-tests.mjs "$results/cargo.log" "$results"
 summary_status=$?

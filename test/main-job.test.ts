@@ -15,7 +15,13 @@ const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');
 const kvDir = mkdtempSync(join(tmpdir(), 'main-job-kv-'));
 let demo: Child | undefined;
-afterAll(() => {
+afterAll(async () => {
+  // SIGTERM first: demo.sh stops the frontend and worker it started in sessions of their own.
+  if (demo && demo.child.exitCode === null && demo.child.signalCode === null) {
+    demo.child.kill('SIGTERM');
+    await Promise.race([demo.exited, new Promise((r) => setTimeout(r, 15_000))]);
+  }
+  // Then whatever is left of its process group (an install it was running, say).
   demo?.kill();
   rmSync(kvDir, { recursive: true, force: true });
 });
@@ -26,7 +32,7 @@ it('the README main job answers a chat request, serves its curl line, and stops 
   expect(command).toBe('bash scripts/demo.sh');
   const port = await freePort();
   const [program, ...args] = command.split(' ');
-  demo = startChild(program!, args, { DYN_HTTP_PORT: String(port), DYN_FILE_KV: kvDir, CI: 'true' }, repoRoot);
+  demo = startChild(program!, args, { DYN_HTTP_PORT: String(port), DYN_FILE_KV: kvDir, CI: 'true' }, { cwd: repoRoot, group: true });
   const answered = await demo.waitForLine(/^demo: answered in [\d.]+ s/, 280_000);
   const seconds = Number(/in ([\d.]+) s/.exec(answered)![1]);
   expect(seconds).toBeLessThan(60);

@@ -1,7 +1,10 @@
 import { defineConfig } from 'vitest/config';
 
+import { reportOnFailure } from '../packages/runtime/test/harness/vitest-setup.js';
+
 export default defineConfig({
   test: {
+    setupFiles: [reportOnFailure],
     // This folder's own tests and the interop matrix: fixtures/ holds an outside project with its own test files,
     // which run inside that project after it is installed, never here.
     include: ['*.test.ts', 'interop/*.test.ts'],

@@ -1,6 +1,8 @@
 import { transform } from 'esbuild';
 import { defineConfig } from 'vitest/config';
 
+import { reportOnFailure } from '../../packages/runtime/test/harness/vitest-setup.js';
+
 export default defineConfig({
   plugins: [
     {
@@ -16,6 +18,7 @@ export default defineConfig({
     },
   ],
   test: {
+    setupFiles: [reportOnFailure],
     fileParallelism: false,
     testTimeout: 30_000,
     hookTimeout: 60_000,

@@ -1,7 +1,10 @@
 import { defineConfig } from 'vitest/config';
 
+import { reportOnFailure } from '../runtime/test/harness/vitest-setup.js';
+
 export default defineConfig({
   test: {
+    setupFiles: [reportOnFailure],
     // Some files start the stock Dynamo frontend and worker processes; one file at a time keeps
     // a 2-core machine from starving them.
     fileParallelism: false,

@@ -1,7 +1,10 @@
 import { defineConfig } from 'vitest/config';
 
+import { reportOnFailure } from './test/harness/vitest-setup.js';
+
 export default defineConfig({
   test: {
+    setupFiles: [reportOnFailure],
     // Integration files start real etcd/NATS servers and worker processes and assert on TTLs;
     // running them one at a time keeps those timings honest on a 2-core machine.
     fileParallelism: false,

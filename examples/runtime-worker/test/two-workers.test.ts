@@ -1,31 +1,24 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
+import { type Child, startChild } from '../../../packages/runtime/test/harness/child.js';
+
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const store = mkdtempSync(join(tmpdir(), 'dynamo-example-'));
-const env = { ...process.env, DYN_FILE_KV: store, DYN_LOG: 'warn' };
-const children: ChildProcess[] = [];
+const env = { DYN_FILE_KV: store, DYN_LOG: 'warn' };
+const children: Child[] = [];
 
-function run(script: string, args: string[] = []): { child: ChildProcess; line: (re: RegExp) => Promise<string>; exit: Promise<number | null>; out: string[] } {
-  const child = spawn(process.execPath, ['--import', 'tsx', join(root, 'src', script), ...args], { cwd: root, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  const out: string[] = [];
-  const waiting: Array<[RegExp, (l: string) => void]> = [];
-  createInterface({ input: child.stdout! }).on('line', (l) => {
-    out.push(l);
-    for (const w of [...waiting]) if (w[0].test(l)) (waiting.splice(waiting.indexOf(w), 1), w[1](l));
-  });
-  const exit = new Promise<number | null>((r) => child.once('exit', (code) => r(code)));
-  return { child, out, exit, line: (re) => new Promise((resolve) => (out.find((l) => re.test(l)) ? resolve(out.find((l) => re.test(l))!) : waiting.push([re, resolve]))) };
+function run(script: string, args: string[] = []): { child: Child['child']; line: (re: RegExp) => Promise<string>; exit: Promise<number | null>; out: string[] } {
+  const c = startChild(process.execPath, ['--import', 'tsx', join(root, 'src', script), ...args], env, root);
+  children.push(c);
+  return { child: c.child, out: c.lines, exit: c.exited, line: (re) => c.waitForLine(re, 25_000) };
 }
 
 afterAll(() => {
-  for (const c of children) if (c.exitCode === null) c.kill('SIGKILL');
+  for (const c of children) c.kill();
   rmSync(store, { recursive: true, force: true });
 });
 

@@ -1,13 +1,13 @@
 // The hello-world graph under dynamo-serve, end to end over its HTTP route, on the embedded
 // default (file discovery, tcp) and on etcd + NATS; and TextProcessor called by a client in a
 // separate process.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
+import { startChild } from '../../../packages/runtime/test/harness/child.js';
 import { EtcdServer } from '../../../packages/runtime/test/harness/etcd.js';
 import { freePort } from '../../../packages/runtime/test/harness/free-port.js';
 import { startNatsServer } from '../../../packages/runtime/test/harness/nats.js';
@@ -74,14 +74,10 @@ describe('sdk-hello-world under dynamo-serve', () => {
   it('TextProcessor answers a client running in a separate process', async () => {
     const s = serve(['src/text-processor.ts#TextProcessor'], fileEnv);
     await s.ready();
-    const client = spawn(process.execPath, ['--import', 'tsx', 'src/client.ts', 'typed', 'endpoints'], { cwd: root, env: { ...process.env, ...fileEnv, DYN_LOG: 'warn' }, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    client.stdout.on('data', (d: Buffer) => (out += d.toString()));
-    client.stderr.on('data', (d: Buffer) => (err += d.toString()));
-    const code = await new Promise<number | null>((resolve) => client.once('exit', resolve));
-    expect(code, err).toBe(0);
-    expect(out.trim().split('\n').map((l) => JSON.parse(l) as unknown)).toEqual([
+    const client = startChild(process.execPath, ['--import', 'tsx', 'src/client.ts', 'typed', 'endpoints'], { ...fileEnv, DYN_LOG: 'warn' }, root);
+    const code = await client.exited;
+    expect(code, client.stderr()).toBe(0);
+    expect(client.lines.map((l) => JSON.parse(l) as unknown)).toEqual([
       { index: 0, word: 'TYPED', length: 5 },
       { index: 1, word: 'ENDPOINTS', length: 9 },
     ]);

@@ -1,7 +1,7 @@
 // The processor example end to end with real processes: dynamo-serve runs Processor and Worker,
 // our dynamo-frontend finds Processor as a Text-input chat model, and curl's chat completion is
 // produced through Processor → Worker.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { createRequire } from 'node:module';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,6 +9,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { type Child, startChild } from '../../../packages/runtime/test/harness/child.js';
 import { freePort, waitFor } from '../../../packages/runtime/test/harness/free-port.js';
 import { qwen3ModelDir } from '../../../packages/runtime/test/harness/qwen3-model.js';
 import { type ServeProcess, startServe } from '../../../packages/sdk/test/harness/dynamo-serve.js';
@@ -28,7 +29,7 @@ function curl(port: number, body: unknown): { status: number; body: string } {
 
 describe('sdk-processor behind dynamo-frontend', () => {
   let serve: ServeProcess;
-  let frontend: ReturnType<typeof spawn>;
+  let frontend: Child;
   let port: number;
 
   beforeAll(async () => {
@@ -36,14 +37,14 @@ describe('sdk-processor behind dynamo-frontend', () => {
     serve = startServe(['src/processor.ts#Processor', `--Processor.modelPath=${modelDir}`], env, root);
     await serve.ready();
     port = await freePort();
-    frontend = spawn(process.execPath, [frontendCli, '--http-host', '127.0.0.1', '--http-port', String(port)], { env: { ...process.env, ...env, DYN_LOG: 'warn' }, stdio: 'ignore' });
+    frontend = startChild(process.execPath, [frontendCli, '--http-host', '127.0.0.1', '--http-port', String(port)], { ...env, DYN_LOG: 'warn' });
     await waitFor('the model on /v1/models', async () => {
       const res = await fetch(`http://127.0.0.1:${port}/v1/models`);
       return res.ok && ((await res.json()) as { data: Array<{ id: string }> }).data.some((m) => m.id === 'sdk-processor');
     }, 30_000);
   }, 90_000);
   afterAll(() => {
-    frontend?.kill('SIGKILL');
+    frontend?.kill();
     if (serve?.child.exitCode === null) serve.child.kill('SIGKILL');
     rmSync(kv, { recursive: true, force: true });
   });

@@ -17,6 +17,7 @@ import { hexId, parseJson, stringifyJson } from '../src/json.js';
 import { createLogging } from '../src/logger.js';
 import { EtcdServer } from './harness/etcd.js';
 import { freePort, waitFor } from './harness/free-port.js';
+import { trackProcess } from './harness/processes.js';
 import { makeTestTlsFiles } from './harness/tls.js';
 import { watchInto } from './harness/watch-into.js';
 
@@ -91,7 +92,8 @@ describe('etcd discovery store', { timeout: 30_000 }, () => {
         `setInterval(() => {}, 60_000);`,
       ].join('\n'),
     );
-    const child = spawn(process.execPath, ['--import', 'tsx', script, etcd.endpoint, bucket], { cwd: packageDir, stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, ['--import', 'tsx', script, etcd.endpoint, bucket], { cwd: packageDir, stdio: ['ignore', 'pipe', 'pipe'] });
+    trackProcess('an etcd worker (tsx script)', child);
     children.push(child);
     let stdout = '';
     child.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));

@@ -6,6 +6,7 @@ import { encodeTwoPartText } from '../src/request-plane/envelope.js';
 import type { RequestAcceptor, Transport } from '../src/request-plane/request-plane.js';
 import { TcpRequestPlaneClient, TcpRequestPlaneServer, type PlaneLogger } from '../src/request-plane/tcp.js';
 import { freePort, waitFor } from './harness/free-port.js';
+import { trackProcess } from './harness/processes.js';
 
 const INSTANCE = 0x694d9a3c5e1f2a07n;
 
@@ -371,7 +372,8 @@ async function unacceptingPort(): Promise<{ port: number; release(): void }> {
     'print(s.getsockname()[1], flush=True)',
     'sys.stdin.read()',
   ].join('\n');
-  const py = spawn('python3', ['-c', script], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const py = spawn('python3', ['-c', script], { stdio: ['pipe', 'pipe', 'pipe'] });
+  trackProcess('python3 (a listener that never accepts)', py);
   const port = await new Promise<number>((resolve, reject) => {
     py.once('error', reject);
     py.stdout.once('data', (d: Buffer) => resolve(Number(d.toString().trim())));

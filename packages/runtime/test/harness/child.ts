@@ -1,57 +1,89 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 
+import { commandName, trackProcess, waitingFor } from './processes.js';
+
 /** A child process with its stdout lines and the tail of its stderr, for process-level tests. */
 export interface Child {
   child: ChildProcess;
+  /** A short name of the command, as failure reports show it. */
+  name: string;
   lines: string[];
   /** The first stdout line matching `pattern` (already printed or still to come). */
   waitForLine(pattern: RegExp, timeoutMs?: number): Promise<string>;
   /** Resolves with the exit code (null when killed by a signal). */
   exited: Promise<number | null>;
   stderr(): string;
-  /** SIGKILL unless it already exited. */
+  /** SIGKILL unless it already exited (to its whole process group when started with `group`). */
   kill(): void;
 }
 
-const running = new Set<ChildProcess>();
+/** How {@link startChild} runs the command. */
+export interface ChildOptions {
+  cwd?: string;
+  /**
+   * Runs it in a process group of its own, and {@link Child.kill} kills the group: for a script
+   * whose own children must not outlive it (an install it runs, say).
+   */
+  group?: boolean;
+}
+
+const running = new Set<Child>();
 process.once('exit', () => {
-  for (const child of running) child.kill('SIGKILL');
+  for (const child of running) child.kill();
 });
 
 /** Starts `command args` with `env` merged over this process's environment. */
-export function startChild(command: string, args: string[], env: Record<string, string | undefined> = {}, cwd?: string): Child {
-  const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], ...(cwd && { cwd }) });
-  running.add(child);
+export function startChild(command: string, args: string[], env: Record<string, string | undefined> = {}, options: string | ChildOptions = {}): Child {
+  const { cwd, group = false } = typeof options === 'string' ? { cwd: options } : options;
+  const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: group, ...(cwd && { cwd }) });
+  const name = commandName(command, args);
+  trackProcess(name, child);
   const lines: string[] = [];
   let stderr = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr = (stderr + d).slice(-200_000)));
   createInterface({ input: child.stdout! }).on('line', (line) => lines.push(line));
-  const exited = new Promise<number | null>((resolve) =>
-    child.once('exit', (code) => {
-      running.delete(child);
-      resolve(code);
-    }),
-  );
+  const alive = () => child.exitCode === null && child.signalCode === null;
   const waitForLine = async (pattern: RegExp, timeoutMs = 30_000): Promise<string> => {
     const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const found = lines.find((l) => pattern.test(l));
-      if (found !== undefined) return found;
-      if (child.exitCode !== null || child.signalCode !== null || Date.now() > deadline) {
-        throw new Error(`no stdout line matching ${pattern} (exit ${child.exitCode ?? child.signalCode}); stdout:\n${lines.join('\n')}\nstderr:\n${stderr.slice(-5000)}`);
+    const done = waitingFor(`a stdout line of ${name} matching ${pattern}`);
+    try {
+      for (;;) {
+        const found = lines.find((l) => pattern.test(l));
+        if (found !== undefined) return found;
+        if (!alive() || Date.now() > deadline) {
+          const why = alive() ? `not within ${timeoutMs} ms` : `it ended (exit ${child.exitCode ?? child.signalCode})`;
+          throw new Error(`no stdout line of ${name} matching ${pattern}: ${why}`);
+        }
+        await new Promise((r) => setTimeout(r, 20));
       }
-      await new Promise((r) => setTimeout(r, 20));
+    } finally {
+      done();
     }
   };
-  return {
+  const handle: Child = {
     child,
+    name,
     lines,
     waitForLine,
-    exited,
+    exited: new Promise<number | null>((resolve) =>
+      child.once('exit', (code) => {
+        // A group may outlive its leader: it stays listed, to be killed when this process exits.
+        if (!group) running.delete(handle);
+        resolve(code);
+      }),
+    ),
     stderr: () => stderr,
     kill: () => {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      if (group && child.pid !== undefined) {
+        try {
+          process.kill(-child.pid, 'SIGKILL');
+        } catch {
+          // the group is gone already
+        }
+      } else if (alive()) child.kill('SIGKILL');
     },
   };
+  running.add(handle);
+  return handle;
 }

@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { freePort } from './free-port.js';
+import { trackProcess } from './processes.js';
 
 /** Every etcd this process started, killed if the test process exits without stopping them. */
 const running = new Set<ChildProcess>();
@@ -146,6 +147,7 @@ export class EtcdServer {
       { stdio: ['ignore', 'ignore', 'pipe'] },
     );
     running.add(child);
+    trackProcess(`etcd ${this.endpoint}`, child);
     this.#child = child;
     child.stderr?.setEncoding('utf8');
     child.stderr?.on('data', (chunk: string) => {

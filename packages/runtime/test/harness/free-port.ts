@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 
+import { waitingFor } from './processes.js';
+
 // The kernel hands out ports in this range to every bind(0) and outgoing connection, so a port
 // picked there can be taken by another process before the test binds it. Picking below it avoids that.
 const EPHEMERAL_LOW = (() => {
@@ -39,17 +41,22 @@ export async function freePort(): Promise<number> {
 /** Polls `probe` every 50 ms until it resolves truthy or `timeoutMs` passes. */
 export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 10_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
+  const done = waitingFor(what);
   let lastError: unknown;
-  for (;;) {
-    try {
-      const value = await probe();
-      if (value) return value;
-    } catch (err) {
-      lastError = err;
+  try {
+    for (;;) {
+      try {
+        const value = await probe();
+        if (value) return value;
+      } catch (err) {
+        lastError = err;
+      }
+      if (Date.now() > deadline) {
+        throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
+      }
+      await new Promise((r) => setTimeout(r, 50));
     }
-    if (Date.now() > deadline) {
-      throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${lastError ? `: ${String(lastError)}` : ''}`);
-    }
-    await new Promise((r) => setTimeout(r, 50));
+  } finally {
+    done();
   }
 }

@@ -4,6 +4,7 @@ import { connect as dial } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { freePort, waitFor } from './free-port.js';
+import { trackProcess } from './processes.js';
 
 /** How to start the test server; every field is optional (no auth, default limits). */
 export interface NatsServerOptions {
@@ -135,6 +136,7 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
     const proc = spawn('/bin/sh', ['-c', watchdog, 'nats-watchdog', binary, ...startArgs], { stdio: ['pipe', 'pipe', 'pipe'] });
     child = proc;
     running.add(proc);
+    trackProcess(`nats-server -p ${port}`, proc);
     const keep = (chunk: Buffer) => {
       log.push(chunk.toString());
       if (log.length > 200) log = log.slice(-100);

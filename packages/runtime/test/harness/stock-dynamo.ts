@@ -3,6 +3,8 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
+import { trackProcess, waitingFor } from './processes.js';
+
 const interop = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..', 'test', 'interop');
 
 /**
@@ -33,6 +35,7 @@ export function runStock(python: string, script: 'worker.py' | 'client.py', args
     env: { ...process.env, DYN_LOG: 'warn', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
+  trackProcess(`stock python ${script} ${args.join(' ')}`, child);
   const lines: string[] = [];
   const waiters: Array<{ pattern: RegExp; resolve: (l: string) => void }> = [];
   let stderr = '';
@@ -47,14 +50,16 @@ export function runStock(python: string, script: 'worker.py' | 'client.py', args
     lines,
     exited,
     stderr: () => stderr,
-    waitForLine: (pattern, ms = 60_000) =>
-      new Promise((resolve, reject) => {
+    waitForLine: (pattern, ms = 60_000) => {
+      const done = waitingFor(`a stdout line of ${script} matching ${pattern}`);
+      return new Promise<string>((resolve, reject) => {
         const seen = lines.find((l) => pattern.test(l));
         if (seen) return resolve(seen);
         const timer = setTimeout(() => reject(new Error(`${script} printed no line matching ${pattern} in ${ms} ms; stderr:\n${stderr}`)), ms);
         waiters.push({ pattern, resolve: (l) => (clearTimeout(timer), resolve(l)) });
         void exited.then((code) => setTimeout(() => reject(new Error(`${script} exited (${code}) before ${pattern}; stderr:\n${stderr}`)), 50));
-      }),
+      }).finally(done);
+    },
     async stop() {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
       const timer = setTimeout(() => child.kill('SIGKILL'), 15_000);

@@ -3,6 +3,8 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
+import { trackProcess, waitingFor } from './processes.js';
+
 const here = dirname(fileURLToPath(import.meta.url));
 
 /** A worker child process (test/fixtures/worker.ts) and what it printed. */
@@ -24,6 +26,7 @@ export async function startWorker(env: Record<string, string>, args: string[] = 
     env: { ...process.env, DYN_LOG: 'warn', ...env },
     stdio: ['pipe', 'pipe', 'pipe'],
   });
+  trackProcess(`worker.ts ${args.join(' ')}`.trim(), child);
   const lines: string[] = [];
   const waiters: Array<{ pattern: RegExp; resolve: (line: string) => void }> = [];
   createInterface({ input: child.stdout! }).on('line', (line) => {
@@ -38,14 +41,16 @@ export async function startWorker(env: Record<string, string>, args: string[] = 
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const waitForLine = (pattern: RegExp, ms = timeoutMs) =>
-    new Promise<string>((resolve, reject) => {
+  const waitForLine = (pattern: RegExp, ms = timeoutMs) => {
+    const done = waitingFor(`a stdout line of worker.ts matching ${pattern}`);
+    return new Promise<string>((resolve, reject) => {
       const seen = lines.find((l) => pattern.test(l));
       if (seen) return resolve(seen);
       const timer = setTimeout(() => reject(new Error(`worker printed no line matching ${pattern} within ${ms} ms; stderr:\n${stderr}`)), ms);
       waiters.push({ pattern, resolve: (l) => (clearTimeout(timer), resolve(l)) });
       void exited.then((code) => reject(new Error(`worker exited (${code}) before printing ${pattern}; stderr:\n${stderr}`)));
-    });
+    }).finally(done);
+  };
   const ready = await waitForLine(/^READY /);
   return {
     child,

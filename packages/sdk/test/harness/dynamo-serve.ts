@@ -5,6 +5,8 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
+import { trackProcess, waitingFor } from '../../../runtime/test/harness/processes.js';
+
 export const serveCli = join(dirname(fileURLToPath(import.meta.url)), '../../dist/cli/serve.js');
 
 export interface LogLine {
@@ -29,6 +31,7 @@ export interface ServeProcess {
 /** Starts `dynamo-serve args` in `cwd`, with `env` over this process's environment and JSON logs. */
 export function startServe(args: string[], env: Record<string, string | undefined>, cwd?: string): ServeProcess {
   const child = spawn(process.execPath, [serveCli, ...args], { cwd, env: { ...process.env, DYN_LOG: 'info', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  trackProcess(`dynamo-serve ${args.join(' ')}`, child);
   const logs: LogLine[] = [];
   const text: string[] = [];
   const stdout: string[] = [];
@@ -49,15 +52,20 @@ export function startServe(args: string[], env: Record<string, string | undefine
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => (resolve({ code, signal }), wake())));
   const waitForLog = async (match: (line: LogLine) => boolean, what: string, timeoutMs = 60_000): Promise<LogLine> => {
     const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const found = logs.find(match);
-      if (found) return found;
-      if (child.exitCode !== null || child.signalCode !== null) throw new Error(`dynamo-serve exited (${child.exitCode ?? child.signalCode}) before ${what}:\n${text.join('\n')}`);
-      if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last lines:\n${[...logs.slice(-10).map((l) => JSON.stringify(l)), ...text.slice(-10)].join('\n')}`);
-      await new Promise<void>((resolve) => {
-        waiters.push(resolve);
-        setTimeout(resolve, 200);
-      });
+    const done = waitingFor(`dynamo-serve to log ${what}`);
+    try {
+      for (;;) {
+        const found = logs.find(match);
+        if (found) return found;
+        if (child.exitCode !== null || child.signalCode !== null) throw new Error(`dynamo-serve exited (${child.exitCode ?? child.signalCode}) before ${what}:\n${text.join('\n')}`);
+        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last lines:\n${[...logs.slice(-10).map((l) => JSON.stringify(l)), ...text.slice(-10)].join('\n')}`);
+        await new Promise<void>((resolve) => {
+          waiters.push(resolve);
+          setTimeout(resolve, 200);
+        });
+      }
+    } finally {
+      done();
     }
   };
   const ready = async (timeoutMs?: number) => {
@@ -82,6 +90,7 @@ export const deployCli = join(dirname(fileURLToPath(import.meta.url)), '../../di
 /** Runs `dynamo-deploy args` in `cwd` to the end. */
 export async function runDeploy(args: string[], cwd: string, env: Record<string, string | undefined> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const child = spawn(process.execPath, [deployCli, ...args], { cwd, env: { ...process.env, DYNAMO_IMAGE: undefined, DYN_DEPLOYMENT_CONFIG: undefined, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  trackProcess(`dynamo-deploy ${args.join(' ')}`, child);
   let stdout = '';
   let stderr = '';
   child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
