@@ -62,17 +62,17 @@ describe.skipIf('skip' in stock).each(MATRIX_SETUPS)('interop matrix, $name', (s
     [frontends.stock, frontends.our] = await Promise.all([stack.stockFrontend(['--migration-limit', '3']), stack.ourFrontend(['--migration-limit', '3'], { DYN_LOG: 'info' })]);
     await Promise.all([startMixed('stock'), startMixed('our')]);
     const wanted = [...WORKERS.map((w) => w.model()), 'recorder', mixedDir];
-    for (const fe of Object.values(frontends)) {
-      let listed: string[] = [];
-      // Generous: on a busy 2-core CI machine the stock frontend has been seen to take over a minute here.
-      await waitFor(`the ${fe.name} frontend to list ${wanted.join(', ')}`, async () => ((listed = await listedModels(fe.url)), wanted.every((m) => listed.includes(m))), 180_000).catch(async (err: Error) => {
-        const models = await fetch(`${fe.url}/v1/models`).then(async (r) => `${r.status} ${await r.text()}`, (e: Error) => e.message);
-        // The stock frontend repeats a multimodal-routing warning per model; leave it out so the rest shows.
-        const stderr = fe.child.stderr().split('\n').filter((l) => !l.includes('mm_routing')).join('\n').slice(-6000);
-        throw new Error(`${err.message}; it lists ${listed.join(', ')}; GET /v1/models: ${models}\n${fe.child.lines.slice(-20).join('\n')}\n${stderr}`);
-      });
-      await waitFor(`the ${fe.name} frontend to see both workers of the mixed pool`, async () => (await healthInstances(fe.url, 'mixed')).length === 2, 60_000);
-    }
+    // Both frontends at once, so the waits add up to less than the hook's time and a timeout
+    // names its step (the failure report then shows every process's output).
+    await Promise.all(
+      Object.values(frontends).map(async (fe) => {
+        let listed: string[] = [];
+        await waitFor(`the ${fe.name} frontend to list ${wanted.join(', ')}`, async () => ((listed = await listedModels(fe.url)), wanted.every((m) => listed.includes(m))), 150_000).catch((err: Error) => {
+          throw new Error(`${err.message}; it lists ${listed.join(', ') || 'none (or did not answer GET /v1/models)'}`);
+        });
+        await waitFor(`the ${fe.name} frontend to see both workers of the mixed pool`, async () => (await healthInstances(fe.url, 'mixed')).length === 2, 60_000);
+      }),
+    );
   }, 400_000);
 
   /** The mixed pool: one model served by a stock sample engine and ours at 20 ms a token, each with its metrics port. */

@@ -88,13 +88,13 @@ export class InteropStack {
 
 /** The ids of the models a frontend lists. */
 export async function listedModels(url: string): Promise<string[]> {
-  const res = await fetch(`${url}/v1/models`).catch(() => undefined);
+  const res = await fetch(`${url}/v1/models`, { signal: AbortSignal.timeout(5000) }).catch(() => undefined);
   return res?.ok ? ((await res.json()) as { data: Array<{ id: string }> }).data.map((m) => m.id) : [];
 }
 
 /** The instances of `component`'s generate endpoint that a frontend's `/health` lists. */
 export async function healthInstances(url: string, component: string): Promise<bigint[]> {
-  const res = await fetch(`${url}/health`).catch(() => undefined);
+  const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(5000) }).catch(() => undefined);
   if (!res) return [];
   const text = await res.text();
   // Instance ids are u64: read them from the text, not through a double.

@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Child, startChild } from '../../../packages/runtime/test/harness/child.js';
 import { freePort } from '../../../packages/runtime/test/harness/free-port.js';
 import { qwen3ModelDir } from '../../../packages/runtime/test/harness/qwen3-model.js';
-import { stockPython } from '../../../packages/runtime/test/harness/stock-dynamo.js';
+import { stockPython, stockRuntimeEnv } from '../../../packages/runtime/test/harness/stock-dynamo.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = join(root, '..', '..');
@@ -77,7 +77,7 @@ describe.skipIf('skip' in stock)('examples/llm-worker behind the stock Dynamo 1.
     const tsx = ['--import', 'tsx', join(root, 'src/worker.ts'), modelDir, '--print-requests'];
     named = start(process.execPath, [...tsx, '--model-name', 'qwen3', '--component', 'named'], env);
     derived = start(process.execPath, [...tsx, '--component', 'derived'], env);
-    start(python, ['-m', 'dynamo.frontend', '--http-host', '127.0.0.1', '--http-port', String(port), '--discovery-backend', 'file', '--request-plane', 'tcp'], env);
+    start(python, ['-m', 'dynamo.frontend', '--http-host', '127.0.0.1', '--http-port', String(port), '--discovery-backend', 'file', '--request-plane', 'tcp'], { ...env, ...stockRuntimeEnv });
     await Promise.all([named.waitForLine(/^READY qwen3 /, 60_000), derived.waitForLine(/^READY /, 60_000)]);
     const model = await LocalModel.load(modelDir);
     pre = await Preprocessor.create(model, buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat | ModelType.Completions, modelName: 'qwen3' }));

@@ -10,6 +10,7 @@ import { EtcdServer } from '../../../runtime/test/harness/etcd.js';
 import { freePort, waitFor } from '../../../runtime/test/harness/free-port.js';
 import { type NatsTestServer, startNatsServer } from '../../../runtime/test/harness/nats.js';
 import { qwen3ModelDir } from '../../../runtime/test/harness/qwen3-model.js';
+import { stockRuntimeEnv } from '../../../runtime/test/harness/stock-dynamo.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 export const packageDir = join(here, '..', '..');
@@ -67,7 +68,7 @@ export class Deployment {
   /** The environment of a stock process in this deployment: it binds loopback only. */
   stockEnv(env: Record<string, string> = {}): Record<string, string> {
     const loopback = { DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1', DYN_EVENT_PLANE_HOST: '127.0.0.1', DYN_SYSTEM_HOST: '127.0.0.1' };
-    return { ...this.env, ...loopback, ...env };
+    return { ...this.env, ...loopback, ...stockRuntimeEnv, ...env };
   }
 
   /** Starts a process of the stock Dynamo venv's python (`-m module ...`) in this deployment, on loopback. */

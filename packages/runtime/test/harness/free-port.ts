@@ -38,7 +38,10 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
-/** Polls `probe` every 50 ms until it resolves truthy or `timeoutMs` passes. */
+/**
+ * Polls `probe` every 50 ms until it resolves truthy or `timeoutMs` passes. A probe that never
+ * settles (a request to a hung server) does not hold the wait past its time.
+ */
 export async function waitFor<T>(what: string, probe: () => Promise<T | undefined | false> | T | undefined | false, timeoutMs = 10_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   const done = waitingFor(what);
@@ -46,7 +49,9 @@ export async function waitFor<T>(what: string, probe: () => Promise<T | undefine
   try {
     for (;;) {
       try {
-        const value = await probe();
+        let timer: NodeJS.Timeout | undefined;
+        const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), Math.max(0, deadline - Date.now()))));
+        const value = await Promise.race([Promise.resolve(probe()), late]).finally(() => clearTimeout(timer));
         if (value) return value;
       } catch (err) {
         lastError = err;

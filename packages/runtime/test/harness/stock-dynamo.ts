@@ -19,6 +19,17 @@ export function stockPython(): { python: string } | { skip: string } {
   return { python: result.stdout.trim().split('\n').at(-1)! };
 }
 
+/**
+ * What every stock process the tests start gets in its environment. Stock 1.6.1 sizes its Tokio
+ * blocking pool to the core count, and on the NATS request plane each component it meets first
+ * blocks a runtime thread (`block_in_place`) until that component's NATS service is registered.
+ * On a 2-core machine two components met at once use up the pool: the stock frontend stops
+ * materializing models and stops answering HTTP (seen with eight stock workers and no TypeScript
+ * process at all: 4 of 8 starts hung on NATS, none on TCP). The release's own builder default
+ * (512) avoids it; none of the tests is about that pool.
+ */
+export const stockRuntimeEnv: Readonly<Record<string, string>> = { DYN_RUNTIME_MAX_BLOCKING_THREADS: '512' };
+
 /** A stock Python process (worker.py or client.py) with its stdout lines. */
 export interface StockProcess {
   child: ChildProcess;
@@ -32,7 +43,7 @@ export interface StockProcess {
 /** Runs `test/interop/python/<script>` with the venv's python. */
 export function runStock(python: string, script: 'worker.py' | 'client.py', args: string[], env: Record<string, string>): StockProcess {
   const child = spawn(python, [join(interop, 'python', script), ...args], {
-    env: { ...process.env, DYN_LOG: 'warn', ...env },
+    env: { ...process.env, DYN_LOG: 'warn', ...stockRuntimeEnv, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   trackProcess(`stock python ${script} ${args.join(' ')}`, child);
