@@ -1,5 +1,5 @@
 import { isUtf8 } from 'node:buffer';
-import { createServer as httpServer, type Server } from 'node:http';
+import { createServer as httpServer, type IncomingMessage, type Server } from 'node:http';
 import { createServer as httpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import { DynamoException, type Log, parseJson, stringifyJson } from '@dynamo/runtime';
@@ -21,6 +21,24 @@ export interface HttpServerOptions extends GenerationDeps {
 }
 
 const GENERATION_ROUTES = { '/v1/chat/completions': 'chat', '/v1/completions': 'completions' } as const;
+
+/**
+ * Reads and drops the rest of a request body that is refused unread (a 413), for up to `ms`.
+ * Answering first and closing would reset a client still sending it, which then reports a
+ * broken pipe instead of the error; read to its end, the client gets the answer.
+ */
+function discardBody(req: IncomingMessage, ms: number): Promise<void> {
+  if (req.complete || req.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      req.off('end', done).off('close', done).off('error', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    req.on('end', done).on('close', done).on('error', done).resume();
+  });
+}
 
 /**
  * The OpenAI HTTP surface on fastify: generation routes, models, health, liveness and metrics,
@@ -62,7 +80,7 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
     }
   });
 
-  app.setErrorHandler((err: Error & { code?: string; statusCode?: number }, req, reply) => {
+  app.setErrorHandler(async (err: Error & { code?: string; statusCode?: number }, req, reply) => {
     let error: HttpError;
     if (err instanceof HttpError || err instanceof DynamoException) error = toHttpError(err);
     else if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') error = new HttpError(413, `request body is larger than the limit of ${options.bodyLimitBytes} bytes`);
@@ -71,8 +89,9 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
     else error = toHttpError(err);
     if (error.status >= 500) log.error({ method: req.method, url: req.url, status: error.status, err: error.message }, 'request failed');
     else log.debug({ method: req.method, url: req.url, status: error.status, err: error.message }, 'request refused');
+    if (error.status === 413) await discardBody(req.raw, timeout);
     if (reply.sent || reply.raw.headersSent) return;
-    void reply.code(error.status).type('application/json').send(errorBody(error.status, error.message, error.details));
+    return reply.code(error.status).type('application/json').send(errorBody(error.status, error.message, error.details));
   });
 
   app.setNotFoundHandler((req, reply) => {
