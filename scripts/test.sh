@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The whole test suite: cargo tests of the pure crates; every package's vitest suite on the
-# machine's Node (20) and again on Node 22; then @dynamo/core's binary is built for this platform
-# (for all six when the native code or the release scripts changed since the last six-platform
-# build: scripts/release/verified-inputs.mjs), every public package is packed, and an outside
-# project installs them with npm, pnpm and yarn on Node 24. Ends with a table of each step's wall
-# time, then one line summing every runner: "N passed, N failed[, N skipped]".
+# The whole test suite: every package's vitest suite on the machine's Node (20) and again on
+# Node 22, with the cargo tests of the pure crates, the type check and the release build of
+# @dynamo/core's binary beside them (for this platform, or all six when the native code or the
+# release scripts changed since the last six-platform build: scripts/release/verified-inputs.mjs);
+# then every public package is packed and an outside project installs them with npm, pnpm and yarn
+# on Node 24. Ends with a table of each step's wall time, then one line summing every runner:
+# "N passed, N failed[, N skipped]".
 set -euo pipefail
 started=$(date +%s)
 results="$(mktemp -d)"
@@ -42,15 +43,34 @@ step "install Node 22 and 24" bash scripts/node-runtime.sh 24 >"$results/node24"
 node22="$(cat "$results/node22")"
 node24="$(cat "$results/node24")"
 set +e
-gates_failed=0
 
-echo "== cargo test"
-cargo_test() { cargo test --workspace --exclude dynamo-napi --color never 2>&1 | tee "$results/cargo.log"; return "${PIPESTATUS[0]}"; }
-step "cargo test" cargo_test
-cargo_status=$?
+# The six-platform cross build runs when its inputs changed since the last one; otherwise this
+# platform's binary is built and packed alone, which is all the install test below uses.
+if node scripts/release/verified-inputs.mjs --check; then
+  this_platform="$(node --input-type=module -e "import { currentPlatform } from './packages/core/platforms.js'; console.log(currentPlatform())")"
+  release_targets=(--target "$this_platform")
+  release_what="$this_platform; the six-platform build is current"
+else
+  release_targets=()
+  release_what="six platforms: crates/, Cargo.*, packages/core or scripts/release changed since the last six-platform build"
+fi
 
-echo "== typecheck (every package)"
-step "typecheck" pnpm turbo run typecheck --output-logs=errors-only </dev/null || gates_failed=$((gates_failed + 1))
+# The CPU-bound steps that time nothing (cargo test, the type check, the release build) run at
+# idle priority beside the vitest runs, which mostly wait on processes, sockets and timers: they
+# use the CPU those leave idle instead of adding their own time to the run. Neither side touches
+# what the other reads: turbo runs the type check alone (--only: no build outputs restored), and
+# cargo writes only target/.
+cargo_test() { cargo test --workspace --exclude dynamo-napi --color never >"$results/cargo.log" 2>&1; }
+typecheck() { pnpm turbo run typecheck --only --output-logs=errors-only; }
+release_build() { pnpm release:build "${release_targets[@]}"; }
+beside_vitest() {
+  renice -n 19 -p "$BASHPID" >/dev/null
+  step "cargo test (idle priority, beside vitest)" cargo_test; echo $? >"$results/cargo.status"
+  step "typecheck (idle priority, beside vitest)" typecheck; echo $? >"$results/typecheck.status"
+  step "release build, $release_what (idle priority, beside vitest)" release_build; echo $? >"$results/release.status"
+}
+beside_vitest </dev/null >"$results/beside.log" 2>&1 &
+beside=$!
 
 # Runs a vitest command with `bin` first on PATH; its JSON reports and exit status go to
 # $results/<label>/.
@@ -76,20 +96,20 @@ vitest_machine_status=$?
 vitest_run "vitest, Node 22" "$node22" "${vitest_all[@]}"
 vitest22_status=$?
 
-# The six-platform cross build runs when its inputs changed since the last one; otherwise this
-# platform's binary is built and packed alone, which is all the install test below uses.
-if node scripts/release/verified-inputs.mjs --check; then
-  this_platform="$(node --input-type=module -e "import { currentPlatform } from './packages/core/platforms.js'; console.log(currentPlatform())")"
-  echo "== release build and pack ($this_platform; the six-platform build is current)"
-  release_targets=(--target "$this_platform")
-  release_label="release build and pack ($this_platform)"
+step "waiting for the steps beside vitest" wait "$beside"
+echo "== cargo test, typecheck and release build (they ran beside the vitest runs)"
+cat "$results/cargo.log" "$results/beside.log"
+cargo_status=$(cat "$results/cargo.status" 2>/dev/null || echo 1)
+gates_failed=0
+[ "$(cat "$results/typecheck.status" 2>/dev/null)" = 0 ] || gates_failed=$((gates_failed + 1))
+release_status=$(cat "$results/release.status" 2>/dev/null || echo 1)
+
+echo "== release pack ($release_what)"
+if [ "$release_status" = 0 ]; then
+  step "release pack" pnpm release:pack "${release_targets[@]}" </dev/null || gates_failed=$((gates_failed + 1))
 else
-  echo "== release build and pack (six platforms: crates/, Cargo.*, packages/core or scripts/release changed since the last six-platform build)"
-  release_targets=()
-  release_label="release build and pack (six platforms)"
+  gates_failed=$((gates_failed + 1))
 fi
-release_build_and_pack() { pnpm release:build "${release_targets[@]}" </dev/null && pnpm release:pack "${release_targets[@]}" </dev/null; }
-step "$release_label" release_build_and_pack || gates_failed=$((gates_failed + 1))
 vitest_run "pack-install, Node 24" "$node24" pnpm --filter @dynamo/tests run test:pack-install "${reporters[@]}"
 pack_install_status=$?
 
@@ -97,8 +117,8 @@ echo "== steps (wall-clock time)"
 awk -F'\t' -v total="$(($(date +%s) - started))" '
   { secs[$1] += $2; if ($3 != 0) failed[$1] = $3; if (!($1 in seen)) { seen[$1] = 1; order[n++] = $1 } }
   END {
-    for (i = 0; i < n; i++) printf "  %-52s %4d:%02d%s\n", order[i], secs[order[i]] / 60, secs[order[i]] % 60, (order[i] in failed) ? "  (exit " failed[order[i]] ")" : ""
-    printf "  %-52s %4d:%02d\n", "total", total / 60, total % 60
+    for (i = 0; i < n; i++) printf "  %-72s %4d:%02d%s\n", order[i], secs[order[i]] / 60, secs[order[i]] % 60, (order[i] in failed) ? "  (exit " failed[order[i]] ")" : ""
+    printf "  %-72s %4d:%02d\n", "total", total / 60, total % 60
   }' "$results/steps.tsv"
 
 GATES_FAILED=$gates_failed node scripts/summarize-tests.mjs "$results/cargo.log" "$results"
