@@ -117,6 +117,15 @@ pub enum ConformanceFailure {
         /// Ranks from the second call, in order.
         second: Vec<u32>,
     },
+
+    /// A check did not finish within `ConformanceOptions::check_timeout`.
+    #[error("{check}: the check did not finish within {after:?}; the engine hung or is slower than the check timeout allows (raise it)")]
+    CheckTimedOut {
+        /// The check that was running.
+        check: &'static str,
+        /// The timeout that passed.
+        after: Duration,
+    },
 }
 
 /// Every value [`ConformanceFailure::kind`] can return, for bindings that
@@ -138,6 +147,7 @@ pub const ALL_KINDS: &[&str] = &[
     "CleanupWithoutStartFailed",
     "KvEventSourcesFailed",
     "KvEventSourcesNotIdempotent",
+    "CheckTimedOut",
 ];
 
 impl ConformanceFailure {
@@ -158,6 +168,7 @@ impl ConformanceFailure {
             ConformanceFailure::CleanupFailed(_) => "CleanupFailed",
             ConformanceFailure::SecondCleanupFailed(_) => "SecondCleanupFailed",
             ConformanceFailure::CleanupWithoutStartFailed(_) => "CleanupWithoutStartFailed",
+            ConformanceFailure::CheckTimedOut { .. } => "CheckTimedOut",
             ConformanceFailure::KvEventSourcesFailed(_) => "KvEventSourcesFailed",
             ConformanceFailure::KvEventSourcesNotIdempotent { .. } => "KvEventSourcesNotIdempotent",
         }
@@ -206,6 +217,10 @@ mod tests {
                 first: vec![0],
                 second: vec![1],
             },
+            CheckTimedOut {
+                check: "generate",
+                after: Duration::from_secs(30),
+            },
         ]
     }
 
@@ -230,6 +245,10 @@ mod tests {
         assert_eq!(
             failures[15].to_string(),
             "kv_event_sources: two calls returned different dp_rank sequences: first [0], second [1]"
+        );
+        assert_eq!(
+            failures[16].to_string(),
+            "generate: the check did not finish within 30s; the engine hung or is slower than the check timeout allows (raise it)"
         );
     }
 }

@@ -49,6 +49,10 @@ pub struct ConformanceOptions {
     pub concurrency: usize,
     /// `max_tokens` of the cancellation request.
     pub long_max_tokens: u32,
+    /// How long any one check may take before it fails with `CheckTimedOut` (default none:
+    /// unbounded). The best-effort cleanup after a failure gets the same bound, so a hung
+    /// engine still gives a report that names the check it hung in.
+    pub check_timeout: Option<Duration>,
 }
 
 impl Default for ConformanceOptions {
@@ -57,6 +61,7 @@ impl Default for ConformanceOptions {
             cancel_deadline: DEFAULT_CANCEL_DEADLINE,
             concurrency: DEFAULT_CONCURRENCY,
             long_max_tokens: DEFAULT_LONG_MAX_TOKENS,
+            check_timeout: None,
         }
     }
 }
@@ -171,11 +176,11 @@ where
 
 /// Runs the checks in [`CHECKS`] order and reports each one.
 ///
-/// Only the cancellation drain is bounded (by `options.cancel_deadline`); every
-/// other await on the engine is unbounded, so callers that fear a hung engine
-/// wrap the whole run in their own timeout. If a check fails after `start` was
-/// called, the kit still calls `cleanup()` once (result ignored) so the engine's
-/// resources are released; the report shows the `cleanup` check as skipped.
+/// The cancellation drain is bounded by `options.cancel_deadline`; each whole check
+/// by `options.check_timeout` when set (otherwise a hung engine hangs the run). If a
+/// check fails after `start` was called, the kit still calls `cleanup()` once (result
+/// ignored, same bound) so the engine's resources are released; the report shows the
+/// `cleanup` check as skipped.
 pub async fn run_conformance_report<E, F>(
     mut factory: F,
     options: &ConformanceOptions,
@@ -200,24 +205,33 @@ where
             });
             continue;
         }
+        match check {
+            Check::Start => needs_cleanup = true,
+            Check::Cleanup => needs_cleanup = false,
+            _ => {}
+        }
         let began = Instant::now();
-        let result = match check {
-            Check::Start => {
-                needs_cleanup = true;
-                check_start(&engine).await.map(|name| model = name)
+        let run = async {
+            match check {
+                Check::Start => check_start(&engine).await.map(|name| model = name),
+                Check::KvEventSources => check_kv_event_sources(&engine).await,
+                Check::Generate => check_generate(&engine, &model).await,
+                Check::ConcurrentGenerate => {
+                    check_concurrent_generate(&engine, &model, options.concurrency).await
+                }
+                Check::Cancellation => check_cancellation(&engine, &model, options).await,
+                Check::Cleanup => check_cleanup(&engine).await,
+                Check::CleanupWithoutStart => check_cleanup_without_start(factory()).await,
             }
-            Check::KvEventSources => check_kv_event_sources(&engine).await,
-            Check::Generate => check_generate(&engine, &model).await,
-            Check::ConcurrentGenerate => {
-                check_concurrent_generate(&engine, &model, options.concurrency).await
-            }
-            Check::Cancellation => check_cancellation(&engine, &model, options).await,
-            Check::Cleanup => {
-                needs_cleanup = false;
-                check_cleanup(&engine).await
-            }
-            Check::CleanupWithoutStart => check_cleanup_without_start(factory()).await,
         };
+        let result = within(options.check_timeout, run)
+            .await
+            .unwrap_or_else(|after| {
+                Err(ConformanceFailure::CheckTimedOut {
+                    check: check.name(),
+                    after,
+                })
+            });
         let elapsed = began.elapsed();
         let (status, failure) = match result {
             Ok(()) => (CheckStatus::Passed, None),
@@ -236,9 +250,20 @@ where
 
     if needs_cleanup {
         // Best effort: the run already failed, the engine just must not leak.
-        let _ = engine.cleanup().await;
+        let _ = within(options.check_timeout, engine.cleanup()).await;
     }
     ConformanceReport { checks }
+}
+
+/// Awaits `work`, or gives up after `limit` (returned as the error) when one is set.
+async fn within<T>(
+    limit: Option<Duration>,
+    work: impl std::future::Future<Output = T>,
+) -> Result<T, Duration> {
+    match limit {
+        Some(limit) => tokio::time::timeout(limit, work).await.map_err(|_| limit),
+        None => Ok(work.await),
+    }
 }
 
 /// The checks as a closed set, so the runner's `match` is exhaustive.

@@ -4,16 +4,17 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Fault, Faulty};
+use common::{Counters, Fault, Faulty};
 use dynamo_conformance::{
-    run_conformance, run_conformance_report, run_conformance_with, ConformanceFailure,
+    run_conformance, run_conformance_report, run_conformance_with, CheckStatus, ConformanceFailure,
     ConformanceOptions, ALL_KINDS, DEFAULT_CANCEL_DEADLINE,
 };
 
-/// Short deadline so engines that fail late do not slow the suite.
+/// Short deadlines so engines that fail late do not slow the suite.
 fn fast() -> ConformanceOptions {
     ConformanceOptions {
         cancel_deadline: Duration::from_millis(200),
+        check_timeout: Some(Duration::from_secs(1)),
         ..ConformanceOptions::default()
     }
 }
@@ -140,6 +141,43 @@ async fn empty_streams_under_load_are_concurrent_generate_failed() {
         failure.to_string(),
         "concurrent_generate: request 2 of 8: stream was empty"
     );
+}
+
+#[tokio::test]
+async fn a_hung_check_fails_at_the_check_timeout_naming_it_and_the_engine_is_still_cleaned_up() {
+    let options = ConformanceOptions {
+        check_timeout: Some(Duration::from_millis(200)),
+        ..fast()
+    };
+    let counters = Counters::default();
+    let report = run_conformance_report(
+        || Faulty::wrap(counters.engine(), Fault::StreamHangs),
+        &options,
+    )
+    .await;
+    let statuses: Vec<(&str, CheckStatus)> =
+        report.checks.iter().map(|c| (c.name, c.status)).collect();
+    assert_eq!(
+        statuses,
+        [
+            ("start", CheckStatus::Passed),
+            ("kv_event_sources", CheckStatus::Passed),
+            ("generate", CheckStatus::Failed),
+            ("concurrent_generate", CheckStatus::Skipped),
+            ("cancellation", CheckStatus::Skipped),
+            ("cleanup", CheckStatus::Skipped),
+            ("cleanup_without_start", CheckStatus::Skipped),
+        ]
+    );
+    assert_eq!(
+        report.failure(),
+        Some(&ConformanceFailure::CheckTimedOut {
+            check: "generate",
+            after: Duration::from_millis(200)
+        })
+    );
+    // The failed run still released the engine it started.
+    assert_eq!(counters.get(), (1, 1, 1));
 }
 
 #[tokio::test]
@@ -270,6 +308,7 @@ async fn every_kind_is_produced_by_some_broken_engine() {
         Fault::CleanupFails,
         Fault::SecondCleanupFails,
         Fault::CleanupRequiresStart,
+        Fault::StreamHangs,
     ];
     let mut seen = vec![];
     for fault in faults {

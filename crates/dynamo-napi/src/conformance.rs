@@ -18,6 +18,8 @@ pub struct ConformanceRunOptions {
     pub cancel_deadline_ms: Option<u32>,
     /// Number of interleaved generate calls in the concurrency check (default 8).
     pub concurrency: Option<u32>,
+    /// How long one check may take before it fails with `CheckTimedOut` (default unbounded).
+    pub check_timeout_ms: Option<u32>,
 }
 
 /// The outcome of one check of the kit.
@@ -58,6 +60,7 @@ pub async fn run_conformance(
         if let Some(n) = o.concurrency {
             opts.concurrency = n as usize;
         }
+        opts.check_timeout = o.check_timeout_ms.map(|ms| Duration::from_millis(ms.into()));
     }
     let bridge = Bridge::new(dispatch);
     let report = run_conformance_report(|| JsEngine::new(bridge.clone()), &opts).await;

@@ -47,7 +47,8 @@ describe('runConformance', () => {
   for (const [kind, factory] of Object.entries(broken)) {
     if (kind === 'CancellationNotObserved') continue;
     it(`rejects with kind ${kind} for an engine that breaks that rule`, async () => {
-      const err = await failureOf(factory);
+      // Without a check timeout a hung engine hangs the run (the documented default).
+      const err = await failureOf(factory, kind === 'CheckTimedOut' ? { checkTimeoutMs: 300 } : {});
       expect(err.kind).toBe(kind as ConformanceFailureKind);
       expect(err.message.length).toBeGreaterThan(kind.length + 10);
     });
@@ -67,6 +68,28 @@ describe('runConformance', () => {
   it('honours a shorter cancellation deadline', async () => {
     const err = await failureOf(broken.CancellationNotObserved!, { cancelDeadlineMs: 200 });
     expect(err.kind).toBe('CancellationNotObserved');
+  });
+
+  it('fails the check an engine hangs in at checkTimeoutMs, naming it, and still cleans the engine up', async () => {
+    const made: GoodEngine[] = [];
+    const report = await conformanceReport(() => {
+      const engine = broken.CheckTimedOut!() as GoodEngine;
+      made.push(engine);
+      return engine;
+    }, { checkTimeoutMs: 300 });
+    expect(report.checks.map((c) => [c.name, c.status])).toEqual([
+      ['start', 'passed'],
+      ['kv_event_sources', 'passed'],
+      ['generate', 'failed'],
+      ['concurrent_generate', 'skipped'],
+      ['cancellation', 'skipped'],
+      ['cleanup', 'skipped'],
+      ['cleanup_without_start', 'skipped'],
+    ]);
+    const generate = report.checks[2]!;
+    expect(generate.kind).toBe('CheckTimedOut');
+    expect(generate.message).toBe('generate: the check did not finish within 300ms; the engine hung or is slower than the check timeout allows (raise it)');
+    expect(made[0]!.cleanups).toBe(1);
   });
 
   it('names what the engine threw in StartFailed', async () => {

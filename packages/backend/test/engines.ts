@@ -162,4 +162,12 @@ export const broken: Record<string, () => LLMEngine> = {
         this.torn = true;
       }
     })(),
+  CheckTimedOut: () =>
+    new (class extends GoodEngine {
+      // One token, then it waits for something that never comes.
+      override async *generate(): AsyncGenerator<GenerateChunk> {
+        yield { token_ids: [1] };
+        await new Promise(() => {});
+      }
+    })(),
 };

@@ -194,6 +194,8 @@ pub enum Fault {
     CleanupFails,
     SecondCleanupFails,
     CleanupRequiresStart,
+    /// Yields one token, then never another chunk.
+    StreamHangs,
 }
 
 /// The reference engine with one fault injected.
@@ -293,6 +295,7 @@ impl Engine for Faulty {
                     Err(EngineError::unknown("CUDA error: out of memory"))
                 }))
                 .boxed(),
+            Fault::StreamHangs => inner.take(1).chain(stream::pending()).boxed(),
             Fault::TokenAfterTerminal => inner
                 .chain(stream::once(async { Ok(EngineOutput::token(99)) }))
                 .boxed(),

@@ -19,7 +19,8 @@ export type ConformanceFailureKind =
   | 'CancellationIgnored'
   | 'CleanupFailed'
   | 'SecondCleanupFailed'
-  | 'CleanupWithoutStartFailed';
+  | 'CleanupWithoutStartFailed'
+  | 'CheckTimedOut';
 
 /** Tunables for a conformance run; defaults are the kit's (2 s cancel deadline, 8 streams). */
 export interface ConformanceOptions {
@@ -27,6 +28,12 @@ export interface ConformanceOptions {
   cancelDeadlineMs?: number;
   /** Number of interleaved streams in the concurrency check. */
   concurrency?: number;
+  /**
+   * How long any one check may take before it fails with `CheckTimedOut`, naming the check
+   * (default: unbounded for {@link runConformance}, 30 s for `conformanceSuite`). Raise it for a
+   * slow engine, e.g. a real model on a small CPU.
+   */
+  checkTimeoutMs?: number;
 }
 
 /** The outcome of one check. */
