@@ -4,7 +4,8 @@
 
 use std::path::{Path, PathBuf};
 
-use dynamo_llm_core::gguf::{read_metadata, tokenizer_from_file};
+use dynamo_llm_core::gguf::{hf_files_from_file, read_metadata, tokenizer_from_file};
+use dynamo_llm_core::tokenizer::Tokenizer;
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
@@ -56,6 +57,39 @@ fn embedded_vocabularies_encode_and_decode_like_transformers() {
             assert_eq!(tok.decode(&with, true).unwrap(), case["decode_with_special_skip"].as_str().unwrap(), "{label}: decode skipping specials");
             assert_eq!(tok.decode(&plain, false).unwrap(), case["decode_no_special"].as_str().unwrap(), "{label}: decode plain");
         }
+    }
+}
+
+#[test]
+fn the_hugging_face_files_describe_the_same_model() {
+    let all = expected();
+    for (name, fixture) in all["fixtures"].as_object().unwrap() {
+        let path = fixtures().join(name);
+        let meta = read_metadata(&path).unwrap();
+        let files = hf_files_from_file(&path).unwrap();
+        let want = &fixture["metadata"];
+        let arch = meta.architecture().unwrap();
+
+        // tokenizer.json encodes every case as transformers does with the GGUF itself.
+        let tok = Tokenizer::from_bytes(files.tokenizer_json.as_bytes()).unwrap();
+        for case in fixture["cases"].as_array().unwrap() {
+            let text = case["text"].as_str().unwrap();
+            assert_eq!(tok.encode(text, true).unwrap(), ids(&case["ids_with_special"]), "{name}: {text:?}");
+        }
+
+        let config: Value = serde_json::from_str(&files.config_json).unwrap();
+        assert_eq!(config["model_type"], arch, "{name}");
+        assert!(config["architectures"][0].as_str().unwrap().ends_with("ForCausalLM"), "{name}");
+        assert_eq!(config["vocab_size"], want["vocab_size"], "{name}");
+        assert_eq!(config["max_position_embeddings"], want[format!("{arch}.context_length")], "{name}");
+        assert_eq!(config["bos_token_id"].as_u64(), meta.bos_token_id(), "{name}");
+        assert_eq!(config["eos_token_id"].as_u64(), meta.eos_token_id(), "{name}");
+
+        let tokenizer_config: Value = serde_json::from_str(&files.tokenizer_config_json).unwrap();
+        assert_eq!(tokenizer_config["chat_template"].as_str(), meta.chat_template(), "{name}");
+        let token = |id: Option<u64>| tok.decode(&[id.unwrap() as u32], false).unwrap();
+        assert_eq!(tokenizer_config["eos_token"].as_str().unwrap(), token(meta.eos_token_id()), "{name}");
+        assert_eq!(tokenizer_config["bos_token"].as_str().unwrap(), token(meta.bos_token_id()), "{name}");
     }
 }
 

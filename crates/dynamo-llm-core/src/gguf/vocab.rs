@@ -25,6 +25,12 @@ const QWEN2_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}
 
 /// Builds the tokenizer of a GGUF file's vocabulary.
 pub fn tokenizer_from_metadata(meta: &GgufMetadata, path: &Path) -> Result<Tokenizer> {
+    let bytes = serde_json::to_vec(&tokenizer_document(meta, path)?).map_err(|e| LlmError::bad_file(path, e.to_string()))?;
+    Tokenizer::from_bytes(&bytes).map_err(|e| LlmError::bad_file(path, format!("embedded vocabulary: {e}")))
+}
+
+/// The `tokenizer.json` document of a GGUF file's vocabulary.
+pub fn tokenizer_document(meta: &GgufMetadata, path: &Path) -> Result<Json> {
     let bad = |message: String| LlmError::bad_file(path, message);
     let model = meta
         .get("tokenizer.ggml.model")
@@ -32,16 +38,14 @@ pub fn tokenizer_from_metadata(meta: &GgufMetadata, path: &Path) -> Result<Token
         .ok_or_else(|| bad("has no embedded vocabulary (tokenizer.ggml.model is missing)".into()))?;
     let tokens = strings(meta, "tokenizer.ggml.tokens").map_err(bad)?;
     let types = ints(meta, "tokenizer.ggml.token_type", tokens.len()).map_err(bad)?;
-    let doc = match model {
-        "gpt2" => gpt2(meta, &tokens, &types).map_err(bad)?,
-        "llama" => llama(meta, &tokens, &types).map_err(bad)?,
-        other => return Err(bad(format!("tokenizer.ggml.model '{other}' is not supported (gpt2 and llama are)"))),
-    };
-    let bytes = serde_json::to_vec(&doc).map_err(|e| bad(e.to_string()))?;
-    Tokenizer::from_bytes(&bytes).map_err(|e| bad(format!("embedded vocabulary: {e}")))
+    match model {
+        "gpt2" => gpt2(meta, &tokens, &types).map_err(bad),
+        "llama" => llama(meta, &tokens, &types).map_err(bad),
+        other => Err(bad(format!("tokenizer.ggml.model '{other}' is not supported (gpt2 and llama are)"))),
+    }
 }
 
-fn strings(meta: &GgufMetadata, key: &str) -> std::result::Result<Vec<String>, String> {
+pub(super) fn strings(meta: &GgufMetadata, key: &str) -> std::result::Result<Vec<String>, String> {
     let items = meta.get(key).and_then(GgufValue::as_array).ok_or_else(|| format!("{key} is missing or not an array"))?;
     items
         .iter()
@@ -65,7 +69,7 @@ fn ints(meta: &GgufMetadata, key: &str, len: usize) -> std::result::Result<Vec<i
         .collect()
 }
 
-fn token_id(meta: &GgufMetadata, key: &str, len: usize) -> std::result::Result<Option<usize>, String> {
+pub(super) fn token_id(meta: &GgufMetadata, key: &str, len: usize) -> std::result::Result<Option<usize>, String> {
     match meta.get(key).and_then(GgufValue::as_u64) {
         None => Ok(None),
         Some(id) if (id as usize) < len => Ok(Some(id as usize)),
@@ -117,7 +121,7 @@ fn template_processing(tokens: &[String], bos: Option<usize>, eos: Option<usize>
     json!({"type": "TemplateProcessing", "single": single, "pair": pair, "special_tokens": specials})
 }
 
-fn flag(meta: &GgufMetadata, key: &str, default: bool) -> bool {
+pub(super) fn flag(meta: &GgufMetadata, key: &str, default: bool) -> bool {
     meta.get(key).and_then(GgufValue::as_bool).unwrap_or(default)
 }
 

@@ -45,8 +45,10 @@ export function buildCard(model: LocalModel, options: CardOptions): ModelDeploym
     throw new InvalidArgument(`contextLength ${contextLength} is larger than the model's maximum of ${maxContext} tokens`);
   }
   const local = (file: ModelFile): CheckedFile => ({ path: file.path, checksum: file.checksum, size: file.size });
+  // A GGUF model's Hugging Face files are written locally, never part of a Hub repo.
+  const fromHub = model.source.repoId !== undefined && model.source.kind === 'dir';
   const where = (file: ModelFile): CheckedFile => ({
-    path: model.source.repoId ? `hf://${model.source.repoId}/${file.name}` : file.path,
+    path: fromHub ? `hf://${model.source.repoId}/${file.name}` : file.path,
     checksum: file.checksum,
     size: file.size,
   });
@@ -60,7 +62,6 @@ export function buildCard(model: LocalModel, options: CardOptions): ModelDeploym
     source_path: model.source.repoId ?? model.source.path,
     ...(files.config && { model_info: { hf_config_json: where(files.config) } }),
     ...(files.tokenizer && { tokenizer: { hf_tokenizer_json: where(files.tokenizer) } }),
-    ...(files.gguf && { tokenizer: { gguf: local(files.gguf) } }),
     ...(files.tokenizerConfig && { prompt_formatter: { hf_tokenizer_config_json: where(files.tokenizerConfig) } }),
     ...(template && { chat_template_file: { hf_chat_template: { is_custom: customTemplate, file: customTemplate ? local(template) : where(template) } } }),
     ...(!template && files.chatTemplateJson && { chat_template_file: { hf_chat_template_json: { is_custom: false, file: where(files.chatTemplateJson) } } }),
