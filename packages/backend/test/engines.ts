@@ -1,7 +1,7 @@
 // Engines for the conformance tests: one that follows the contract, and one broken subclass per
 // failure kind the kit reports.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Context, type EngineConfig, type GenerateChunk, type GenerateRequest, type KvEventSource, LLMEngine, usage } from '../src/index.js';
+import { CONFORMANCE_CHECKS, type Context, type EngineConfig, type GenerateChunk, type GenerateRequest, type KvEventSource, LLMEngine, usage } from '../src/index.js';
 
 export class GoodEngine extends LLMEngine {
   started = false;
@@ -171,3 +171,6 @@ export const broken: Record<string, () => LLMEngine> = {
       }
     })(),
 };
+
+/** The statuses of a run whose engine hung in `generate` (checks by name, in kit order). */
+export const hungInGenerate = CONFORMANCE_CHECKS.map((name, i) => [name, i < 2 ? 'passed' : i === 2 ? 'failed' : 'skipped']);
