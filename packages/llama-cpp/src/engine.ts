@@ -1,0 +1,275 @@
+import { stat } from 'node:fs/promises';
+import { availableParallelism } from 'node:os';
+import { basename } from 'node:path';
+
+import {
+  type Context,
+  type EngineConfig,
+  engineLog,
+  type GenerateChunk,
+  type GenerateRequest,
+  InvalidArgument,
+  LLMEngine,
+  parseFlags,
+  usage,
+  type WorkerConfig,
+  workerConfigFromFlags,
+} from '@dynamo/backend';
+import { getLlama, type Llama, LlamaLogLevel, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token, TokenBias } from 'node-llama-cpp';
+
+import { GPU_CHOICES, llamaCppFlags, llamaCppHelp } from './flags.js';
+import { resolveGguf } from './gguf-path.js';
+import { SequencePool } from './sequence-pool.js';
+import { type FinishReason, TokenStream } from './token-stream.js';
+
+/** Options of {@link LlamaCppEngine}. */
+export interface LlamaCppEngineOptions {
+  /** The `.gguf` file to load. */
+  modelPath: string;
+  /** Name the model is served as (default: the file name without `.gguf`). */
+  modelName?: string;
+  /** llama.cpp's compute backend (default `false`: the CPU). */
+  gpu?: Exclude<(typeof GPU_CHOICES)[number], 'false'> | false;
+  /** CPU threads (default: the cores this process may use). */
+  threads?: number;
+  /** Requests generated at once, one sequence each (default 4). */
+  parallel?: number;
+  /** Requests that may wait for a sequence before new ones are refused (default 64). */
+  maxQueued?: number;
+  /** Tokens of KV cache per sequence: prompt plus answer (default 4096). */
+  contextSize?: number;
+}
+
+const log = engineLog('llama-cpp');
+
+interface Loaded {
+  llama: Llama;
+  model: LlamaModel;
+  context: LlamaContext;
+  sequences: LlamaContextSequence[];
+  pool: SequencePool<LlamaContextSequence>;
+  /** Token ids at or above this are not the model's. */
+  vocab: number;
+}
+
+/**
+ * An engine that generates with llama.cpp through node-llama-cpp: one context with `parallel`
+ * sequences evaluated in the same batches (continuous batching), sampling from each request's
+ * `sampling_options`, stopping at EOS, `max_tokens` or a stop token id, and streaming every token
+ * produced since the last chunk.
+ */
+export class LlamaCppEngine extends LLMEngine {
+  readonly modelPath: string;
+  readonly modelName: string;
+  readonly gpu: LlamaCppEngineOptions['gpu'];
+  readonly threads: number;
+  readonly parallel: number;
+  readonly maxQueued: number;
+  readonly contextSize: number;
+  #loaded: Loaded | undefined;
+  #loading: Promise<Loaded> | undefined;
+
+  constructor(options: LlamaCppEngineOptions) {
+    super();
+    this.modelPath = options.modelPath;
+    this.modelName = options.modelName ?? basename(options.modelPath).replace(/\.gguf$/i, '');
+    this.gpu = options.gpu ?? false;
+    this.threads = options.threads ?? availableParallelism();
+    this.parallel = options.parallel ?? 4;
+    this.maxQueued = options.maxQueued ?? 64;
+    this.contextSize = options.contextSize ?? 4096;
+  }
+
+  /** Builds the engine and its worker config from `dynamo-llama-cpp`'s flags and `DYN_*` env. */
+  static override async fromArgs(argv: string[] = process.argv.slice(2), env: Record<string, string | undefined> = process.env): Promise<[LlamaCppEngine, WorkerConfig]> {
+    const parsed = parseFlags(llamaCppFlags, argv, env);
+    if (parsed.help) {
+      process.stdout.write(llamaCppHelp());
+      process.exit(0);
+    }
+    const { modelPath, ggufFile, modelName, gpu, threads, parallel, maxQueued, contextSize, ...common } = parsed.values;
+    const file = await resolveGguf(modelPath, ggufFile);
+    const engine = new LlamaCppEngine({ modelPath: file, ...(modelName && { modelName }), gpu: gpu === 'false' ? false : gpu, threads, parallel, maxQueued, contextSize });
+    return [engine, workerConfigFromFlags(common, { modelName: file, servedModelName: engine.modelName })];
+  }
+
+  override async start(_workerId: bigint): Promise<EngineConfig> {
+    const loaded = await (this.#loading ??= this.#load());
+    this.#loaded = loaded;
+    return {
+      model: this.modelName,
+      servedModelName: this.modelName,
+      llm: { contextLength: this.contextSize, kvCacheBlockSize: 16, maxNumSeqs: this.parallel, totalKvBlocks: Math.floor(loaded.context.contextSize / 16) },
+    };
+  }
+
+  async #load(): Promise<Loaded> {
+    const file = this.modelPath;
+    const info = await stat(file).catch((err: NodeJS.ErrnoException) => {
+      throw new InvalidArgument(`model file ${file}: ${err.code === 'ENOENT' ? 'does not exist' : err.message}`);
+    });
+    if (!info.isFile()) throw new InvalidArgument(`model file ${file} is not a file`);
+    const llama = await getLlama({ gpu: this.gpu ?? false, build: 'never', logLevel: LlamaLogLevel.error });
+    let model: LlamaModel;
+    try {
+      model = await llama.loadModel({ modelPath: file });
+    } catch (err) {
+      await llama.dispose();
+      throw new InvalidArgument(`llama.cpp could not load ${file}: ${(err as Error).message}`, { cause: err });
+    }
+    // The sequences share one KV cache: size it so each can hold contextSize tokens.
+    const context = await model.createContext({ sequences: this.parallel, threads: this.threads, contextSize: this.contextSize * this.parallel });
+    const sequences = Array.from({ length: this.parallel }, () => context.getSequence());
+    log.info({ model: file, gpu: llama.gpu, threads: this.threads, parallel: this.parallel, context_size: this.contextSize }, 'model loaded');
+    const vocab = model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? Number.POSITIVE_INFINITY;
+    return { llama, model, context, sequences, pool: new SequencePool(sequences, this.maxQueued), vocab };
+  }
+
+  override async *generate(request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
+    const loaded = this.#loaded;
+    if (!loaded) throw new InvalidArgument('generate() before start()');
+    const prompt = request.token_ids;
+    const { vocab } = loaded;
+    if (prompt.length === 0) throw new InvalidArgument('token_ids is empty: a prompt needs at least one token');
+    const bad = prompt.find((id) => id >= vocab);
+    if (bad !== undefined) throw new InvalidArgument(`token id ${bad} is outside the model's vocabulary of ${vocab}`);
+    if (prompt.length >= this.contextSize) {
+      throw new InvalidArgument(`the prompt has ${prompt.length} tokens; the context holds ${this.contextSize} (prompt and answer together, --context-size)`);
+    }
+    const usageOf = (completion: number) => usage(prompt.length, completion);
+    const sequence = await loaded.pool.acquire(context);
+    if (sequence === undefined) {
+      if (!context.isKilled()) yield { token_ids: [], finish_reason: 'cancelled', completion_usage: usageOf(0) };
+      return;
+    }
+    const stream = new TokenStream();
+    const production = this.#produce(loaded, sequence, request, context, stream);
+    let produced = 0;
+    try {
+      for (;;) {
+        const batch = await stream.take();
+        produced += batch.tokens.length;
+        if (batch.finish === undefined) {
+          yield { token_ids: batch.tokens };
+          continue;
+        }
+        if (batch.finish === 'cancelled' && context.isKilled()) return;
+        yield { token_ids: batch.tokens, finish_reason: batch.finish, completion_usage: usageOf(produced) };
+        return;
+      }
+    } finally {
+      stream.abandoned = true;
+      await production;
+      await sequence.clearHistory();
+      loaded.pool.release(sequence);
+    }
+  }
+
+  /** Runs llama.cpp for one request, pushing its tokens to `stream`; never rejects. */
+  async #produce(loaded: Loaded, sequence: LlamaContextSequence, request: GenerateRequest, context: Context, stream: TokenStream): Promise<void> {
+    const { model } = loaded;
+    const sampling = request.sampling_options ?? {};
+    const stop = request.stop_conditions ?? {};
+    const num = (key: string): number | undefined => (typeof sampling[key] === 'number' ? (sampling[key] as number) : undefined);
+    const budget = this.contextSize - request.token_ids.length;
+    const maxTokens = Math.min(stop.max_tokens ?? budget, budget);
+    const stopIds = new Set(stop.stop_token_ids ?? []);
+    const ignoreEos = stop.ignore_eos === true;
+    const minTokens = stop.min_tokens ?? 0;
+    const eog = [model.tokens.eos, model.tokens.eot].filter((t): t is Token => t !== null);
+    // Before min_tokens (or always, with ignore_eos) the end-of-generation tokens cannot be drawn.
+    const noEog = new TokenBias(model.tokenizer);
+    // TokenBias.set() skips end-of-generation tokens on purpose; node-llama-cpp (pinned) reads the
+    // biases from this map, so banning them goes there directly.
+    for (const token of eog) (noEog as unknown as { _biases: Map<Token, number> })._biases.set(token, Number.NEGATIVE_INFINITY);
+    const noBias = new TokenBias(model.tokenizer);
+    let count = 0;
+    const penalties = [num('repetition_penalty'), num('frequency_penalty'), num('presence_penalty')];
+    let finish: FinishReason = 'length';
+    try {
+      if (context.isStopped()) {
+        stream.end('cancelled');
+        return;
+      }
+      const tokens = sequence.evaluate(request.token_ids as Token[], {
+        ...samplerOptions(num, ignoreEos || minTokens > 0),
+        ...(penalties.some((p) => p !== undefined) && {
+          repeatPenalty: {
+            punishTokens: () => sequence.contextTokens.slice(request.token_ids.length),
+            ...(penalties[0] !== undefined && { penalty: penalties[0] }),
+            ...(penalties[1] !== undefined && { frequencyPenalty: penalties[1] }),
+            ...(penalties[2] !== undefined && { presencePenalty: penalties[2] }),
+          },
+        }),
+        tokenBias: () => (ignoreEos || count < minTokens ? noEog : noBias),
+        yieldEogToken: true,
+      });
+      for await (const token of tokens) {
+        if (stream.abandoned || context.isStopped()) {
+          finish = 'cancelled';
+          break;
+        }
+        if (model.isEogToken(token)) {
+          finish = 'eos';
+          break;
+        }
+        stream.push(token);
+        count++;
+        if (stopIds.has(token)) {
+          finish = 'stop';
+          break;
+        }
+        if (count >= maxTokens) break;
+      }
+      stream.end(finish);
+    } catch (err) {
+      stream.fail(err);
+    }
+  }
+
+  /** Requests waiting for a sequence, and sequences generating. */
+  load(): { queued: number; active: number } {
+    const loaded = this.#loaded;
+    return loaded ? { queued: loaded.pool.queued, active: loaded.pool.active(this.parallel) } : { queued: 0, active: 0 };
+  }
+
+  /** A one-token greedy generation from BOS. */
+  override async healthCheckPayload(): Promise<Record<string, unknown>> {
+    const bos = this.#loaded?.model.tokens.bos ?? 1;
+    return { token_ids: [bos], stop_conditions: { max_tokens: 1, ignore_eos: true }, sampling_options: { temperature: 0 } };
+  }
+
+  override async cleanup(): Promise<void> {
+    const loading = this.#loading;
+    this.#loading = undefined;
+    this.#loaded = undefined;
+    if (!loading) return;
+    const loaded = await loading.catch(() => undefined);
+    if (!loaded) return;
+    await loaded.context.dispose();
+    await loaded.model.dispose();
+    await loaded.llama.dispose();
+  }
+}
+
+/**
+ * node-llama-cpp's sampler settings for a request's `sampling_options`, with OpenAI's defaults
+ * where the request is silent (temperature 1, top_p 1, no top_k or min_p; node-llama-cpp's own are
+ * greedy, 0.95 and 40). llama.cpp's greedy path ignores token biases, so a greedy request that
+ * must not end early (`ignore_eos`, `min_tokens`) samples with top_k 1 instead: the same argmax,
+ * over the biased logits.
+ */
+function samplerOptions(num: (key: string) => number | undefined, biased: boolean) {
+  const temperature = num('temperature') ?? 1;
+  const seed = num('seed');
+  if (temperature === 0) return biased ? { temperature: 1, topK: 1 } : { temperature: 0 };
+  const topK = num('top_k');
+  return {
+    temperature,
+    topP: num('top_p') ?? 1,
+    // Dynamo's "no top_k" is -1 (or 0); node-llama-cpp disables it with 0.
+    topK: topK !== undefined && topK > 0 ? topK : 0,
+    minP: num('min_p') ?? 0,
+    ...(seed !== undefined && { seed }),
+  };
+}

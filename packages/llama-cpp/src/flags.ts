@@ -1,0 +1,66 @@
+import { availableParallelism } from 'node:os';
+
+import { type FlagValues, formatHelp, workerFlags } from '@dynamo/backend';
+import { z } from 'zod';
+
+/** `--gpu` values, as node-llama-cpp's `getLlama({ gpu })` takes them (`false`: CPU only). */
+export const GPU_CHOICES = ['auto', 'cuda', 'vulkan', 'metal', 'false'] as const;
+
+/** Command-line options of `dynamo-llama-cpp`. */
+export const llamaCppFlags = {
+  modelPath: {
+    schema: z.string().min(1, 'must name a .gguf file or a folder holding one'),
+    description: 'The GGUF model: a .gguf file, or a local folder holding one (see --gguf-file)',
+    placeholder: 'PATH',
+  },
+  ggufFile: {
+    schema: z.string().min(1, 'must not be empty').optional(),
+    description: 'Which .gguf file of the --model-path folder to load (default: its only one)',
+    placeholder: 'NAME',
+  },
+  modelName: {
+    schema: z.string().min(1, 'must not be empty').optional(),
+    description: 'Name the model is served as (default: the GGUF file name without .gguf)',
+    placeholder: 'NAME',
+  },
+  gpu: {
+    schema: z.enum(GPU_CHOICES, { error: `expected one of ${GPU_CHOICES.join(', ')}` }).default('false'),
+    description: 'Compute backend for llama.cpp: auto, cuda, vulkan, metal, or false for the CPU',
+    placeholder: 'KIND',
+  },
+  threads: {
+    // node-llama-cpp's own default counts logical threads and oversubscribes small VMs.
+    schema: z.coerce.number().int().min(1, 'must be at least 1').max(1024).default(availableParallelism()),
+    description: 'CPU threads llama.cpp uses (default: the cores this process may use)',
+    placeholder: 'N',
+  },
+  parallel: {
+    schema: z.coerce.number().int().min(1, 'must be at least 1').max(256).default(4),
+    description: 'Requests generated at once, one context sequence each (continuous batching)',
+    placeholder: 'N',
+  },
+  maxQueued: {
+    schema: z.coerce.number().int().min(0, 'must not be negative').max(1_000_000).default(64),
+    description: 'Requests that may wait for a free sequence; past that a request is refused as overloaded',
+    placeholder: 'N',
+  },
+  contextSize: {
+    schema: z.coerce.number().int().min(16, 'must be at least 16').max(10_000_000).default(4096),
+    description: 'Tokens of KV cache per sequence: the longest prompt plus answer a request may have',
+    placeholder: 'N',
+  },
+  ...workerFlags,
+  component: { ...workerFlags.component, schema: workerFlags.component.schema.removeDefault().default('llama') },
+};
+
+/** Parsed `dynamo-llama-cpp` options. */
+export type LlamaCppFlagValues = FlagValues<typeof llamaCppFlags>;
+
+/** `--help` text of `dynamo-llama-cpp`. */
+export function llamaCppHelp(): string {
+  return formatHelp(
+    'dynamo-llama-cpp --model-path MODEL.gguf [options]',
+    'A Dynamo worker that generates with llama.cpp (node-llama-cpp) from a GGUF model. It registers the\nmodel card from the same GGUF, so any Dynamo frontend templates and tokenizes for it. Runtime settings\ncome from DYN_* and ETCD_*/NATS_* variables (DYN_SYSTEM_PORT for /health and /metrics, ...).',
+    llamaCppFlags,
+  );
+}

@@ -1,0 +1,7 @@
+/**
+ * `@dynamo/llama-cpp`: a Dynamo engine on llama.cpp (through node-llama-cpp) for GGUF models, and
+ * the `dynamo-llama-cpp` worker CLI.
+ */
+export { LlamaCppEngine, type LlamaCppEngineOptions } from './engine.js';
+export { llamaCppFlags, llamaCppHelp, type LlamaCppFlagValues, GPU_CHOICES } from './flags.js';
+export { resolveGguf } from './gguf-path.js';

@@ -1,0 +1,3 @@
+import { readmeSuite } from '../../runtime/test/harness/readme.js';
+
+readmeSuite(import.meta.url, 1);
