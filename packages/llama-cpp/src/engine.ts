@@ -94,6 +94,12 @@ export class LlamaCppEngine extends LLMEngine {
   }
 
   override async start(_workerId: bigint): Promise<EngineConfig> {
+    if (this.parallel > 1 && process.env.UV_THREADPOOL_SIZE !== '1') {
+      throw new InvalidArgument(
+        `parallel ${this.parallel} needs UV_THREADPOOL_SIZE=1 in the environment the process started with (dynamo-llama-cpp sets it): ` +
+          'llama.cpp reads batched logits without a lock and node-llama-cpp samples each sequence on its own libuv thread, so with more threads sequences get each other\'s tokens',
+      );
+    }
     const loaded = await (this.#loading ??= this.#load());
     this.#loaded = loaded;
     return {

@@ -1,4 +1,3 @@
-#!/usr/bin/env node
 import { run } from '@dynamo/backend';
 
 import { LlamaCppEngine } from './engine.js';
