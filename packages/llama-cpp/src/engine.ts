@@ -20,7 +20,7 @@ import { getLlama, type Llama, LlamaLogLevel, type LlamaContext, type LlamaConte
 import { GPU_CHOICES, llamaCppFlags, llamaCppHelp } from './flags.js';
 import { resolveGguf } from './gguf-path.js';
 import { SequencePool } from './sequence-pool.js';
-import { type FinishReason, TokenStream } from './token-stream.js';
+import { type FinishReason, TokenStream, type TopLogprob } from './token-stream.js';
 
 /** Options of {@link LlamaCppEngine}. */
 export interface LlamaCppEngineOptions {
@@ -155,12 +155,13 @@ export class LlamaCppEngine extends LLMEngine {
       for (;;) {
         const batch = await stream.take();
         produced += batch.tokens.length;
+        const logprobs = batch.logprobs && { log_probs: batch.logprobs.map((l) => l.logprob), top_logprobs: batch.logprobs.map((l) => l.top) };
         if (batch.finish === undefined) {
-          yield { token_ids: batch.tokens };
+          yield { token_ids: batch.tokens, ...logprobs };
           continue;
         }
         if (batch.finish === 'cancelled' && context.isKilled()) return;
-        yield { token_ids: batch.tokens, finish_reason: batch.finish, completion_usage: usageOf(produced) };
+        yield { token_ids: batch.tokens, ...logprobs, finish_reason: batch.finish, completion_usage: usageOf(produced) };
         return;
       }
     } finally {
@@ -197,7 +198,8 @@ export class LlamaCppEngine extends LLMEngine {
         stream.end('cancelled');
         return;
       }
-      const tokens = sequence.evaluate(request.token_ids as Token[], {
+      const topCount = logprobsWanted(request);
+      const options = {
         ...samplerOptions(num, ignoreEos || minTokens > 0),
         ...(penalties.some((p) => p !== undefined) && {
           repeatPenalty: {
@@ -209,8 +211,15 @@ export class LlamaCppEngine extends LLMEngine {
         }),
         tokenBias: () => (ignoreEos || count < minTokens ? noEog : noBias),
         yieldEogToken: true,
-      });
-      for await (const token of tokens) {
+      };
+      // With log probabilities asked for, every step also returns the distribution it drew from.
+      const steps: AsyncIterable<{ token: Token; probabilities?: Map<Token, number> }> =
+        topCount === undefined
+          ? (async function* () {
+              for await (const token of sequence.evaluate(request.token_ids as Token[], options)) yield { token };
+            })()
+          : sequence.evaluateWithMetadata(request.token_ids as Token[], { probabilities: true }, options);
+      for await (const { token, probabilities } of steps) {
         if (stream.abandoned || context.isStopped()) {
           finish = 'cancelled';
           break;
@@ -219,7 +228,7 @@ export class LlamaCppEngine extends LLMEngine {
           finish = 'eos';
           break;
         }
-        stream.push(token);
+        stream.push(token, probabilities && tokenLogprobs(model, token, probabilities, topCount ?? 0));
         count++;
         if (stopIds.has(token)) {
           finish = 'stop';
@@ -278,4 +287,20 @@ function samplerOptions(num: (key: string) => number | undefined, biased: boolea
     minP: num('min_p') ?? 0,
     ...(seed !== undefined && { seed }),
   };
+}
+
+/** How many alternatives per token the request wants log probabilities for (`output_options.logprobs`), if any. */
+function logprobsWanted(request: GenerateRequest): number | undefined {
+  const wanted = request.output_options?.logprobs;
+  return typeof wanted === 'number' && Number.isInteger(wanted) && wanted >= 0 ? wanted : undefined;
+}
+
+/** The chosen token's log probability and the `top` most likely tokens', from the step's distribution (sorted, most likely first). */
+function tokenLogprobs(model: LlamaModel, token: Token, probabilities: Map<Token, number>, top: number) {
+  const best: TopLogprob[] = [];
+  for (const [id, probability] of probabilities) {
+    if (best.length >= top) break;
+    best.push({ rank: best.length + 1, token_id: id, token: model.detokenize([id], true), logprob: Math.log(probability) });
+  }
+  return { logprob: Math.log(probabilities.get(token) ?? 0), top: best };
 }

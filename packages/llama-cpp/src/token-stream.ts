@@ -1,9 +1,25 @@
 /** How a generation ended, in Dynamo's finish-reason names. */
 export type FinishReason = 'eos' | 'length' | 'stop' | 'cancelled';
 
+/** One of the most likely tokens at a position, as Dynamo's `top_logprobs` lists them. */
+export type TopLogprob = {
+  rank: number;
+  token_id: number;
+  token: string;
+  logprob: number;
+};
+
+/** A token's log probability and the most likely alternatives, when the request asked for them. */
+export interface TokenLogprobs {
+  logprob: number;
+  top: TopLogprob[];
+}
+
 /** What the consumer takes at once: every token produced since its last take. */
 export interface TokenBatch {
   tokens: number[];
+  /** Per token, when the request asked for log probabilities. */
+  logprobs?: TokenLogprobs[];
   /** Set on the last batch. */
   finish?: FinishReason;
 }
@@ -14,6 +30,7 @@ export interface TokenBatch {
  */
 export class TokenStream {
   #tokens: number[] = [];
+  #logprobs: TokenLogprobs[] = [];
   #finish: FinishReason | undefined;
   #error: unknown;
   #failed = false;
@@ -21,8 +38,9 @@ export class TokenStream {
   /** Set when the reader went away: the producer stops at its next token. */
   abandoned = false;
 
-  push(token: number): void {
+  push(token: number, logprobs?: TokenLogprobs): void {
     this.#tokens.push(token);
+    if (logprobs) this.#logprobs.push(logprobs);
     this.#notify();
   }
 
@@ -43,9 +61,12 @@ export class TokenStream {
       await new Promise<void>((resolve) => (this.#wake = resolve));
     }
     if (this.#failed) throw this.#error;
-    const tokens = this.#tokens;
+    const batch: TokenBatch = { tokens: this.#tokens };
+    if (this.#logprobs.length > 0) batch.logprobs = this.#logprobs;
+    if (this.#finish !== undefined) batch.finish = this.#finish;
     this.#tokens = [];
-    return this.#finish === undefined ? { tokens } : { tokens, finish: this.#finish };
+    this.#logprobs = [];
+    return batch;
   }
 
   #notify(): void {

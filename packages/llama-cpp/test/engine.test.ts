@@ -72,6 +72,28 @@ describe('LlamaCppEngine on SmolLM2-135M', () => {
     expect(ids).toEqual(alone);
   }, 120_000);
 
+  it('returns each token\'s log probability and the top 3 alternatives when output_options.logprobs asks, from the model\'s distribution', async () => {
+    const chunks = await collect(engine.generate(greedy(france, { stop_conditions: { max_tokens: 4 }, output_options: { logprobs: 3 } }), new Context()));
+    const ids = tokensOf(chunks);
+    const logProbs = chunks.flatMap((c) => (c.log_probs as number[] | undefined) ?? []);
+    const top = chunks.flatMap((c) => (c.top_logprobs as Array<Array<{ rank: number; token_id: number; token: string; logprob: number }>> | undefined) ?? []);
+    expect(logProbs).toHaveLength(ids.length);
+    expect(top).toHaveLength(ids.length);
+    ids.forEach((id, i) => {
+      expect(top[i]!.map((t) => t.rank)).toEqual([1, 2, 3]);
+      // Greedy: the chosen token is the most likely one, and the list is sorted.
+      expect(top[i]![0]).toMatchObject({ token_id: id, logprob: logProbs[i], token: pre.tokenizer.decode(Uint32Array.of(id), false) });
+      expect(top[i]![0]!.logprob).toBeGreaterThanOrEqual(top[i]![1]!.logprob);
+      expect(logProbs[i]).toBeLessThanOrEqual(0);
+    });
+    // "The" is a close first (p ≈ 0.19) over "La" and "Le" for this prompt.
+    expect(Math.exp(logProbs[0]!)).toBeGreaterThan(0.1);
+    expect(Math.exp(logProbs[0]!)).toBeLessThan(0.3);
+    // Without the option there are none.
+    const plain = await collect(engine.generate(greedy(france, { stop_conditions: { max_tokens: 2 } }), new Context()));
+    expect(plain.some((c) => 'log_probs' in c || 'top_logprobs' in c)).toBe(false);
+  }, 60_000);
+
   it('stops at max_tokens with length, and at a stop token id with stop', async () => {
     const capped = await collect(engine.generate(greedy(france, { stop_conditions: { max_tokens: 3 } }), new Context()));
     expect(tokensOf(capped)).toHaveLength(3);
