@@ -105,7 +105,7 @@ export class LlamaCppEngine extends LLMEngine {
     return {
       model: this.modelName,
       servedModelName: this.modelName,
-      llm: { contextLength: this.contextSize, kvCacheBlockSize: 16, maxNumSeqs: this.parallel, totalKvBlocks: Math.floor(loaded.context.contextSize / 16) },
+      llm: { contextLength: this.contextSize, kvCacheBlockSize: 16, maxNumSeqs: this.parallel, totalKvBlocks: Math.floor((loaded.context.contextSize * this.parallel) / 16) },
     };
   }
 
@@ -123,8 +123,8 @@ export class LlamaCppEngine extends LLMEngine {
       await llama.dispose();
       throw new InvalidArgument(`llama.cpp could not load ${file}: ${(err as Error).message}`, { cause: err });
     }
-    // The sequences share one KV cache: size it so each can hold contextSize tokens.
-    const context = await model.createContext({ sequences: this.parallel, threads: this.threads, contextSize: this.contextSize * this.parallel });
+    // contextSize is per sequence (llama.cpp allocates it once for each).
+    const context = await model.createContext({ sequences: this.parallel, threads: this.threads, contextSize: this.contextSize });
     const sequences = Array.from({ length: this.parallel }, () => context.getSequence());
     log.info({ model: file, gpu: llama.gpu, threads: this.threads, parallel: this.parallel, context_size: this.contextSize }, 'model loaded');
     const vocab = model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? Number.POSITIVE_INFINITY;
