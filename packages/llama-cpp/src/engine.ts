@@ -1,5 +1,4 @@
 import { stat } from 'node:fs/promises';
-import { availableParallelism } from 'node:os';
 import { basename } from 'node:path';
 
 import {
@@ -17,7 +16,7 @@ import {
 } from '@dynamo/backend';
 import { getLlama, type Llama, LlamaLogLevel, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token, TokenBias } from 'node-llama-cpp';
 
-import { GPU_CHOICES, llamaCppFlags, llamaCppHelp } from './flags.js';
+import { defaultThreads, GPU_CHOICES, llamaCppFlags, llamaCppHelp } from './flags.js';
 import { resolveGguf } from './gguf-path.js';
 import { SequencePool } from './sequence-pool.js';
 import { type FinishReason, TokenStream, type TopLogprob } from './token-stream.js';
@@ -30,7 +29,7 @@ export interface LlamaCppEngineOptions {
   modelName?: string;
   /** llama.cpp's compute backend (default `false`: the CPU). */
   gpu?: Exclude<(typeof GPU_CHOICES)[number], 'false'> | false;
-  /** CPU threads (default: the cores this process may use). */
+  /** CPU threads (default {@link defaultThreads}: one less than the cores this process may use). */
   threads?: number;
   /** Requests generated at once, one sequence each (default 4). */
   parallel?: number;
@@ -74,7 +73,7 @@ export class LlamaCppEngine extends LLMEngine {
     this.modelPath = options.modelPath;
     this.modelName = options.modelName ?? basename(options.modelPath).replace(/\.gguf$/i, '');
     this.gpu = options.gpu ?? false;
-    this.threads = options.threads ?? availableParallelism();
+    this.threads = options.threads ?? defaultThreads();
     this.parallel = options.parallel ?? 4;
     this.maxQueued = options.maxQueued ?? 64;
     this.contextSize = options.contextSize ?? 4096;

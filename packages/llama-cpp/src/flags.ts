@@ -3,6 +3,16 @@ import { availableParallelism } from 'node:os';
 import { type FlagValues, formatHelp, workerFlags } from '@dynamo/backend';
 import { z } from 'zod';
 
+/**
+ * llama.cpp's threads wait for each other at every step by spinning, so one that loses its core
+ * stalls them all: node-llama-cpp's default (4 here) made SmolLM2 take ~9 s a token on 2 cores,
+ * and 2 threads fell to 0.3 tokens/s beside one busy process, while 1 thread kept ~60. One core is
+ * left to the worker's own event loop and whatever shares the machine.
+ */
+export function defaultThreads(): number {
+  return Math.max(1, availableParallelism() - 1);
+}
+
 /** `--gpu` values, as node-llama-cpp's `getLlama({ gpu })` takes them (`false`: CPU only). */
 export const GPU_CHOICES = ['auto', 'cuda', 'vulkan', 'metal', 'false'] as const;
 
@@ -29,9 +39,8 @@ export const llamaCppFlags = {
     placeholder: 'KIND',
   },
   threads: {
-    // node-llama-cpp's own default counts logical threads and oversubscribes small VMs.
-    schema: z.coerce.number().int().min(1, 'must be at least 1').max(1024).default(availableParallelism()),
-    description: 'CPU threads llama.cpp uses (default: the cores this process may use)',
+    schema: z.coerce.number().int().min(1, 'must be at least 1').max(1024).default(defaultThreads()),
+    description: 'CPU threads llama.cpp uses (default: one less than the cores this process may use, at least 1)',
     placeholder: 'N',
   },
   parallel: {

@@ -1,6 +1,6 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
-import { availableParallelism, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 import { Context, type GenerateChunk, type GenerateRequest, InvalidArgument } from '@dynamo/backend';
@@ -10,7 +10,7 @@ import { getLlama, type Token } from 'node-llama-cpp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { smolLm2 } from '../../../scripts/test-model.mjs';
-import { LlamaCppEngine } from '../src/index.js';
+import { defaultThreads, LlamaCppEngine } from '../src/index.js';
 
 const modelPath = await smolLm2();
 const tmp = mkdtempSync(join(tmpdir(), 'llama-cpp-engine-'));
@@ -63,7 +63,7 @@ describe('LlamaCppEngine on SmolLM2-135M', () => {
     const llama = await getLlama({ gpu: false, build: 'never' });
     const model = await llama.loadModel({ modelPath });
     // Its default thread count oversubscribes small machines (seconds per token on 2 cores).
-    const context = await model.createContext({ contextSize: 1024, threads: availableParallelism() });
+    const context = await model.createContext({ contextSize: 1024, threads: defaultThreads() });
     const alone: number[] = [];
     for await (const token of context.getSequence().evaluate(france as Token[], { temperature: 0 })) alone.push(token);
     await context.dispose();
