@@ -11,5 +11,7 @@ process.env.UV_THREADPOOL_SIZE = '1';
 export default defineConfig({
   test: {
     setupFiles: [reportOnFailure],
+    // Each file runs SmolLM2 on every core llama.cpp is given; two at once would only slow both.
+    fileParallelism: false,
   },
 });

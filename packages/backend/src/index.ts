@@ -27,6 +27,7 @@ export {
   Cancelled,
   EngineShutdown,
   StreamIncomplete,
+  WorkerOverloaded,
   dynamoExceptionOf,
   toDynamoException,
   type DynamoErrorKind,

@@ -14,9 +14,21 @@ import {
   type WorkerConfig,
   workerConfigFromFlags,
 } from '@dynamo/backend';
-import { getLlama, type Llama, LlamaLogLevel, type LlamaContext, type LlamaContextSequence, type LlamaModel, type Token, TokenBias } from 'node-llama-cpp';
+import {
+  getLlama,
+  type Llama,
+  type LlamaContext,
+  type LlamaContextSequence,
+  type LlamaGrammar,
+  LlamaGrammarEvaluationState,
+  LlamaLogLevel,
+  type LlamaModel,
+  type Token,
+  TokenBias,
+} from 'node-llama-cpp';
 
 import { defaultThreads, GPU_CHOICES, llamaCppFlags, llamaCppHelp } from './flags.js';
+import { guidedGrammar } from './gbnf/guided.js';
 import { resolveGguf } from './gguf-path.js';
 import { SequencePool } from './sequence-pool.js';
 import { type FinishReason, TokenStream, type TopLogprob } from './token-stream.js';
@@ -142,13 +154,14 @@ export class LlamaCppEngine extends LLMEngine {
       throw new InvalidArgument(`the prompt has ${prompt.length} tokens; the context holds ${this.contextSize} (prompt and answer together, --context-size)`);
     }
     const usageOf = (completion: number) => usage(prompt.length, completion);
+    const grammar = await this.#grammar(loaded, request);
     const sequence = await loaded.pool.acquire(context);
     if (sequence === undefined) {
       if (!context.isKilled()) yield { token_ids: [], finish_reason: 'cancelled', completion_usage: usageOf(0) };
       return;
     }
     const stream = new TokenStream();
-    const production = this.#produce(loaded, sequence, request, context, stream);
+    const production = this.#produce(loaded, sequence, request, context, stream, grammar);
     let produced = 0;
     try {
       for (;;) {
@@ -171,8 +184,19 @@ export class LlamaCppEngine extends LLMEngine {
     }
   }
 
+  /** The llama.cpp grammar for the request's `guided_decoding`, if it has one. */
+  async #grammar(loaded: Loaded, request: GenerateRequest): Promise<LlamaGrammar | undefined> {
+    const text = guidedGrammar(request.sampling_options?.guided_decoding);
+    if (text === undefined) return undefined;
+    try {
+      return await loaded.llama.createGrammar({ grammar: text });
+    } catch (err) {
+      throw new InvalidArgument(`sampling_options.guided_decoding: llama.cpp cannot use the grammar (${(err as Error).message}): ${text.slice(0, 200)}`, { cause: err });
+    }
+  }
+
   /** Runs llama.cpp for one request, pushing its tokens to `stream`; never rejects. */
-  async #produce(loaded: Loaded, sequence: LlamaContextSequence, request: GenerateRequest, context: Context, stream: TokenStream): Promise<void> {
+  async #produce(loaded: Loaded, sequence: LlamaContextSequence, request: GenerateRequest, context: Context, stream: TokenStream, grammar: LlamaGrammar | undefined): Promise<void> {
     const { model } = loaded;
     const sampling = request.sampling_options ?? {};
     const stop = request.stop_conditions ?? {};
@@ -209,6 +233,7 @@ export class LlamaCppEngine extends LLMEngine {
           },
         }),
         tokenBias: () => (ignoreEos || count < minTokens ? noEog : noBias),
+        ...(grammar && { grammarEvaluationState: new LlamaGrammarEvaluationState({ model, grammar }) }),
         yieldEogToken: true,
       };
       // With log probabilities asked for, every step also returns the distribution it drew from.

@@ -1,5 +1,5 @@
 import type { Context } from '@dynamo/backend';
-import { DynamoException } from '@dynamo/backend';
+import { WorkerOverloaded } from '@dynamo/backend';
 
 /**
  * Hands out a fixed set of items (a llama.cpp context's sequences) one request at a time; requests
@@ -33,7 +33,7 @@ export class SequencePool<T> {
     const item = this.#free.pop();
     if (item !== undefined) return item;
     if (this.#waiting.length >= this.#maxQueued) {
-      throw new DynamoException(`overloaded: every sequence is busy and ${this.#maxQueued} request(s) already wait (raise --parallel or --max-queued)`);
+      throw new WorkerOverloaded(`overloaded: every sequence is busy and ${this.#maxQueued} request(s) already wait (raise --parallel or --max-queued)`);
     }
     return new Promise<T | undefined>((resolve) => {
       const waiter = { grant: resolve, context };

@@ -12,7 +12,8 @@ export type DynamoErrorKind =
   | 'ConnectionTimeout'
   | 'Cancelled'
   | 'EngineShutdown'
-  | 'StreamIncomplete';
+  | 'StreamIncomplete'
+  | 'WorkerOverloaded';
 
 /** Base class of every Dynamo error; `kind` says which one without an `instanceof` chain. */
 export class DynamoException extends Error {
@@ -47,6 +48,8 @@ export class Cancelled extends kindClass('Cancelled') {}
 export class EngineShutdown extends kindClass('EngineShutdown') {}
 /** A response stream ended before its final marker; callers may migrate the request. */
 export class StreamIncomplete extends kindClass('StreamIncomplete') {}
+/** This worker has no room for the request now (its queue is full); a frontend answers 529. */
+export class WorkerOverloaded extends kindClass('WorkerOverloaded') {}
 
 const byKind: Record<DynamoErrorKind, new (message: string, options?: { cause?: unknown }) => DynamoException> = {
   Unknown,
@@ -57,6 +60,7 @@ const byKind: Record<DynamoErrorKind, new (message: string, options?: { cause?: 
   Cancelled,
   EngineShutdown,
   StreamIncomplete,
+  WorkerOverloaded,
 };
 
 /** Builds the error class for a kind name received from the wire; unknown names become `Unknown`. */

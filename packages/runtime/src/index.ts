@@ -75,6 +75,7 @@ export {
   Cancelled,
   EngineShutdown,
   StreamIncomplete,
+  WorkerOverloaded,
   dynamoExceptionOf,
   toDynamoException,
   type DynamoErrorKind,

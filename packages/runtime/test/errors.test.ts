@@ -12,7 +12,9 @@ import {
   StreamIncomplete,
   toDynamoException,
   Unknown,
+  WorkerOverloaded,
 } from '../src/index.js';
+import { annotatedErrorJson, unwrapAnnotated } from '../src/endpoint/annotated.js';
 
 function sysError(code: string): Error {
   return Object.assign(new Error(`${code} happened`), { code });
@@ -67,5 +69,22 @@ describe('dynamoExceptionOf', () => {
   it('rebuilds the class named on the wire, Unknown otherwise', () => {
     expect(dynamoExceptionOf('EngineShutdown', 'bye')).toBeInstanceOf(EngineShutdown);
     expect(dynamoExceptionOf('NoSuchKind', 'x')).toBeInstanceOf(Unknown);
+  });
+});
+
+describe('error items on the wire', () => {
+  it('names engine kinds under Backend and WorkerOverloaded at the top level, as stock reads them', () => {
+    const shutdown = JSON.parse(annotatedErrorJson(new EngineShutdown('bye'))) as { error: { error_type: unknown } };
+    expect(shutdown.error.error_type).toEqual({ Backend: 'EngineShutdown' });
+    const full = JSON.parse(annotatedErrorJson(new WorkerOverloaded('queue full'))) as { error: { error_type: unknown } };
+    expect(full.error.error_type).toBe('WorkerOverloaded');
+  });
+
+  it('reads each kind back as its class', () => {
+    for (const err of [new WorkerOverloaded('queue full'), new InvalidArgument('too long'), new StreamIncomplete('cut')]) {
+      const read = unwrapAnnotated(JSON.parse(annotatedErrorJson(err)));
+      expect(read.kind === 'error' && read.error).toBeInstanceOf(err.constructor);
+      expect(read.kind === 'error' && read.error.message).toBe(err.message);
+    }
   });
 });

@@ -31,8 +31,8 @@ const UNAVAILABLE = new Set(['CannotConnect', 'Disconnected', 'ConnectionTimeout
 
 /**
  * The HTTP status and message for anything a request handler throws: the request's own faults
- * (InvalidArgument) are 400, unreachable or vanished workers 503, a cancelled request 499, and
- * anything else 500.
+ * (InvalidArgument) are 400, unreachable or vanished workers 503, a cancelled request 499, a worker
+ * with no room (WorkerOverloaded) 529 as stock answers it, and anything else 500.
  */
 export function toHttpError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
@@ -40,6 +40,7 @@ export function toHttpError(err: unknown): HttpError {
     if (err.kind === 'InvalidArgument') return new HttpError(400, err.message, { cause: err });
     if (UNAVAILABLE.has(err.kind)) return new HttpError(503, err.message, { cause: err });
     if (err.kind === 'Cancelled') return new HttpError(499, err.message, { cause: err });
+    if (err.kind === 'WorkerOverloaded') return new HttpError(529, err.message, { cause: err });
     return new HttpError(500, err.message, { cause: err });
   }
   return new HttpError(500, err instanceof Error ? err.message : String(err), { cause: err });

@@ -12,16 +12,21 @@ export function annotatedJson(item: unknown): string {
   return `{"data":${itemJson(item)}}`;
 }
 
+/** Kinds Dynamo names at the top level of `error_type`; the others are `{"Backend": kind}`. */
+const TOP_LEVEL_KINDS = new Set(['WorkerOverloaded']);
+
 /**
  * The JSON text of an error item, readable by old readers (`comment`) and new ones (`error` as a
- * DynamoError, `error_type: {"Backend": kind}`).
+ * DynamoError: `error_type` is `{"Backend": kind}`, or the bare name for a top-level class such as
+ * `"WorkerOverloaded"`).
  */
 export function annotatedErrorJson(err: unknown): string {
   const error = toDynamoException(err);
+  const errorType = TOP_LEVEL_KINDS.has(error.kind) ? error.kind : { Backend: error.kind };
   return JSON.stringify({
     event: 'error',
     comment: [error.message],
-    error: { error_type: { Backend: error.kind }, message: error.message },
+    error: { error_type: errorType, message: error.message },
   });
 }
 
