@@ -10,6 +10,7 @@ import {
   InvalidArgument,
   LLMEngine,
   parseFlags,
+  registerPrometheus,
   usage,
   type WorkerConfig,
   workerConfigFromFlags,
@@ -30,6 +31,7 @@ import {
 import { defaultThreads, GPU_CHOICES, llamaCppFlags, llamaCppHelp } from './flags.js';
 import { guidedGrammar } from './gbnf/guided.js';
 import { resolveGguf } from './gguf-path.js';
+import { EngineMetrics } from './metrics.js';
 import { SequencePool } from './sequence-pool.js';
 import { type FinishReason, TokenStream, type TopLogprob } from './token-stream.js';
 
@@ -79,6 +81,8 @@ export class LlamaCppEngine extends LLMEngine {
   readonly contextSize: number;
   #loaded: Loaded | undefined;
   #loading: Promise<Loaded> | undefined;
+  readonly #metrics = new EngineMetrics(() => this.load());
+  #unregisterMetrics: (() => void) | undefined;
 
   constructor(options: LlamaCppEngineOptions) {
     super();
@@ -113,6 +117,7 @@ export class LlamaCppEngine extends LLMEngine {
     }
     const loaded = await (this.#loading ??= this.#load());
     this.#loaded = loaded;
+    this.#unregisterMetrics ??= registerPrometheus(this.#metrics.registry, { prefixes: ['llamacpp:'] });
     return {
       model: this.modelName,
       servedModelName: this.modelName,
@@ -167,6 +172,7 @@ export class LlamaCppEngine extends LLMEngine {
       for (;;) {
         const batch = await stream.take();
         produced += batch.tokens.length;
+        this.#metrics.generated(batch.tokens.length);
         const logprobs = batch.logprobs && { log_probs: batch.logprobs.map((l) => l.logprob), top_logprobs: batch.logprobs.map((l) => l.top) };
         if (batch.finish === undefined) {
           yield { token_ids: batch.tokens, ...logprobs };
@@ -221,6 +227,7 @@ export class LlamaCppEngine extends LLMEngine {
         stream.end('cancelled');
         return;
       }
+      this.#metrics.prompt(request.token_ids.length);
       const topCount = logprobsWanted(request);
       const options = {
         ...samplerOptions(num, ignoreEos || minTokens > 0),
@@ -279,6 +286,8 @@ export class LlamaCppEngine extends LLMEngine {
   }
 
   override async cleanup(): Promise<void> {
+    this.#unregisterMetrics?.();
+    this.#unregisterMetrics = undefined;
     const loading = this.#loading;
     this.#loading = undefined;
     this.#loaded = undefined;

@@ -1,5 +1,5 @@
 import { InvalidArgument } from '@dynamo/backend';
-import { type AstNode as Node, type CharacterClass, type CharacterClassBody, parse, type RootNode as Root } from 'regjsparser';
+import regjsparser, { type AstNode as Node, type CharacterClass, type CharacterClassBody, type RootNode as Root } from 'regjsparser';
 
 import { type CharRange, charClass, literal, repeat } from './text.js';
 
@@ -38,7 +38,7 @@ export function regexToGbnf(pattern: string, options: RegexOptions = {}): string
   let root: RootNode;
   try {
     // Python spells a named group (?P<name>...); the parser reads JavaScript's (?<name>...).
-    root = parse(pattern.replaceAll('(?P<', '(?<'), '', FEATURES);
+    root = regjsparser.parse(pattern.replaceAll('(?P<', '(?<'), '', FEATURES);
   } catch (err) {
     throw new InvalidArgument(`guided regex ${JSON.stringify(pattern)} does not parse: ${(err as Error).message}`);
   }

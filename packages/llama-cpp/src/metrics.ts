@@ -1,0 +1,56 @@
+import { Counter, Gauge, Registry } from 'prom-client';
+
+/** How long the tokens/s gauges look back. */
+const WINDOW_MS = 10_000;
+
+/** Counts over the last {@link WINDOW_MS}, as a rate per second. */
+class RateWindow {
+  readonly #events: Array<[at: number, count: number]> = [];
+
+  add(count: number): void {
+    this.#events.push([performance.now(), count]);
+  }
+
+  perSecond(): number {
+    const since = performance.now() - WINDOW_MS;
+    while (this.#events.length > 0 && this.#events[0]![0] < since) this.#events.shift();
+    return this.#events.reduce((sum, [, count]) => sum + count, 0) / (WINDOW_MS / 1000);
+  }
+}
+
+/**
+ * The engine's Prometheus metrics, in its own registry (shown on the worker's `/metrics` through
+ * `registerPrometheus`, with the worker's `dynamo_*` labels): queue depth and active sequences
+ * read at scrape time, prompt and generated token counters, and their rates over the last 10 s.
+ */
+export class EngineMetrics {
+  readonly registry = new Registry();
+  readonly #promptTotal: Counter;
+  readonly #generatedTotal: Counter;
+  readonly #promptRate = new RateWindow();
+  readonly #generatedRate = new RateWindow();
+
+  constructor(load: () => { queued: number; active: number }) {
+    const registers = [this.registry];
+    new Gauge({ name: 'llamacpp:num_requests_waiting', help: 'Requests waiting for a free sequence', registers, collect() { this.set(load().queued); } });
+    new Gauge({ name: 'llamacpp:num_requests_running', help: 'Sequences generating (active requests)', registers, collect() { this.set(load().active); } });
+    this.#promptTotal = new Counter({ name: 'llamacpp:prompt_tokens_total', help: 'Prompt tokens evaluated', registers });
+    this.#generatedTotal = new Counter({ name: 'llamacpp:generation_tokens_total', help: 'Tokens generated', registers });
+    const prompt = this.#promptRate;
+    const generated = this.#generatedRate;
+    new Gauge({ name: 'llamacpp:prompt_tokens_per_second', help: 'Prompt tokens evaluated per second, over the last 10 s', registers, collect() { this.set(prompt.perSecond()); } });
+    new Gauge({ name: 'llamacpp:generation_tokens_per_second', help: 'Tokens generated per second, over the last 10 s', registers, collect() { this.set(generated.perSecond()); } });
+  }
+
+  /** A prompt of `tokens` tokens was evaluated. */
+  prompt(tokens: number): void {
+    this.#promptTotal.inc(tokens);
+    this.#promptRate.add(tokens);
+  }
+
+  /** `tokens` more tokens were generated. */
+  generated(tokens: number): void {
+    this.#generatedTotal.inc(tokens);
+    this.#generatedRate.add(tokens);
+  }
+}
