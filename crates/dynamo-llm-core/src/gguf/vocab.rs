@@ -136,7 +136,14 @@ fn gpt2(meta: &GgufMetadata, tokens: &[String], types: &[i64]) -> std::result::R
         "llama3" | "llama-bpe" | "llama-v3" | "smaug-bpe" => (LLAMA3_REGEX, Json::Null),
         _ => (GPT2_REGEX, Json::Null),
     };
+    let split = |pattern: &str| json!({"type": "Split", "pattern": {"Regex": pattern}, "behavior": "Isolated", "invert": false});
     let byte_level = json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": false, "use_regex": false});
+    // These vocabularies isolate every numeric character before the regex (llama.cpp splits on
+    // \p{N} first; the Hugging Face originals have a `Digits` pre-tokenizer): "½ ¼" must not
+    // merge " ¼" into one piece.
+    let digits_first = matches!(pre, "smollm" | "starcoder" | "refact" | "command-r" | "codeshell" | "exaone" | "minerva-7b");
+    let mut pretokenizers = if digits_first { vec![split(r"\p{N}")] } else { vec![] };
+    pretokenizers.extend([split(regex), byte_level.clone()]);
     let vocab: serde_json::Map<String, Json> = tokens.iter().enumerate().map(|(i, t)| (t.clone(), json!(i))).collect();
     let merges: Vec<Json> = merges.iter().map(|m| json!(m)).collect();
     let add_bos = flag(meta, "tokenizer.ggml.add_bos_token", false);
@@ -147,10 +154,7 @@ fn gpt2(meta: &GgufMetadata, tokens: &[String], types: &[i64]) -> std::result::R
         "padding": null,
         "added_tokens": added_tokens(tokens, types, &[bos, eos]),
         "normalizer": normalizer,
-        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
-            {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": false},
-            byte_level,
-        ]},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": pretokenizers},
         "post_processor": if add_bos || add_eos { template_processing(tokens, bos, eos, add_bos, add_eos) } else { byte_level.clone() },
         "decoder": byte_level,
         "model": {"type": "BPE", "dropout": null, "unk_token": null, "continuing_subword_prefix": null, "end_of_word_suffix": null,

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Render chat-template goldens for a GGUF model with Python transformers' Jinja renderer.
+
+Reads   the chat template and BOS/EOS tokens from the GGUF (gguf.GGUFReader), and
+        packages/llm/test/fixtures/chat-conversations.json
+Writes  packages/llama-cpp/test/fixtures/smollm2-chat-goldens.json (or --output)
+          {"header": {...versions, sha256 of the GGUF and the template...},
+           "goldens": [{"name", "prompt", "add_generation_prompt"} | {"name", "error", ...}]}
+
+Each prompt is transformers.utils.chat_template_utils.render_jinja_template(...) of the
+conversation's messages (normalized as make-chat-goldens.py does, and with an assistant's
+`reasoning_content` folded into its content as `<think>...</think>` when the template does not
+read `reasoning_content` itself, as NVIDIA Dynamo does before rendering), its tools and
+chat_template_kwargs, with add_generation_prompt true unless the kwargs say otherwise. This is
+the renderer apply_chat_template uses; it is called directly because transformers loads a GGUF
+tokenizer only with torch installed. A template that raises is recorded as {"name", "error"}.
+
+Usage:
+  python3 scripts/goldens/make-gguf-chat-goldens.py MODEL.gguf [--output FILE]
+Needs: transformers, jinja2, gguf (the stock test venv has them; no torch). Deterministic.
+"""
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CONVERSATIONS = REPO / "packages" / "llm" / "test" / "fixtures" / "chat-conversations.json"
+OUTPUT = REPO / "packages" / "llama-cpp" / "test" / "fixtures" / "smollm2-chat-goldens.json"
+
+
+def _qwen3_goldens_module():
+    """make-chat-goldens.py, for its message normalization (one definition of what Dynamo does)."""
+    spec = importlib.util.spec_from_file_location("make_chat_goldens", Path(__file__).with_name("make-chat-goldens.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def fold_reasoning(messages, template):
+    """Dynamo's reasoning re-insertion: a template that never names reasoning_content gets it
+    back in the content, as "<think>{reasoning}</think>{content}"."""
+    if "reasoning_content" in template:
+        return messages
+    out = []
+    for msg in messages:
+        msg = dict(msg)
+        reasoning = msg.pop("reasoning_content", None)
+        if isinstance(reasoning, str):
+            msg["content"] = f"<think>{reasoning}</think>{msg.get('content') or ''}"
+        out.append(msg)
+    return out
+
+
+def gguf_string(reader, key):
+    field = reader.fields.get(key)
+    return None if field is None else bytes(field.parts[field.data[0]]).decode("utf-8")
+
+
+def gguf_token(reader, key):
+    field = reader.fields.get(key)
+    if field is None:
+        return None
+    tokens = reader.fields["tokenizer.ggml.tokens"]
+    index = int(field.parts[field.data[0]][0])
+    return bytes(tokens.parts[tokens.data[index]]).decode("utf-8")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("gguf_file")
+    ap.add_argument("--conversations", default=str(CONVERSATIONS))
+    ap.add_argument("--output", default=str(OUTPUT))
+    args = ap.parse_args()
+
+    import transformers
+    from gguf import GGUFReader
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    shared = _qwen3_goldens_module()
+    reader = GGUFReader(args.gguf_file)
+    template = gguf_string(reader, "tokenizer.chat_template")
+    if template is None:
+        raise SystemExit(f"{args.gguf_file} has no tokenizer.chat_template")
+    special = {"bos_token": gguf_token(reader, "tokenizer.ggml.bos_token_id"), "eos_token": gguf_token(reader, "tokenizer.ggml.eos_token_id")}
+    conversations = json.loads(Path(args.conversations).read_text(encoding="utf-8"))
+    goldens = []
+    for conv in conversations:
+        body = conv["body"]
+        kwargs = dict(body.get("chat_template_kwargs") or {})
+        add_generation_prompt = kwargs.pop("add_generation_prompt", True)
+        entry = {"name": conv["name"], "add_generation_prompt": add_generation_prompt}
+        try:
+            rendered = render_jinja_template(
+                conversations=[fold_reasoning(shared.dynamo_normalize_messages(body["messages"]), template)],
+                tools=body.get("tools"),
+                chat_template=template,
+                add_generation_prompt=add_generation_prompt,
+                **special,
+                **kwargs,
+            )
+            # (prompts, generation indices) in transformers 4.4x and 5.x.
+            entry["prompt"] = rendered[0][0]
+        except Exception as e:  # recorded, not fatal: a template that raises is a golden too
+            entry["error"] = f"{type(e).__name__}: {e}"
+        goldens.append(entry)
+
+    header = {
+        "_comment": "Generated by scripts/goldens/make-gguf-chat-goldens.py; do not edit by hand.",
+        "renderer": "transformers.utils.chat_template_utils.render_jinja_template (what apply_chat_template renders with), the GGUF's tokenizer.chat_template, bos_token/eos_token from the GGUF",
+        "preprocessing": "content given as a non-empty array of only text parts is joined with '\\n' (as NVIDIA Dynamo does); an assistant's reasoning_content becomes '<think>{reasoning}</think>' before its content when the template does not read reasoning_content (as NVIDIA Dynamo does)",
+        "gguf": Path(args.gguf_file).name,
+        "gguf_sha256": hashlib.sha256(Path(args.gguf_file).read_bytes()).hexdigest(),
+        "chat_template_sha256": hashlib.sha256(template.encode("utf-8")).hexdigest(),
+        "python": sys.version.split()[0],
+        "transformers": transformers.__version__,
+        "jinja2": shared._version("jinja2"),
+        "conversations_sha256": hashlib.sha256(Path(args.conversations).read_bytes()).hexdigest(),
+        "count": len(goldens),
+        "errors": [g["name"] for g in goldens if "error" in g],
+    }
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps({"header": header, "goldens": goldens}, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(f"{len(goldens)} conversations: {len(goldens) - len(header['errors'])} rendered, {len(header['errors'])} raised")
+    for g in goldens:
+        print(f"  {'RAISED' if 'error' in g else 'ok    '}  {g['name']}{': ' + g['error'] if 'error' in g else ''}")
+    print(f"wrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()
