@@ -1,6 +1,8 @@
-// Part of demo.sh: waits until the frontend at argv[2] lists model argv[3], sends one chat
-// completion, and prints the answer and the commands to try next.
-const [base, model] = process.argv.slice(2);
+// Part of demo.sh: waits until the frontend at BASE lists MODEL, then asks it QUESTION (after the
+// SYSTEM prompt, if given) at temperature 0 and prints the answer and a curl line to try next.
+// With --wait-only it only waits, and says the model is served.
+//   node scripts/demo-chat.mjs BASE MODEL (QUESTION [SYSTEM] | --wait-only)
+const [base, model, question, system] = process.argv.slice(2);
 const started = Date.now();
 
 for (;;) {
@@ -12,8 +14,13 @@ for (;;) {
   }
   await new Promise((r) => setTimeout(r, 200));
 }
+if (question === '--wait-only') {
+  console.log(`demo: ${model} is served too (${base}/v1/models)`);
+  process.exit(0);
+}
 
-const body = { model, messages: [{ role: 'user', content: 'Hello! Who are you?' }], max_tokens: 24 };
+const messages = [...(system ? [{ role: 'system', content: system }] : []), { role: 'user', content: question }];
+const body = { model, messages, temperature: 0, max_tokens: 64 };
 const res = await fetch(`${base}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
 const answer = await res.json();
 if (!res.ok) {
@@ -21,6 +28,7 @@ if (!res.ok) {
   process.exit(1);
 }
 const choice = answer.choices[0];
-console.log(`\ndemo: answered in ${((Date.now() - started) / 1000).toFixed(1)} s (finish_reason ${choice.finish_reason}, ${answer.usage.completion_tokens} tokens):`);
+console.log(`\ndemo: ${model} answered in ${((Date.now() - started) / 1000).toFixed(1)} s (finish_reason ${choice.finish_reason}, ${answer.usage.completion_tokens} tokens):`);
 console.log(JSON.stringify(choice.message.content));
-console.log(`\nTry next:\n  curl -s ${base}/v1/chat/completions -H 'content-type: application/json' \\\n    -d '${JSON.stringify({ ...body, messages: [{ role: 'user', content: 'Tell me a story' }] })}'\n`);
+const next = { ...body, messages: [...messages.slice(0, -1), { role: 'user', content: 'Tell me a story' }] };
+console.log(`\nTry next:\n  curl -s ${base}/v1/chat/completions -H 'content-type: application/json' \\\n    -d '${JSON.stringify(next)}'\n`);

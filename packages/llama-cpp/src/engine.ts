@@ -103,7 +103,7 @@ export class LlamaCppEngine extends LLMEngine {
       process.exit(0);
     }
     const { modelPath, ggufFile, modelName, gpu, threads, parallel, maxQueued, contextSize, ...common } = parsed.values;
-    const file = await resolveGguf(modelPath, ggufFile);
+    const file = await resolveGguf(modelPath, ggufFile, env);
     const engine = new LlamaCppEngine({ modelPath: file, ...(modelName && { modelName }), gpu: gpu === 'false' ? false : gpu, threads, parallel, maxQueued, contextSize });
     return [engine, workerConfigFromFlags(common, { modelName: file, servedModelName: engine.modelName })];
   }

@@ -20,12 +20,12 @@ export const GPU_CHOICES = ['auto', 'cuda', 'vulkan', 'metal', 'false'] as const
 export const llamaCppFlags = {
   modelPath: {
     schema: z.string().min(1, 'must name a .gguf file or a folder holding one'),
-    description: 'The GGUF model: a .gguf file, or a local folder holding one (see --gguf-file)',
+    description: 'The GGUF model: a .gguf file, a local folder holding one, or a Hugging Face repo (Org/Name[@revision]) of GGUF files (see --gguf-file)',
     placeholder: 'PATH',
   },
   ggufFile: {
     schema: z.string().min(1, 'must not be empty').optional(),
-    description: 'Which .gguf file of the --model-path folder to load (default: its only one)',
+    description: 'Which .gguf file of the --model-path folder or repo to load (default: its only one)',
     placeholder: 'NAME',
   },
   modelName: {

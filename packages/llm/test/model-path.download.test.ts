@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
@@ -15,6 +15,11 @@ const V1 = '0a1b2c3d4e5f60718293a4b5c6d7e8f901234567';
 const PRIVATE = 'Secret/Model';
 const PRIVATE_SHA = 'ffffeeeeddddccccbbbbaaaa9999888877776666';
 const CARD_FILES = ['config.json', 'generation_config.json', 'tokenizer.json', 'tokenizer_config.json'];
+const GGUF_REPO = 'Quant/Tiny-GGUF';
+const GGUF_SHA = '2222333344445555666677778888999900001111';
+const SOLO_REPO = 'Quant/Solo-GGUF';
+const SOLO_SHA = '3333444455556666777788889999000011112222';
+const crateFixtures = join(import.meta.dirname, '..', '..', '..', 'crates', 'dynamo-llm-core', 'tests', 'fixtures');
 
 let fixtures: string;
 let main: ModelRepoFiles;
@@ -31,8 +36,19 @@ beforeAll(async () => {
   main = writeModelRepo(join(fixtures, 'main'));
   v1 = writeModelRepo(join(fixtures, 'v1'), { max_position_embeddings: 1024 });
   const secret = writeModelRepo(join(fixtures, 'secret'));
+  // Repos of GGUF files as quantizers publish them: no config.json, a README, one file per quantization.
+  for (const [name, files] of [['ggufs', ['qwen3-tiny.gguf', 'llama-tiny.gguf']], ['solo', ['qwen3-tiny.gguf']]] as const) {
+    mkdirSync(join(fixtures, name));
+    writeFileSync(join(fixtures, name, 'README.md'), '# quantizations\n');
+    for (const file of files) copyFileSync(join(crateFixtures, file), join(fixtures, name, file));
+  }
   hub = await startHubServer({
-    repos: { [REPO]: { main: { sha: MAIN, dir: main.dir }, v1: { sha: V1, dir: v1.dir } }, [PRIVATE]: { main: { sha: PRIVATE_SHA, dir: secret.dir } } },
+    repos: {
+      [REPO]: { main: { sha: MAIN, dir: main.dir }, v1: { sha: V1, dir: v1.dir } },
+      [PRIVATE]: { main: { sha: PRIVATE_SHA, dir: secret.dir } },
+      [GGUF_REPO]: { main: { sha: GGUF_SHA, dir: join(fixtures, 'ggufs') } },
+      [SOLO_REPO]: { main: { sha: SOLO_SHA, dir: join(fixtures, 'solo') } },
+    },
   });
 });
 afterAll(async () => {
@@ -115,6 +131,33 @@ describe('downloading from the Hub', () => {
     const [a, b] = await Promise.all([resolveModelPath(REPO, { env: env(), ...quiet }), resolveModelPath(`${REPO}@v1`, { env: env(), ...quiet })]);
     for (const r of [a, b]) expect(readFileSync(join(r.path, 'tokenizer.json')).equals(readFileSync(QWEN_TOKENIZER_JSON))).toBe(true);
     expect(hub.requests.filter((r) => r.method === 'GET' && r.path.startsWith('/cdn/'))).toHaveLength(1);
+  });
+});
+
+describe('repos of GGUF files', () => {
+  it('downloads only the .gguf file ggufFile names, and serves it from the cache next time', async () => {
+    const resolved = await resolveModelPath(GGUF_REPO, { env: env(), ggufFile: 'llama-tiny.gguf', ...quiet });
+    const snapshot = join(home, 'hub', 'models--Quant--Tiny-GGUF', 'snapshots', GGUF_SHA);
+    expect(resolved).toEqual({ kind: 'gguf', path: join(snapshot, 'llama-tiny.gguf'), repoId: GGUF_REPO, revision: GGUF_SHA, defaultName: GGUF_REPO });
+    expect(readdirSync(snapshot)).toEqual(['llama-tiny.gguf']);
+    expect(readFileSync(resolved.path).equals(readFileSync(join(crateFixtures, 'llama-tiny.gguf')))).toBe(true);
+    hub.requests.length = 0;
+    expect(await resolveModelPath(GGUF_REPO, { env: env(), ggufFile: 'llama-tiny.gguf', ...quiet })).toEqual(resolved);
+    expect(hub.requests).toEqual([]);
+  });
+
+  it('takes the only .gguf of a repo without config.json, from the Hub and then from the cache', async () => {
+    const resolved = await resolveModelPath(SOLO_REPO, { env: env(), ...quiet });
+    expect(resolved).toMatchObject({ kind: 'gguf', path: join(home, 'hub', 'models--Quant--Solo-GGUF', 'snapshots', SOLO_SHA, 'qwen3-tiny.gguf') });
+    expect(await resolveModelPath(SOLO_REPO, { env: env(), ...quiet })).toEqual(resolved);
+  });
+
+  it('names the repo\'s .gguf files when none or several could be meant', async () => {
+    await expect(resolveModelPath(GGUF_REPO, { env: env(), ...quiet })).rejects.toThrow(
+      new InvalidArgument(`model '${GGUF_REPO}' (revision 'main') on ${hub.url} has no config.json: for a repo of GGUF files, pick one of llama-tiny.gguf, qwen3-tiny.gguf (the ggufFile option; dynamo-llama-cpp --gguf-file)`),
+    );
+    await expect(resolveModelPath(GGUF_REPO, { env: env(), ggufFile: 'q8.gguf', ...quiet })).rejects.toThrow(`has no q8.gguf (its .gguf files: llama-tiny.gguf, qwen3-tiny.gguf)`);
+    await expect(resolveModelPath(GGUF_REPO, { env: env(), ggufFile: '../x.gguf', ...quiet })).rejects.toThrow(`ggufFile '../x.gguf' is not the name of a .gguf file at the top of the repo`);
   });
 });
 

@@ -1,5 +1,5 @@
-import { readFile } from 'node:fs/promises';
-import { resolve } from 'node:path';
+import { readdir, readFile, stat } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { Cancelled, DynamoException, InvalidArgument } from '@dynamo/runtime';
 import { selectFiles } from './files.js';
 import { HfRepoCache } from './hf-cache.js';
@@ -68,18 +68,36 @@ async function resolveFromHub(repoId: string, revision: string, hf: HfEnv, optio
   const mode = options.progress ?? 'auto';
   const log = quietFor(mode, options.log);
   const cache = new HfRepoCache(hf.hubCache, repoId);
-  const hit = await cache.findSnapshot(revision, ignoreWeights);
-  if (hit) {
-    log.debug({ repo: repoId, revision, commit: hit.commit, path: hit.dir }, `model ${repoId} found in the Hugging Face cache`);
-    return { kind: 'dir', path: hit.dir, repoId, revision: hit.commit, defaultName: repoId };
+  const gguf = options.ggufFile;
+  if (gguf !== undefined) {
+    if (!/^[^/\\]+\.gguf$/i.test(gguf)) throw new InvalidArgument(`ggufFile '${gguf}' is not the name of a .gguf file at the top of the repo`);
+    const commit = await cache.commitOf(revision);
+    const cached = commit === undefined ? undefined : join(cache.snapshotDir(commit), gguf);
+    if (cached !== undefined && (await stat(cached).then((s) => s.isFile(), () => false))) {
+      log.debug({ repo: repoId, revision, commit, path: cached }, `${gguf} of ${repoId} found in the Hugging Face cache`);
+      return { kind: 'gguf', path: cached, repoId, revision: commit!, defaultName: repoId };
+    }
+  } else {
+    const hit = await cache.findSnapshot(revision, ignoreWeights);
+    if (hit) {
+      // A snapshot of GGUF files alone may hold only those asked for before: which .gguf the repo
+      // means is the Hub listing's to say, unless the Hub cannot be asked.
+      const names = await readdir(hit.dir);
+      const ggufs = names.filter((n) => /\.gguf$/i.test(n));
+      if (names.includes('config.json') || (hf.offline && ggufs.length === 1)) {
+        log.debug({ repo: repoId, revision, commit: hit.commit, path: hit.dir }, `model ${repoId} found in the Hugging Face cache`);
+        if (!names.includes('config.json')) return { kind: 'gguf', path: join(hit.dir, ggufs[0]!), repoId, revision: hit.commit, defaultName: repoId };
+        return { kind: 'dir', path: hit.dir, repoId, revision: hit.commit, defaultName: repoId };
+      }
+    }
   }
   if (hf.offline) {
     throw new InvalidArgument(
-      `model '${repoId}' (revision '${revision}'${ignoreWeights ? '' : ', with weights'}) is not in the Hugging Face cache at ${cache.root}, ` +
+      `model '${repoId}' (revision '${revision}'${gguf ? `, ${gguf}` : ignoreWeights ? '' : ', with weights'}) is not in the Hugging Face cache at ${cache.root}, ` +
         'and HF_HUB_OFFLINE is set so it cannot be downloaded: download it first or unset HF_HUB_OFFLINE',
     );
   }
-  const key = JSON.stringify([hf.hubCache, hf.endpoint, repoId, revision, ignoreWeights]);
+  const key = JSON.stringify([hf.hubCache, hf.endpoint, repoId, revision, ignoreWeights, gguf]);
   let pending = inflight.get(key);
   if (pending === undefined) {
     pending = download(repoId, revision, ignoreWeights, cache, hf, options, log)
@@ -118,10 +136,16 @@ async function download(
     log,
   });
   const listing = await client.listFiles(repoId, revision);
-  const files = selectFiles(listing.files, ignoreWeights);
-  if (!files.includes('config.json')) {
+  const ggufs = listing.files.filter((f) => !f.includes('/') && /\.gguf$/i.test(f));
+  const gguf = options.ggufFile ?? (listing.files.includes('config.json') || ggufs.length !== 1 ? undefined : ggufs[0]);
+  if (options.ggufFile !== undefined && !ggufs.includes(options.ggufFile)) {
+    throw new InvalidArgument(`model '${repoId}' (revision '${revision}') on ${hf.endpoint} has no ${options.ggufFile} (its .gguf files: ${ggufs.join(', ') || 'none'})`);
+  }
+  const files = gguf === undefined ? selectFiles(listing.files, ignoreWeights) : [gguf];
+  if (gguf === undefined && !files.includes('config.json')) {
     throw new InvalidArgument(
-      `model '${repoId}' (revision '${revision}') on ${hf.endpoint} has no config.json: for a GGUF-only repo, download the .gguf file and pass its path`,
+      `model '${repoId}' (revision '${revision}') on ${hf.endpoint} has no config.json` +
+        (ggufs.length > 1 ? `: for a repo of GGUF files, pick one of ${ggufs.join(', ')} (the ggufFile option; dynamo-llama-cpp --gguf-file)` : ''),
     );
   }
   log.info(
@@ -149,14 +173,15 @@ async function download(
       stop,
     );
     // Last, so a snapshot with config.json is a complete one (see HfRepoCache.findSnapshot).
-    await fetchFile(ctx, 'config.json');
+    if (gguf === undefined) await fetchFile(ctx, 'config.json');
   } finally {
     progress.stop();
   }
   await cache.writeRef(revision, listing.sha);
-  const path = cache.snapshotDir(listing.sha);
+  const dir = cache.snapshotDir(listing.sha);
+  const path = gguf === undefined ? dir : join(dir, gguf);
   log.info({ repo: repoId, revision, commit: listing.sha, path }, `model ${repoId} ready at ${path}`);
-  return { kind: 'dir', path, repoId, revision: listing.sha, defaultName: repoId };
+  return { kind: gguf === undefined ? 'dir' : 'gguf', path, repoId, revision: listing.sha, defaultName: repoId };
 }
 
 /** With `progress: 'none'` nothing is printed: info and debug go nowhere, warnings only to a given log. */

@@ -29,6 +29,12 @@ export interface ResolveOptions {
   /** Hub revision (branch, tag or commit hash); default `main`. `Org/Name@rev` says the same. */
   revision?: string;
   /**
+   * For a Hub repo of GGUF files (which have no `config.json`): the one `.gguf` file to take,
+   * downloaded alone into the cache; the result is that file (`kind: 'gguf'`). Without it, a repo
+   * with no `config.json` but exactly one `.gguf` file gives that file.
+   */
+  ggufFile?: string;
+  /**
    * Default true: download only the files a model card needs (config, tokenizer, chat template,
    * generation config). False also downloads the weights.
    */

@@ -1,0 +1,140 @@
+// Benchmark: output tokens/s of SmolLM2-135M (Q4_1, CPU) three ways, in the same run on the same
+// machine: node-llama-cpp alone (in this process, a context with --parallel sequences, the same
+// prompt ids our Preprocessor makes, greedy, every request generating OSL tokens: the limit), our
+// dynamo-frontend + dynamo-llama-cpp, and the stock Dynamo 1.6.1 frontend + the same
+// dynamo-llama-cpp worker (file discovery + tcp), at concurrency 1 and 8. The three are
+// interleaved round by round so drift in the machine's speed hits each alike; the figures are
+// medians over the rounds. Targets: ours >= 0.95x the engine alone at c=8, and ours >= stock's
+// frontend at both. Writes bench/results.md and bench/results.json and prints the table.
+// `pnpm --filter @dynamo/llama-cpp bench`.
+//
+// Knobs: BENCH_ROUNDS=3  BENCH_OSL=128  BENCH_REQUESTS_PER_SLOT=3 (requests per round = c x this)
+import { writeFileSync } from 'node:fs';
+import { cpus } from 'node:os';
+import { dirname, join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+
+import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dynamo/llm';
+import { getLlama, type LlamaContextSequence, type Token, TokenBias } from 'node-llama-cpp';
+
+import { Deployment, waitForModel } from '../../frontend/test/support/stack.js';
+import { freePort, waitFor } from '../../runtime/test/harness/free-port.js';
+import { median } from '../../runtime/test/harness/proc-stats.js';
+import { stockPython } from '../../runtime/test/harness/stock-dynamo.js';
+import { smolLm2 } from '../../../scripts/test-model.mjs';
+import { defaultThreads } from '../src/index.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
+const OSL = Number(process.env.BENCH_OSL ?? 128);
+const perSlot = Number(process.env.BENCH_REQUESTS_PER_SLOT ?? 3);
+const CONCURRENCIES = [1, 8];
+const PARALLEL = Math.max(...CONCURRENCIES);
+const CONTEXT = 1024;
+const MODEL = 'smollm2';
+const system = { role: 'system', content: 'You are a helpful assistant.' };
+const QUESTIONS = ['Tell me about the sea.', 'Explain how bees make honey.', 'Describe a city at night.', 'Write about a long train journey.', 'What makes a good friend?', 'Describe the four seasons.', 'Tell a story about a robot.', 'Explain why the sky is blue.'];
+
+if (process.env.UV_THREADPOOL_SIZE !== '1') throw new Error('run with UV_THREADPOOL_SIZE=1 (the package script sets it): node-llama-cpp samples parallel sequences on the libuv pool');
+
+type Way = 'alone' | 'ours' | 'stock';
+const f = (x: number, digits = 0) => x.toFixed(digits);
+const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
+
+/** Runs `count` jobs with at most `limit` at once; the output tokens/s over the whole batch. */
+async function tokensPerSecond(count: number, limit: number, job: (i: number) => Promise<number>): Promise<number> {
+  let next = 0;
+  let tokens = 0;
+  const began = performance.now();
+  await Promise.all(Array.from({ length: limit }, async () => {
+    while (next < count) tokens += await job(next++);
+  }));
+  return tokens / ((performance.now() - began) / 1000);
+}
+
+const modelPath = await smolLm2();
+const local = await LocalModel.load(modelPath);
+const pre = await Preprocessor.create(local, buildCard(local, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat }));
+const bodies = QUESTIONS.map((content) => ({ model: MODEL, messages: [system, { role: 'user', content }], temperature: 0, max_tokens: OSL, min_tokens: OSL }));
+const promptIds = await Promise.all(bodies.map(async (b) => (await pre.preprocessChat(b)).request.token_ids as Token[]));
+
+// The engine alone: what the worker does per request, with nothing around it.
+const llama = await getLlama({ gpu: false, build: 'never' });
+const model = await llama.loadModel({ modelPath });
+const context = await model.createContext({ sequences: PARALLEL, threads: defaultThreads(), contextSize: CONTEXT });
+const free: LlamaContextSequence[] = Array.from({ length: PARALLEL }, () => context.getSequence());
+const noEog = new TokenBias(model.tokenizer);
+for (const token of [model.tokens.eos, model.tokens.eot]) if (token !== null) (noEog as unknown as { _biases: Map<Token, number> })._biases.set(token, Number.NEGATIVE_INFINITY);
+async function alone(i: number): Promise<number> {
+  const sequence = free.pop()!;
+  let count = 0;
+  // Greedy over the biased logits (top_k 1), as the worker samples a request that may not end early.
+  for await (const _token of sequence.evaluate(promptIds[i % promptIds.length]!, { temperature: 1, topK: 1, tokenBias: noEog })) if (++count >= OSL) break;
+  await sequence.clearHistory();
+  free.push(sequence);
+  return count;
+}
+
+const loopback = { DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1' };
+const deployment = await Deployment.start({ name: 'file + tcp', discovery: 'file', plane: 'tcp' }, loopback);
+const results: Record<number, Record<Way, number[]>> = {};
+try {
+  deployment.nodeProcess([join(here, '..', 'dist', 'cli.cjs'), '--model-path', modelPath, '--model-name', MODEL, '--parallel', String(PARALLEL), '--max-queued', '64', '--context-size', String(CONTEXT)]);
+  const urls: Partial<Record<Way, string>> = { ours: (await deployment.frontend()).url };
+  const stock = stockPython();
+  if ('skip' in stock) console.log(`stock frontend: not measured (${stock.skip})`);
+  else {
+    const port = await freePort();
+    deployment.stockProcess(stock.python, ['-m', 'dynamo.frontend', '--http-host', '127.0.0.1', '--http-port', String(port), '--discovery-backend', 'file', '--request-plane', 'tcp']);
+    urls.stock = `http://127.0.0.1:${port}`;
+  }
+  await waitForModel(urls.ours!, MODEL, 'llama', 1, 120_000);
+  if (urls.stock) await waitFor('the stock frontend to list the model', async () => ((await (await fetch(`${urls.stock}/v1/models`)).json()) as { data: Array<{ id: string }> }).data.some((m) => m.id === MODEL), 150_000);
+
+  const http = (url: string) => async (i: number) => {
+    const res = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(bodies[i % bodies.length]) });
+    const body = (await res.json()) as { usage?: { completion_tokens: number } };
+    if (res.status !== 200 || body.usage?.completion_tokens !== OSL) throw new Error(`${url}: status ${res.status}: ${JSON.stringify(body).slice(0, 300)}`);
+    return body.usage.completion_tokens;
+  };
+  const ways: Array<[Way, (i: number) => Promise<number>]> = [['alone', alone], ['ours', http(urls.ours!)], ...(urls.stock ? [['stock', http(urls.stock)] as [Way, (i: number) => Promise<number>]] : [])];
+  // A warm-up of each, so no figure carries a first request's setup.
+  for (const [, job] of ways) await tokensPerSecond(PARALLEL, PARALLEL, job);
+  for (const c of CONCURRENCIES) results[c] = { alone: [], ours: [], stock: [] };
+  for (let round = 0; round < rounds; round++) {
+    for (const c of CONCURRENCIES) {
+      for (const [way, job] of round % 2 ? [...ways].reverse() : ways) results[c]![way].push(await tokensPerSecond(c * perSlot, c, job));
+    }
+  }
+} finally {
+  deployment.stop();
+  await context.dispose();
+  await model.dispose();
+  await llama.dispose();
+}
+
+const lines = [
+  `SmolLM2-135M-Instruct Q4_1 on the CPU (${defaultThreads()} llama.cpp thread(s) on ${cpus().length} cores, ${cpus()[0]?.model ?? 'unknown CPU'}), --parallel ${PARALLEL}, ${OSL} output tokens per request (min_tokens = max_tokens), greedy; output tokens/s, medians of ${rounds} interleaved rounds of c x ${perSlot} requests, ${new Date().toISOString().slice(0, 10)}:`,
+  '',
+  '| concurrency | node-llama-cpp alone | our frontend + dynamo-llama-cpp | stock 1.6.1 frontend + dynamo-llama-cpp | targets |',
+  '| --- | ---: | ---: | ---: | --- |',
+];
+const verdicts: Record<string, boolean> = {};
+for (const c of CONCURRENCIES) {
+  const m = Object.fromEntries((['alone', 'ours', 'stock'] as Way[]).map((w) => [w, results[c]![w].length ? median(results[c]![w]) : Number.NaN])) as Record<Way, number>;
+  const targets: string[] = [];
+  if (c === PARALLEL) {
+    verdicts[`c=${c}: ours >= 0.95x alone`] = m.ours >= 0.95 * m.alone;
+    targets.push(`ours >= 0.95x alone: ${verdict(m.ours >= 0.95 * m.alone)}`);
+  }
+  if (!Number.isNaN(m.stock)) {
+    verdicts[`c=${c}: ours >= stock`] = m.ours >= m.stock;
+    targets.push(`ours >= stock: ${verdict(m.ours >= m.stock)}`);
+  }
+  lines.push(`| ${c} | ${f(m.alone, 1)} | ${f(m.ours, 1)} (${f(m.ours / m.alone, 3)}x) | ${Number.isNaN(m.stock) ? 'not measured' : `${f(m.stock, 1)} (${f(m.stock / m.alone, 3)}x)`} | ${targets.join('; ')} |`);
+}
+const report = lines.join('\n');
+console.log(`\n${report}\n`);
+writeFileSync(join(here, 'results.md'), `# dynamo-llama-cpp throughput\n\nWritten by \`pnpm --filter @dynamo/llama-cpp bench\` (bench/throughput.bench.ts).\n\n${report}\n`);
+writeFileSync(join(here, 'results.json'), `${JSON.stringify({ osl: OSL, parallel: PARALLEL, rounds, perSlot, results, verdicts }, null, 1)}\n`);
