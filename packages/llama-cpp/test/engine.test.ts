@@ -72,8 +72,18 @@ describe('LlamaCppEngine on SmolLM2-135M', () => {
     expect(ids).toEqual(alone);
   }, 120_000);
 
-  it('returns each token\'s log probability and the top 3 alternatives when output_options.logprobs asks, from the model\'s distribution', async () => {
-    const chunks = await collect(engine.generate(greedy(france, { stop_conditions: { max_tokens: 4 }, output_options: { logprobs: 3 } }), new Context()));
+  it('returns each token\'s log probability and the top 3 alternatives for a chat request\'s logprobs: true, top_logprobs: 3, from the model\'s distribution', async () => {
+    // What a frontend sends the worker for the OpenAI fields.
+    const { request } = await pre.preprocessChat({
+      model: 'x',
+      messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: 'What is the capital of France?' }],
+      logprobs: true,
+      top_logprobs: 3,
+      temperature: 0,
+      max_tokens: 4,
+    });
+    expect(request.output_options).toMatchObject({ logprobs: 3 });
+    const chunks = await collect(engine.generate(request, new Context()));
     const ids = tokensOf(chunks);
     const logProbs = chunks.flatMap((c) => (c.log_probs as number[] | undefined) ?? []);
     const top = chunks.flatMap((c) => (c.top_logprobs as Array<Array<{ rank: number; token_id: number; token: string; logprob: number }>> | undefined) ?? []);
