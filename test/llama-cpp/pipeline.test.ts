@@ -36,6 +36,8 @@ const PROMPTS = [
   'Say hello in French.',
 ];
 const MAX_TOKENS = 24;
+// scripts/test.sh's Node 22 pass: the model's text through the pipeline is checked on the first.
+const repeatPass = process.env.DYNAMO_TS_REPEAT_PASS === '1';
 
 type Chat = { choices: Array<{ message: { content: string }; finish_reason: string }> };
 type Frontend = 'ours' | 'stock';
@@ -96,13 +98,15 @@ async function referenceAnswers(pre: Preprocessor): Promise<string[]> {
 let pre: Preprocessor;
 let reference: string[];
 beforeAll(async () => {
+  if (repeatPass || 'skip' in stock) return;
   const model = await LocalModel.load(modelPath);
   pre = await Preprocessor.create(model, buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat }));
   reference = await referenceAnswers(pre);
 }, 120_000);
 
 for (const setup of SETUPS) {
-  describe.skipIf('skip' in stock)(`SmolLM2 behind both frontends, ${setup.name}`, () => {
+  const skipReason = 'skip' in stock ? '' : repeatPass ? ' (skipped on the repeat pass: checked on the first)' : '';
+  describe.skipIf('skip' in stock || repeatPass)(`SmolLM2 behind both frontends, ${setup.name}${skipReason}`, () => {
     let deployment: Deployment;
     const urls: Record<Frontend, string> = { ours: '', stock: '' };
     let metricsUrl: string;
@@ -177,7 +181,7 @@ for (const setup of SETUPS) {
 
     it.runIf(setup.plane === 'tcp')('runs 16 requests at once on --parallel 4 (12 queued) and answers the 4 beyond the queue with 529', async () => {
       for (const frontend of FRONTENDS) {
-        const body = { ...france, max_tokens: 32, min_tokens: 32 };
+        const body = { ...france, max_tokens: 24, min_tokens: 24 };
         const responses = await Promise.all(Array.from({ length: 20 }, () => post(urls[frontend], '/v1/chat/completions', body)));
         const statuses = responses.map((r) => r.status);
         const refused = responses.filter((r) => r.status === 529);
@@ -188,12 +192,12 @@ for (const setup of SETUPS) {
       }
     }, 240_000);
 
-    it.runIf(setup.plane === 'tcp')('holds response_format json_schema at temperature 0.7: 20 of 20 answers parse and validate through ours, 6 of 6 through stock', async () => {
+    it.runIf(setup.plane === 'tcp')('holds response_format json_schema at temperature 0.7: 20 of 20 answers parse and validate through ours, 4 of 4 through stock', async () => {
       const schema = { type: 'object', properties: { city: { type: 'string', maxLength: 40 }, country: { type: 'string', maxLength: 40 }, population: { type: 'integer' }, capital: { type: 'boolean' }, languages: { type: 'array', items: { type: 'string', maxLength: 20 }, maxItems: 3 } }, required: ['city', 'country', 'population', 'capital', 'languages'], additionalProperties: false };
       const validate = new Ajv().compile(schema);
       const body = { model: 'smollm2', messages: [system, { role: 'user', content: 'Describe a city of your choice.' }], temperature: 0.7, max_tokens: 200, response_format: { type: 'json_schema', json_schema: { name: 'city', schema } } };
       const through = (frontend: Frontend, count: number) => Array.from({ length: count }, () => async () => ({ frontend, answer: (await (await post(urls[frontend], '/v1/chat/completions', body)).json()) as Chat }));
-      const answers = await pooled([...through('ours', 20), ...through('stock', 6)], 8);
+      const answers = await pooled([...through('ours', 20), ...through('stock', 4)], 8);
       for (const { frontend, answer } of answers) {
         const content = answer.choices[0]!.message.content;
         expect(answer.choices[0]!.finish_reason, `${frontend}: ${content}`).toBe('stop');

@@ -52,7 +52,7 @@ describe('guided decoding on SmolLM2-135M', () => {
     const validate = new Ajv().compile(schema);
     const prompt = await ask('Answer in JSON.');
     const runs = await Promise.all(
-      [1, 2, 3].map((seed) => collect(engine.generate({ token_ids: prompt, sampling_options: { temperature: 1, seed, guided_decoding: { json: schema } }, stop_conditions: { max_tokens: 300 } }, new Context()))),
+      [1, 2].map((seed) => collect(engine.generate({ token_ids: prompt, sampling_options: { temperature: 1, seed, guided_decoding: { json: schema } }, stop_conditions: { max_tokens: 300 } }, new Context()))),
     );
     for (const chunks of runs) {
       expect(chunks.at(-1)!.finish_reason, textOf(chunks)).toBe('eos');
@@ -65,7 +65,7 @@ describe('guided decoding on SmolLM2-135M', () => {
     const js = new RegExp(`^(?:${pattern.replaceAll('(?P<', '(?<').replace(/^\^|\$$/g, '')})$`);
     const prompt = await ask('Say something.');
     const runs = await Promise.all(
-      [1, 2, 3].map((seed) => collect(engine.generate({ token_ids: prompt, sampling_options: { temperature: 1, seed, guided_decoding: { regex: pattern } }, stop_conditions: { max_tokens: 60 } }, new Context()))),
+      [1, 2].map((seed) => collect(engine.generate({ token_ids: prompt, sampling_options: { temperature: 1, seed, guided_decoding: { regex: pattern } }, stop_conditions: { max_tokens: 60 } }, new Context()))),
     );
     for (const chunks of runs) {
       expect(chunks.at(-1)!.finish_reason, textOf(chunks)).toBe('eos');
