@@ -213,7 +213,8 @@ const managers = {
     files: {} as Record<string, string>,
   },
   pnpm: {
-    bin: [process.execPath, join(repoRoot, '.tools', 'node_modules', 'pnpm', 'bin', 'pnpm.cjs')],
+    // The pnpm running this suite (bootstrap.sh installs it into .tools/ unless it is on PATH already).
+    bin: [process.execPath, process.env.npm_execpath?.endsWith('pnpm.cjs') ? process.env.npm_execpath : join(repoRoot, '.tools', 'node_modules', 'pnpm', 'bin', 'pnpm.cjs')],
     install: ['install'],
     runArgs: (script: string, args: string[]) => ['run', '--silent', script, ...args],
     pin: (specs: Record<string, string>) => ({ pnpm: { overrides: specs } }),
