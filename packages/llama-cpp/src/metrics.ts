@@ -8,13 +8,19 @@ class RateWindow {
   readonly #events: Array<[at: number, count: number]> = [];
 
   add(count: number): void {
-    this.#events.push([performance.now(), count]);
+    const now = performance.now();
+    // Pruned here too, so a worker nobody scrapes keeps no more than a window of events.
+    this.#prune(now);
+    this.#events.push([now, count]);
   }
 
   perSecond(): number {
-    const since = performance.now() - WINDOW_MS;
-    while (this.#events.length > 0 && this.#events[0]![0] < since) this.#events.shift();
+    this.#prune(performance.now());
     return this.#events.reduce((sum, [, count]) => sum + count, 0) / (WINDOW_MS / 1000);
+  }
+
+  #prune(now: number): void {
+    while (this.#events.length > 0 && this.#events[0]![0] < now - WINDOW_MS) this.#events.shift();
   }
 }
 

@@ -10,6 +10,7 @@ import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dyn
 import { getLlama, type Llama, type LlamaModel } from 'node-llama-cpp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { type ChatGolden, chatGoldenTests } from '../../llm/test/helpers/chat-goldens.js';
 import { smolLm2 } from '../../../scripts/test-model.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -17,8 +18,7 @@ const readJson = (path: string): unknown => JSON.parse(readFileSync(path, 'utf8'
 const corpus = Object.entries((readJson(join(here, 'fixtures', 'tokenizer-corpus.json')) as { corpus: Record<string, string[]> }).corpus).flatMap(([category, texts]) =>
   texts.map((text) => ({ category, text })),
 );
-const conversations = readJson(join(here, '..', '..', 'llm', 'test', 'fixtures', 'chat-conversations.json')) as Array<{ name: string; body: Record<string, unknown> }>;
-const goldens = (readJson(join(here, 'fixtures', 'smollm2-chat-goldens.json')) as { header: { gguf_sha256: string }; goldens: Array<{ name: string; prompt?: string; error?: string }> }).goldens;
+const goldens = (readJson(join(here, 'fixtures', 'smollm2-chat-goldens.json')) as { goldens: ChatGolden[] }).goldens;
 const modelPath = await smolLm2();
 
 let llama: Llama;
@@ -57,17 +57,6 @@ describe('tokenizer parity with llama.cpp on SmolLM2', () => {
 });
 
 describe('SmolLM2 chat template goldens (transformers render_jinja_template)', () => {
-  it('covers every conversation of the shared set', () => {
-    expect(goldens.map((g) => g.name)).toEqual(conversations.map((c) => c.name));
-  });
-
-  it.each(conversations.map((c, i) => [c.name, c, goldens[i]!] as const))('%s', async (_name, conversation, golden) => {
-    if (golden.error !== undefined) {
-      await expect(pre.preprocessChat(conversation.body)).rejects.toThrow();
-      return;
-    }
-    const { request, prompt } = await pre.preprocessChat(conversation.body);
-    expect(prompt).toBe(golden.prompt);
-    expect(request.token_ids).toEqual([...model.tokenize(golden.prompt!, true)]);
-  });
+  // The ids of each prompt are llama.cpp's own tokenization of it.
+  chatGoldenTests(goldens, () => pre, (golden) => [...model.tokenize(golden.prompt!, true)]);
 });
