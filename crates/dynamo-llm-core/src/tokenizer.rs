@@ -97,6 +97,12 @@ impl Tokenizer {
         self.inner.decode(ids, skip_special_tokens).map_err(|e| LlmError::Tokenizer(e.to_string()))
     }
 
+    /// Each id decoded alone, as log probabilities name their tokens: a token that is part of a
+    /// multi-byte character decodes lossily (U+FFFD), a skipped special token to "".
+    pub fn decode_each(&self, ids: &[u32], skip_special_tokens: bool) -> Result<Vec<String>> {
+        ids.iter().map(|&id| self.decode(&[id], skip_special_tokens)).collect()
+    }
+
     /// Whether ASCII text is encoded by the fast path (see `ascii_bpe`): true for the Qwen2 and
     /// Llama 3 families' byte-level BPE pipelines.
     pub fn has_ascii_fast_path(&self) -> bool {

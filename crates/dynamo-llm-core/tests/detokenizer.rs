@@ -194,3 +194,18 @@ fn engine_supplied_text_is_used_and_still_matched_against_stop_strings() {
     assert_eq!(step.stop, Some(StopHit::StopString("##".into())));
     assert!(d.push(&[4], Some("more")).unwrap().text.is_empty());
 }
+
+#[test]
+fn decode_each_names_every_token_alone() {
+    let tok = qwen3();
+    // "Hi 🦀" ends in a four-byte character split over byte tokens: alone, each part is lossy.
+    let ids = tok.encode("Hi 🦀", false).unwrap();
+    let each = tok.decode_each(&ids, true).unwrap();
+    assert_eq!(each.len(), ids.len());
+    assert_eq!(each[0], "Hi");
+    assert!(each[1..].iter().all(|t| t.contains('\u{fffd}')), "{each:?}");
+    // A special token is "" when skipped and itself when not.
+    let eos = tok.token_to_id("<|im_end|>").unwrap();
+    assert_eq!(tok.decode_each(&[eos], true).unwrap(), vec![String::new()]);
+    assert_eq!(tok.decode_each(&[eos], false).unwrap(), vec!["<|im_end|>".to_string()]);
+}

@@ -73,6 +73,12 @@ impl Tokenizer {
         self.inner.decode(ids, skip_special_tokens.unwrap_or(false)).map_err(js_error)
     }
 
+    /// Each id decoded alone (one crossing for a chunk's log-probability tokens).
+    #[napi]
+    pub fn decode_each(&self, ids: &[u32], skip_special_tokens: Option<bool>) -> napi::Result<Vec<String>> {
+        self.inner.decode_each(ids, skip_special_tokens.unwrap_or(false)).map_err(js_error)
+    }
+
     /// Vocabulary size including added tokens.
     #[napi(getter)]
     pub fn vocab_size(&self) -> u32 {

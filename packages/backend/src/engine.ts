@@ -50,6 +50,16 @@ export abstract class LLMEngine {
   abstract generate(request: GenerateRequest, context: Context): AsyncIterable<GenerateChunk>;
 
   /**
+   * Whether `generate` itself makes all `sampling_options.n` choices of a request, each chunk
+   * tagged with its choice's `index`. Default false: the worker calls `generate` once per choice
+   * (with `n: 1`, and the seed plus the choice's index when the request has a seed) and tags the
+   * chunks for you.
+   */
+  get generatesChoices(): boolean {
+    return false;
+  }
+
+  /**
    * Called only when the caller stopped or killed a request (never when a stream simply ends), to
    * release engine-side work such as a scheduler slot. Default: nothing.
    */

@@ -60,6 +60,12 @@ export const FrontendSettingsSchema = z.object({
   modelPath: z.string().min(1).optional(),
   /** Prefix of the Prometheus metric names. */
   metricsPrefix: z.string().regex(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/, 'must be a Prometheus name prefix').default('dynamo_frontend'),
+  /** The status of an answer from a worker with no room (stock's `DYN_HTTP_OVERLOAD_STATUS_CODE`, 529). */
+  overloadStatus: z.number().int().min(200).max(999).default(529),
+  /** Silence after which a stream gets an SSE keep-alive comment (`:`); 0 sends none. */
+  sseKeepAliveMs: z.number().int().min(0).default(15_000),
+  /** Largest `data:` URL a media content part may carry (stock's `DYN_MM_MAX_DATA_URL_MB`, 16 MiB). */
+  maxDataUrlBytes: z.number().int().positive().default(16 * 1024 * 1024),
   /** Always end streams with the usage chunk (as if every request set `stream_options.include_usage`). */
   forceIncludeUsage: z.boolean().default(false),
   /** Accept unknown top-level request fields instead of answering 400. */

@@ -39,7 +39,11 @@ const cases: Array<[string, () => Promise<Response>, number, RegExp]> = [
   ['max_tokens 0', () => post(url, '/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 0 }), 400, /Max tokens must be greater than 0/],
   ['a missing model', () => post(url, '/v1/chat/completions', { messages: chat.messages }), 400, /model/],
   ['an unknown model', () => post(url, '/v1/chat/completions', { ...chat, model: 'no-such-model' }), 404, /Model not found: no-such-model/],
-  ['n: 2', () => post(url, '/v1/chat/completions', { ...chat, n: 2 }), 400, /n = 2 is not supported/],
+  ['n: 2 at temperature 0', () => post(url, '/v1/chat/completions', { ...chat, n: 2, temperature: 0 }), 400, /When n > 1, temperature must be greater than 0/],
+  ['n: 129', () => post(url, '/v1/chat/completions', { ...chat, n: 129 }), 400, /n must be between 1 and 128, got 129/],
+  ['33 stop token ids', () => post(url, '/v1/chat/completions', { ...chat, stop: Array.from({ length: 33 }, (_, i) => i) }), 400, /Maximum of 32 stop token IDs allowed, got 33/],
+  ['an unknown reasoning_effort', () => post(url, '/v1/chat/completions', { ...chat, reasoning_effort: 'huge' }), 400, /reasoning_effort/],
+  ['an image part that is not a URL', () => post(url, '/v1/chat/completions', { ...chat, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'not a url' } }] }] }), 400, /messages\[0\]\.content\[0\]: image_url\.url is not an absolute URL/],
   ['an unknown field', () => post(url, '/v1/chat/completions', { ...chat, bogus: true }), 400, /Unsupported parameter\(s\): `bogus`/],
   ['deprecated functions', () => post(url, '/v1/chat/completions', { ...chat, functions: [] }), 501, /deprecated/],
   ['a 10 MB body', () => raw('/v1/chat/completions', JSON.stringify({ ...chat, messages: [{ role: 'user', content: 'x'.repeat(10 * 1024 * 1024) }] })), 413, /larger than the limit/],
@@ -47,7 +51,7 @@ const cases: Array<[string, () => Promise<Response>, number, RegExp]> = [
   ['a text/plain body', () => raw('/v1/chat/completions', JSON.stringify(chat), { 'content-type': 'text/plain' }), 415, /Content-Type application\/json/],
   ['GET on a POST route', () => raw('/v1/chat/completions', '', {}, 'GET'), 405, /only takes POST/],
   ['an unknown route', () => raw('/v1/nothing', '', {}, 'GET'), 404, /Route not found: GET \/v1\/nothing/],
-  ['a batch of prompts', () => post(url, '/v1/completions', { model: MODEL, prompt: ['a', 'b'] }), 400, /batch of 2 prompts/],
+  ['a batch of too many choices', () => post(url, '/v1/completions', { model: MODEL, prompt: ['a', 'b'], n: 65 }), 400, /Total choices \(batch_size × n = 2 × 65 = 130\) exceeds maximum of 128/],
   ['a bad instance pin', () => post(url, '/v1/chat/completions', chat, { headers: { 'x-dynamo-worker-instance-id': 'abc' } }), 400, /instance id/],
 ];
 
@@ -55,10 +59,13 @@ describe('bad requests', () => {
   it.each(cases)('%s gets the right status and a JSON error, while good requests finish', async (_name, send, status, message) => {
     const [res, good] = await Promise.all([send(), goodStream()]);
     expect(res.status).toBe(status);
-    const body = (await res.json()) as { message: string; type: string; code: number };
+    const body = (await res.json()) as { message: string; type: string; code: number; error: { message: string; type: string; code: number } };
     expect(body.code).toBe(status);
     expect(typeof body.type).toBe('string');
     expect(body.message).toMatch(message);
+    // The OpenAI SDKs read the same error from its `error` object.
+    expect(body.error).toMatchObject({ message: body.message, code: status });
+    expect(body.error.type).toMatch(/^[a-z_]+$/);
     expect(good).toContain('data: [DONE]');
   });
 

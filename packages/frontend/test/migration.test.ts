@@ -62,7 +62,7 @@ describe('request migration and cancellation (file + tcp)', () => {
     await replace(victim!);
   }, 60_000);
 
-  it('with migration limit 0, the client gets a readable error event instead', async () => {
+  it("with migration limit 0, the stream ends with stock's error frame and [DONE] instead", async () => {
     const res = await streamRequest(fe.limit0, 2000, 120, 'no-migrate-1');
     expect(res.status).toBe(200);
     let victim: Child | undefined;
@@ -70,7 +70,8 @@ describe('request migration and cancellation (file + tcp)', () => {
       res,
       once(5, () => void servingWorker('no-migrate-1').then((w) => ((victim = w), w.kill()))),
     );
-    expect(result.done).toBe(false);
+    expect(result.done).toBe(true);
+    expect(result.finishes).toEqual([]);
     expect(result.error).toMatch(/Stream ended before generation completed|disconnected|ended/i);
     expect(expected(2000, 120).startsWith(result.text)).toBe(true);
     expect(result.text.length).toBeLessThan(expected(2000, 120).length);

@@ -15,6 +15,7 @@ export {
   type RuntimeConfigInput,
   WorkerTypeSchema,
   type WorkerType,
+  N_CHOICES_KEY,
 } from './card/schema.js';
 export { buildCard, type CardOptions } from './card/build.js';
 export { mdcsum } from './card/mdcsum.js';
@@ -23,6 +24,9 @@ export { LocalModel, type LoadModelOptions, type ModelFile, type FileSlot, type 
 export { registerLlm, unregisterLlm, type RegisterLlmOptions, type RegisteredModel } from './register.js';
 export { resolveModelPath, type ResolvedModelPath, type ResolveOptions } from './model-path/index.js';
 export { ChatCompletionRequestSchema, type ChatCompletionRequest, CompletionRequestSchema, type CompletionRequest } from './preprocess/openai.js';
+export { promptBatch } from './preprocess/validate.js';
+export { DEFAULT_MAX_DATA_URL_BYTES } from './preprocess/multimodal.js';
+export { templateArgs, REASONING_EFFORTS } from './preprocess/reasoning-args.js';
 export {
   PreprocessedRequestSchema,
   type PreprocessedRequest,
@@ -32,7 +36,18 @@ export {
 } from './preprocess/preprocessed-request.js';
 export { Preprocessor, type PreprocessOptions } from './preprocess/preprocessor.js';
 export { ChatOutputParser, joinParts, modelParsers, type ChatParts, type ModelParsers, type ToolCallDelta } from './postprocess/chat-parsing.js';
-export { postprocess, postprocessBatches, OutputPostprocessor, EngineOutputSchema, type EngineOutput, type TextDelta } from './postprocess/postprocessor.js';
+export {
+  postprocess,
+  postprocessBatches,
+  postprocessChoices,
+  OutputPostprocessor,
+  EngineOutputSchema,
+  type EngineOutput,
+  type TextDelta,
+  type ChoiceDelta,
+  type TokenLogprob,
+  type TopLogprob,
+} from './postprocess/postprocessor.js';
 export { Tokenizer, PromptFormatter, Detokenizer, computeBlockHashes, computeSequenceHashes, fileChecksumBlake3 } from '@dynamo/core';
 export { KvEventPublisher, KV_EVENTS_TOPIC, type KvCacheEvents, type KvEventPublisherOptions } from './kv/kv-event-publisher.js';
 export { LoadPublisher, KV_METRICS_TOPIC, LOAD_DEBOUNCE_MS, LOAD_HEARTBEAT_MS, type WorkerLoad } from './kv/load-publisher.js';

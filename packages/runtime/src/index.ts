@@ -81,4 +81,5 @@ export {
   type DynamoErrorKind,
 } from './errors.js';
 export { parseOrThrow, describeIssues } from './validate.js';
+export { mergeStreams } from './merge.js';
 export { parseFlags, formatHelp, type Flag, type Flags, type FlagValues, type ParsedFlags } from './flags.js';

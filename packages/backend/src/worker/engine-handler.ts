@@ -1,9 +1,9 @@
 import { normalizeFinishReason } from '@dynamo/core';
-import { Cancelled, type Context, DynamoException, type Log, parseOrThrow, toDynamoException, Unknown } from '@dynamo/runtime';
+import { Cancelled, type Context, DynamoException, type Log, mergeStreams, parseOrThrow, toDynamoException, Unknown } from '@dynamo/runtime';
 
 import type { LLMEngine } from '../engine.js';
 import { type GenerateChunk, GenerateChunkSchema } from '../protocol/chunk.js';
-import { GenerateRequestSchema } from '../protocol/request.js';
+import { type GenerateRequest, GenerateRequestSchema } from '../protocol/request.js';
 
 /** What {@link engineHandler} needs besides the engine. */
 export interface EngineHandlerOptions {
@@ -38,7 +38,10 @@ function plainChunk(raw: unknown): GenerateChunk | undefined {
  * - `engine.abort(context)` runs once when the caller stops or kills the request, never when a
  *   stream simply ends;
  * - anything the engine throws reaches the caller as a Dynamo error (a `DynamoException` keeps its
- *   type; `StreamIncomplete` ends the stream without its final marker, so the frontend may migrate).
+ *   type; `StreamIncomplete` ends the stream without its final marker, so the frontend may migrate);
+ * - a request for `sampling_options.n` > 1 choices, to an engine that makes one choice per call
+ *   (`LLMEngine.generatesChoices` false), becomes n calls of `generate` (n = 1 each, the seed
+ *   plus the choice's index when there is a seed), whose chunks are tagged with their `index`.
  * Whatever an engine does wrong, only its own request fails.
  */
 export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions): (request: unknown, context: Context) => AsyncGenerator<GenerateChunk> {
@@ -51,6 +54,7 @@ export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions):
 
   return async function* serve(body: unknown, context: Context): AsyncGenerator<GenerateChunk> {
     const request = parseOrThrow(GenerateRequestSchema, body, 'request');
+    const n = choicesAsked(request);
     let aborted = false;
     const onCancel = () => {
       if (aborted) return;
@@ -61,6 +65,16 @@ export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions):
         .catch((err: unknown) => log.debug({ engine: name, id: context.id(), err: (err as Error).message }, 'engine.abort failed'));
     };
     context.signal.addEventListener('abort', onCancel, { once: true });
+    try {
+      if (n === 1 || engine.generatesChoices) yield* checked(request, context);
+      else yield* mergeStreams(Array.from({ length: n }, (_, index) => withIndex(checked(oneChoice(request, index), context), index)));
+    } finally {
+      context.signal.removeEventListener('abort', onCancel);
+    }
+  };
+
+  /** The engine's stream for one `generate` call, every chunk checked (see above). */
+  async function* checked(request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
     let stream: AsyncIterator<unknown> | undefined;
     // A killed request stops waiting for the engine: one that hangs must not hold its caller, nor
     // the worker's in-flight count, forever.
@@ -99,11 +113,27 @@ export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions):
       if (!(err instanceof DynamoException)) log.warn({ engine: name, id: context.id(), err }, 'engine failed a request');
       throw toDynamoException(err);
     } finally {
-      context.signal.removeEventListener('abort', onCancel);
       // A caller that went away, or a bad chunk, leaves the engine's generator open: close it so its
       // `finally` blocks run (not awaited once killed: a hung engine would never let it finish).
       const closing = stream?.return?.().catch(() => {});
       if (!context.isKilled()) await closing;
     }
-  };
+  }
+}
+
+/** The `sampling_options.n` a request asks for (1 unless a whole number above 1). */
+function choicesAsked(request: GenerateRequest): number {
+  const n = request.sampling_options?.n;
+  return typeof n === 'number' && Number.isInteger(n) && n > 1 ? n : 1;
+}
+
+/** Choice `index` of a request for several, as a request for one: its own seed when there is one. */
+function oneChoice(request: GenerateRequest, index: number): GenerateRequest {
+  const sampling = request.sampling_options ?? {};
+  const seed = sampling.seed;
+  return { ...request, sampling_options: { ...sampling, n: 1, ...(typeof seed === 'number' && { seed: seed + index }) } };
+}
+
+async function* withIndex(chunks: AsyncIterable<GenerateChunk>, index: number): AsyncGenerator<GenerateChunk> {
+  for await (const chunk of chunks) yield { ...chunk, index };
 }

@@ -1,4 +1,4 @@
-import { ModelInput, ModelType, type ModelTypeFlags, type RegisterLlmOptions, type RuntimeConfigInput, type WorkerType } from '@dynamo/llm';
+import { ModelInput, ModelType, type ModelTypeFlags, N_CHOICES_KEY, type RegisterLlmOptions, type RuntimeConfigInput, type WorkerType } from '@dynamo/llm';
 import { InvalidArgument } from '@dynamo/runtime';
 
 import type { EngineConfig } from '../protocol/engine-config.js';
@@ -86,6 +86,8 @@ export function modelRegistration(engine: EngineConfig, worker: WorkerConfig): M
   const llm = engine.llm ?? {};
   const { workerType, needs } = topology(worker);
   const runtimeData = {
+    // The worker answers n choices itself, for engines that make one per call too (engine-handler).
+    [N_CHOICES_KEY]: true,
     ...engine.runtimeData,
     ...(worker.routeToEncoder && { encoder_result_handoff: true }),
     ...(worker.defaultThinkingMode !== undefined && { default_thinking_mode: worker.defaultThinkingMode }),

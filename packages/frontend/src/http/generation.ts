@@ -1,19 +1,20 @@
 import { randomUUID } from 'node:crypto';
-import { ChatOutputParser, type ChatParts, joinParts, type PreprocessedRequest, postprocessBatches, type TextDelta } from '@dynamo/llm';
-import { CannotConnect, Context, type DynamoException, type Log, parseTraceparent } from '@dynamo/runtime';
+import { ChatOutputParser, type PreprocessedRequest, type Preprocessor, promptBatch } from '@dynamo/llm';
+import { Cancelled, CannotConnect, Context, type DynamoException, type Log, mergeStreams, parseTraceparent } from '@dynamo/runtime';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
 import type { FrontendMetrics, RequestTracker } from '../metrics.js';
 import type { ModelRegistry } from '../models/registry.js';
 import type { ServedModel, Surface } from '../models/served-model.js';
-import { onFirstOutput } from '../pipeline/first-output.js';
-import { migratingStream } from '../pipeline/migration.js';
+import { type AttemptDeps, attemptDeltas } from '../pipeline/attempt-stream.js';
+import { planAttempts } from '../pipeline/plan.js';
 import { textDeltas } from '../pipeline/text-stream.js';
+import { UsageCounter } from '../pipeline/usage.js';
 import type { Candidate } from '../routing/router.js';
-import { HttpError, toHttpError } from './errors.js';
-import { chunkJson, completeResponse, parsedChunkJson, parsedResponse, plainChunkJson, type ResponseIds, responseIds, usageChunkJson, usageOf } from './openai-shapes.js';
+import { HttpError } from './errors.js';
+import { responseIds } from './openai-shapes.js';
 import { checkRequestFields, pinnedInstance } from './request-fields.js';
-import { SseWriter } from './sse.js';
+import { type Answer, streamAnswer, wholeAnswer } from './respond.js';
 
 /** What the generation routes need from the frontend. */
 export interface GenerationDeps {
@@ -27,25 +28,28 @@ export interface GenerationDeps {
   ignoreUnknownFields: boolean;
   /** The response field reasoning goes in: `reasoning_content` (default) or `reasoning`. */
   reasoningField?: 'reasoning_content' | 'reasoning';
+  /** The status of a worker with no room (`DYN_HTTP_OVERLOAD_STATUS_CODE`, 529). */
+  overloadStatus: number;
+  /** Silence after which a stream gets a keep-alive comment; 0 sends none. */
+  keepAliveMs: number;
+  /** Largest `data:` URL in a media part (`DYN_MM_MAX_DATA_URL_MB`). */
+  maxDataUrlBytes: number;
   /** Contexts of the requests in flight, so shutdown can end them. */
   inflight: Set<Context>;
   log: Log;
 }
 
-/** One request on its way through the pipeline. */
-interface Generation {
+/** One client request on its way through the pipeline. */
+interface Request {
   surface: Surface;
+  fields: Record<string, unknown>;
   model: ServedModel;
-  ids: ResponseIds;
+  requestId: string;
   context: Context;
-  promptTokens: number;
-  streaming: boolean;
-  includeUsage: boolean;
+  pinned: bigint | undefined;
   tracker: RequestTracker;
-  deltas: AsyncIterator<TextDelta>;
-  /** Splits chat output into content, reasoning and tool calls when the model has parsers. */
-  parser: ChatOutputParser | undefined;
-  reasoningField: 'reasoning_content' | 'reasoning';
+  /** Router bookkeeping ids used (one per worker request). */
+  routeIds: Set<string>;
 }
 
 const header = (req: FastifyRequest, name: string): string | undefined => {
@@ -59,11 +63,11 @@ export function generationHandler(surface: Surface, deps: GenerationDeps) {
     const body = req.body;
     if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError(400, 'request body must be a JSON object');
     const fields = body as Record<string, unknown>;
-    if (typeof fields.model !== 'string') throw new HttpError(400, `request.model: ${fields.model === undefined ? 'missing field' : 'must be a string'}`);
+    if (typeof fields.model !== 'string') throw new HttpError(400, `request.model: ${fields.model === undefined ? 'missing field' : 'must be a string'}`, { param: 'model' });
     checkRequestFields(surface, fields, deps.ignoreUnknownFields);
     const model = deps.registry.get(fields.model);
-    if (!model) throw new HttpError(404, `Model not found: ${fields.model}`);
-    if (!model.serves(surface)) throw new HttpError(404, `model ${model.name} does not serve ${surface === 'chat' ? '/v1/chat/completions' : '/v1/completions'}`);
+    if (!model) throw new HttpError(404, `Model not found: ${fields.model}`, { param: 'model' });
+    if (!model.serves(surface)) throw new HttpError(404, `model ${model.name} does not serve ${surface === 'chat' ? '/v1/chat/completions' : '/v1/completions'}`, { param: 'model' });
     const pinned = pinnedInstance(req.headers, fields);
     const requestId = header(req, 'x-request-id') || randomUUID();
     void reply.header('x-request-id', requestId);
@@ -71,23 +75,11 @@ export function generationHandler(surface: Surface, deps: GenerationDeps) {
     const traceparent = header(req, 'traceparent');
     const trace = traceparent === undefined ? undefined : parseTraceparent(traceparent, header(req, 'tracestate'));
     const context = new Context({ id: requestId, ...(trace ? { trace } : {}) });
-
-    let request: PreprocessedRequest | undefined;
     // Alone, a request is fastest preprocessed on this thread; with others in flight, off it.
-    if (model.input === 'Tokens') request = await preprocess(surface, model, body, deps.inflight.size === 0);
-    const parses = request && surface === 'chat' && (model.parsers.toolCallParser || model.parsers.reasoningParser || fields.tool_choice !== undefined);
-    const parser = parses ? ChatOutputParser.forRequest(model.parsers, fields, (await model.preprocessor()).tokenizer) : undefined;
-    const route = (failed: ReadonlySet<bigint>): Candidate => {
-      if (pinned !== undefined) {
-        const candidate = model.candidate(pinned);
-        if (!candidate) throw new CannotConnect(`instance ${pinned} does not serve model ${model.name}`);
-        return candidate;
-      }
-      const candidates = model.candidates();
-      if (candidates.length === 0) throw new CannotConnect(`no instance of model ${model.name} is available`);
-      return model.router.select(candidates, { model: model.name, requestId, failed, ...(request ? { tokenIds: request.token_ids } : {}) });
-    };
+    const alone = deps.inflight.size === 0;
 
+    // The client is watched from here on: one that leaves while its request is preprocessed is
+    // never sent to a worker, and one that leaves later stops its worker.
     const tracker = deps.metrics.track(model.name, surface === 'chat' ? 'chat_completions' : 'completions', streaming);
     deps.inflight.add(context);
     const onClose = () => {
@@ -96,54 +88,24 @@ export function generationHandler(surface: Surface, deps: GenerationDeps) {
       deps.metrics.disconnects.inc({ model: model.name.toLowerCase() });
     };
     reply.raw.on('close', onClose);
+    const request: Request = { surface, fields, model, requestId, context, pinned, tracker, routeIds: new Set() };
     const done = (ok: boolean) => {
       tracker.finish(ok);
-      model.router.finished?.(requestId);
+      for (const id of request.routeIds) model.router.finished?.(id);
       deps.inflight.delete(context);
       reply.raw.off('close', onClose);
     };
-
-    const usage = fields.stream_options as { include_usage?: unknown } | null | undefined;
     try {
-      let deltas: AsyncIterable<TextDelta>;
-      if (request) {
-        const limit = pinned !== undefined ? 0 : (deps.migrationLimit ?? model.cardMigrationLimit);
-        const outputs = migratingStream(request, {
-          limit,
-          context,
-          route,
-          onMigrate: (err: DynamoException, instanceId: bigint) => {
-            deps.metrics.migrations.inc({ model: model.name.toLowerCase() });
-            deps.log.warn({ request_id: requestId, model: model.name, instance_id: instanceId.toString(16), err: err.message }, 'worker failed mid-request; migrating');
-          },
-        });
-        deltas = postprocessBatches((await model.preprocessor()).tokenizer, request, onFirstOutput(outputs, () => model.router.firstOutput?.(requestId)));
-      } else {
-        const target = route(new Set());
-        deltas = textDeltas(surface, target.client.direct(body, target.instanceId, { context }));
-      }
-      const generation: Generation = {
-        surface,
-        model,
-        ids: responseIds(surface, requestId, fields.model),
-        context,
-        promptTokens: request?.token_ids.length ?? 0,
-        streaming,
-        includeUsage: deps.forceIncludeUsage || usage?.include_usage === true,
-        tracker,
-        deltas: deltas[Symbol.asyncIterator](),
-        parser,
-        reasoningField: deps.reasoningField ?? 'reasoning_content',
-      };
+      const answer = model.input === 'Tokens' ? await tokensAnswer(request, deps, alone) : textAnswer(request, deps);
       if (!streaming) {
-        const response = await aggregate(generation);
+        const response = await wholeAnswer(answer);
         done(true);
         return response;
       }
       // The first item decides the status: an error before any output is an HTTP error.
-      const first = await generation.deltas.next();
+      const first = await answer.deltas.next();
       void reply.hijack();
-      done(await stream(generation, reply, first, deps.log));
+      done(await streamAnswer(answer, reply, first, deps.log));
       return undefined;
     } catch (err) {
       done(false);
@@ -152,114 +114,121 @@ export function generationHandler(surface: Surface, deps: GenerationDeps) {
   };
 }
 
-/** Preprocesses a Tokens-input request: template, tokenization, validation, context length. */
-async function preprocess(surface: Surface, model: ServedModel, body: unknown, onCallingThread: boolean): Promise<PreprocessedRequest> {
-  let pre;
-  try {
-    pre = await model.preprocessor();
-  } catch (err) {
-    throw new HttpError(503, `model ${model.name} is not available: its files could not be loaded (${(err as Error).message})`, { cause: err });
+/** Picks the instance for a worker request: the pinned one, or the router's choice among the live ones. */
+function route(r: Request, failed: ReadonlySet<bigint>, tokenIds: readonly number[] | undefined, routeId: string): Candidate {
+  if (r.context.isKilled()) throw new Cancelled('client closed the request before it was sent to a worker');
+  const { model } = r;
+  if (r.pinned !== undefined) {
+    const candidate = model.candidate(r.pinned);
+    if (!candidate) throw new CannotConnect(`instance ${r.pinned} does not serve model ${model.name}`);
+    return candidate;
   }
-  let request: PreprocessedRequest;
-  if (surface === 'chat') {
-    request = (await pre.preprocessChat(body, { onCallingThread })).request;
-  } else {
-    const all = await pre.preprocessCompletions(body);
-    if (all.length !== 1) throw new HttpError(400, `Validation: a batch of ${all.length} prompts is not supported; send one prompt per request`);
-    request = all[0]!;
-  }
-  const context = model.card.context_length;
-  if (context > 0 && request.token_ids.length >= context) {
-    throw new HttpError(
-      400,
-      `This model's maximum context length is ${context} tokens. However, your messages resulted in ${request.token_ids.length} tokens. Please reduce the length of the messages.`,
-    );
-  }
-  return request;
+  const candidates = model.candidates();
+  if (candidates.length === 0) throw new CannotConnect(`no instance of model ${model.name} is available`);
+  r.routeIds.add(routeId);
+  return model.router.select(candidates, { model: model.name, requestId: routeId, failed, ...(tokenIds ? { tokenIds: tokenIds as number[] } : {}) });
 }
 
-/** A response that made tool calls finishes with `tool_calls`, unless it was cut off. */
-function finishReason(parser: ChatOutputParser, reason: TextDelta['openaiFinishReason']): string {
-  const base = reason ?? 'stop';
-  return base === 'stop' && parser.sawToolCalls ? 'tool_calls' : base;
-}
-
-const isEmpty = (parts: ChatParts): boolean => parts.content === '' && parts.reasoning === '' && parts.toolCalls.length === 0;
-
-/** The prompt's length: ours for Tokens input, the worker's report for Text input. */
-function promptTokens(g: Generation, last: TextDelta | undefined): number {
-  return g.promptTokens === 0 && last?.usage ? last.usage.prompt_tokens : g.promptTokens;
-}
-
-/** Collects the whole output into one response; an engine error becomes the HTTP error. */
-async function aggregate(g: Generation): Promise<Record<string, unknown>> {
-  let text = '';
-  let last: TextDelta | undefined;
-  for (let r = await g.deltas.next(); !r.done; r = await g.deltas.next()) {
-    const delta = r.value;
-    g.tracker.tokens(delta.tokenIds.length, g.promptTokens);
-    if (delta.finishReason === 'error') throw new HttpError(500, `the engine failed: ${delta.error ?? 'unknown error'}`);
-    text += delta.text;
-    g.parser?.countTokens(delta.tokenIds);
-    last = delta;
-  }
-  if (g.context.isKilled()) throw new HttpError(499, 'client closed the request');
-  const usage = usageOf(promptTokens(g, last), last?.completionTokens ?? 0, last?.usage, g.parser?.reasoningTokens);
-  if (!g.parser) return completeResponse(g.surface, g.ids, text, last?.openaiFinishReason ?? 'stop', usage);
-  const parts = joinParts(g.parser.push(text), g.parser.finish());
-  return parsedResponse(g.ids, parts, finishReason(g.parser, last?.openaiFinishReason), usage, g.reasoningField);
+/** The answer settings every surface shares. */
+function answerOf(r: Request, deps: GenerationDeps, parts: Pick<Answer, 'choices' | 'deltas' | 'usage' | 'promptTokens' | 'newParser' | 'echo'>): Answer {
+  const { surface, fields } = r;
+  const options = fields.stream_options as { include_usage?: unknown; continuous_usage_stats?: unknown } | null | undefined;
+  const includeUsage = deps.forceIncludeUsage || options?.include_usage === true;
+  const topLogprobs =
+    surface === 'chat' ? (fields.logprobs === true ? (typeof fields.top_logprobs === 'number' ? fields.top_logprobs : 0) : undefined) : typeof fields.logprobs === 'number' ? fields.logprobs : undefined;
+  return {
+    ...parts,
+    surface,
+    ids: responseIds(surface, r.requestId, fields.model as string),
+    context: r.context,
+    includeUsage,
+    continuousUsage: includeUsage && options?.continuous_usage_stats === true,
+    tracker: r.tracker,
+    reasoningField: deps.reasoningField ?? 'reasoning_content',
+    overloadStatus: deps.overloadStatus,
+    keepAliveMs: deps.keepAliveMs,
+    singleToolCall: surface === 'chat' && fields.parallel_tool_calls === false,
+    topLogprobs,
+  };
 }
 
 /**
- * Streams the output as SSE after `first`. A failure mid-stream becomes an error event (the
- * status line is already sent). Returns whether the response was complete.
+ * A Tokens-input model's answer: the body preprocessed into one worker request per prompt, each
+ * sent for its `n` choices (or once per choice, see `planAttempts`), the outputs merged.
  */
-async function stream(g: Generation, reply: FastifyReply, first: IteratorResult<TextDelta>, log: Log): Promise<boolean> {
-  const sse = new SseWriter(reply.raw, { 'x-request-id': g.context.id() });
-  const plain = plainChunkJson(g.surface, g.ids);
-  let last: TextDelta | undefined;
-  let sent = 0;
+async function tokensAnswer(r: Request, deps: GenerationDeps, onCallingThread: boolean): Promise<Answer> {
+  const { surface, model, fields, context } = r;
+  const pre = await preprocessorOf(model);
+  const prompts = await preprocess(surface, model, pre, fields, { onCallingThread, maxDataUrlBytes: deps.maxDataUrlBytes });
+  if (context.isKilled()) throw new Cancelled('client closed the request while it was preprocessed');
+  const n = prompts[0]!.sampling_options?.n ?? 1;
+  const attempts = planAttempts(prompts, n, model.generatesChoices);
+  const single = attempts.length === 1;
+  const attemptDeps: AttemptDeps = {
+    context,
+    tokenizer: pre.tokenizer,
+    migrationLimit: r.pinned !== undefined ? 0 : (deps.migrationLimit ?? model.cardMigrationLimit),
+    route: (failed, request, routeId) => route(r, failed, request.token_ids, routeId),
+    onMigrate: (err: DynamoException, instanceId: bigint) => {
+      deps.metrics.migrations.inc({ model: model.name.toLowerCase() });
+      deps.log.warn({ request_id: r.requestId, model: model.name, instance_id: instanceId.toString(16), err: err.message }, 'worker failed mid-request; migrating');
+    },
+    onFirstOutput: (routeId) => model.router.firstOutput?.(routeId),
+  };
+  const deltas = mergeStreams(attempts.map((attempt, at) => attemptDeltas(attempt, single ? r.requestId : `${r.requestId}-${at}`, attemptDeps)));
+  const parses = surface === 'chat' && (model.parsers.toolCallParser || model.parsers.reasoningParser || fields.tool_choice !== undefined);
+  return answerOf(r, deps, {
+    choices: prompts.length * n,
+    deltas: deltas[Symbol.asyncIterator](),
+    usage: new UsageCounter(attempts),
+    promptTokens: prompts.reduce((sum, p) => sum + p.token_ids.length, 0),
+    newParser: parses ? () => ChatOutputParser.forRequest(model.parsers, fields, pre.tokenizer) : undefined,
+    echo: surface === 'completions' && fields.echo === true ? echoTexts(fields, pre, n) : undefined,
+  });
+}
+
+/** A Text-input model's answer: the body goes to the worker as it is, and its OpenAI chunks come back. */
+function textAnswer(r: Request, deps: GenerationDeps): Answer {
+  const n = typeof r.fields.n === 'number' && Number.isInteger(r.fields.n) && r.fields.n > 1 ? r.fields.n : 1;
+  const target = route(r, new Set(), undefined, r.requestId);
+  const deltas = textDeltas(r.surface, target.client.direct(r.fields, target.instanceId, { context: r.context }));
+  return answerOf(r, deps, {
+    choices: n,
+    deltas: deltas[Symbol.asyncIterator](),
+    usage: new UsageCounter([{ firstIndex: 0, choices: n, countsPrompt: true }]),
+    promptTokens: 0,
+    newParser: r.surface === 'chat' && (r.model.parsers.toolCallParser || r.model.parsers.reasoningParser) ? () => ChatOutputParser.forRequest(r.model.parsers, r.fields) : undefined,
+    echo: undefined,
+  });
+}
+
+/** The prompt text each choice of an `echo` completions request starts with (prompt ids decoded). */
+function echoTexts(fields: Record<string, unknown>, pre: Preprocessor, n: number): (index: number) => string {
+  const prompts = promptBatch(fields.prompt as Parameters<typeof promptBatch>[0]).map((p) => (typeof p === 'string' ? p : pre.tokenizer.decode(Uint32Array.from(p), false)));
+  return (index) => prompts[Math.floor(index / n)] ?? '';
+}
+
+async function preprocessorOf(model: ServedModel): Promise<Preprocessor> {
   try {
-    for (let r = first; !r.done; r = await g.deltas.next()) {
-      const delta = r.value;
-      g.tracker.tokens(delta.tokenIds.length, g.promptTokens);
-      if (delta.finishReason === 'error') {
-        sse.error(`the engine failed: ${delta.error ?? 'unknown error'}`);
-        sse.end();
-        return false;
-      }
-      last = delta;
-      let json: string;
-      if (g.parser) {
-        g.parser.countTokens(delta.tokenIds);
-        const finishing = delta.openaiFinishReason !== undefined;
-        const parts = finishing ? joinParts(g.parser.push(delta.text), g.parser.finish()) : g.parser.push(delta.text);
-        if (!finishing && sent > 0 && isEmpty(parts)) continue;
-        json = parsedChunkJson(g.ids, parts, finishing ? finishReason(g.parser, delta.openaiFinishReason) : null, sent === 0, g.reasoningField);
-      } else {
-        if (delta.text === '' && delta.openaiFinishReason === undefined && sent > 0) continue;
-        const finish = delta.openaiFinishReason ?? null;
-        json = sent > 0 && finish === null ? plain(delta.text) : chunkJson(g.surface, g.ids, delta.text, finish, sent === 0);
-      }
-      const wait = sse.data(json);
-      sent += 1;
-      if (wait) await wait;
-      if (sse.closed) return false;
-    }
-    if (g.context.isKilled() || sse.closed) return false;
-    if (last?.openaiFinishReason === undefined) {
-      sse.data(g.parser ? parsedChunkJson(g.ids, g.parser.finish(), finishReason(g.parser, undefined), sent === 0, g.reasoningField) : chunkJson(g.surface, g.ids, '', 'stop', sent === 0));
-    }
-    if (g.includeUsage) {
-      sse.data(usageChunkJson(g.surface, g.ids, usageOf(promptTokens(g, last), last?.completionTokens ?? 0, last?.usage, g.parser?.reasoningTokens)));
-    }
-    sse.done();
-    return true;
+    return await model.preprocessor();
   } catch (err) {
-    const error = toHttpError(err);
-    log.warn({ request_id: g.context.id(), model: g.model.name, status: error.status, err: error.message }, 'stream failed after it started');
-    sse.error(error.message);
-    sse.end();
-    return false;
+    throw new HttpError(503, `model ${model.name} is not available: its files could not be loaded (${(err as Error).message})`, { cause: err });
   }
 }
+
+/** Preprocesses a Tokens-input body: template, tokenization, validation, context length; one request per prompt. */
+async function preprocess(surface: Surface, model: ServedModel, pre: Preprocessor, body: unknown, options: { onCallingThread: boolean; maxDataUrlBytes: number }): Promise<PreprocessedRequest[]> {
+  const requests = surface === 'chat' ? [(await pre.preprocessChat(body, options)).request] : await pre.preprocessCompletions(body);
+  const context = model.card.context_length;
+  for (const request of requests) {
+    if (context > 0 && request.token_ids.length >= context) {
+      throw new HttpError(
+        400,
+        `This model's maximum context length is ${context} tokens. However, your messages resulted in ${request.token_ids.length} tokens. Please reduce the length of the messages.`,
+        { param: surface === 'chat' ? 'messages' : 'prompt' },
+      );
+    }
+  }
+  return requests;
+}
+

@@ -1,4 +1,4 @@
-import type { ChatParts } from '@dynamo/llm';
+import type { ChatParts, TokenLogprob } from '@dynamo/llm';
 
 import type { Surface } from '../models/served-model.js';
 
@@ -23,40 +23,64 @@ export function responseIds(surface: Surface, requestId: string, model: string):
   return { id: `${surface === 'chat' ? 'chatcmpl' : 'cmpl'}-${requestId}`, created: Math.floor(Date.now() / 1000), model };
 }
 
-/** One streamed chunk's JSON: a chat delta or a completions text piece. */
-export function chunkJson(surface: Surface, ids: ResponseIds, text: string, finishReason: string | null, first: boolean): string {
-  if (surface === 'chat') {
-    const delta = first ? { role: 'assistant', content: text } : { content: text };
-    return JSON.stringify({ id: ids.id, object: 'chat.completion.chunk', created: ids.created, model: ids.model, choices: [{ index: 0, delta, finish_reason: finishReason, logprobs: null }] });
+/** Chat `logprobs`: each token with its bytes and up to `top` alternatives (stock also names its id). */
+export function chatLogprobs(entries: readonly TokenLogprob[], top: number): { content: unknown[]; refusal: null } {
+  return {
+    content: entries.map((e) => ({
+      token: e.token,
+      logprob: e.logprob,
+      token_id: e.tokenId,
+      bytes: e.bytes,
+      top_logprobs: e.top.slice(0, top).map((t) => ({ token: t.token, logprob: t.logprob, bytes: t.bytes })),
+    })),
+    refusal: null,
+  };
+}
+
+/** Completions `logprobs`: tokens, their log probabilities, up to `top` alternatives each, and where each token starts in the text. */
+export function completionLogprobs(entries: readonly TokenLogprob[], top: number, textOffsets: readonly number[]): Record<string, unknown> {
+  return {
+    tokens: entries.map((e) => e.token),
+    token_logprobs: entries.map((e) => e.logprob),
+    top_logprobs: entries.map((e) => Object.fromEntries(e.top.slice(0, top).map((t) => [t.token, t.logprob]))),
+    text_offset: textOffsets,
+  };
+}
+
+/** What one chunk of one choice carries. */
+export interface ChunkContent {
+  /** Chat: content, reasoning and tool calls; completions: the text. */
+  parts: ChatParts;
+  finishReason: string | null;
+  /** Chat: the first chunk of a choice names the role. */
+  first: boolean;
+  logprobs?: unknown;
+  usage?: Usage;
+}
+
+/** One streamed chunk's JSON: a chat delta or a completions text piece, for choice `index`. */
+export function chunkJson(surface: Surface, ids: ResponseIds, index: number, c: ChunkContent, reasoningField = 'reasoning_content'): string {
+  const usage = c.usage ? { usage: c.usage } : {};
+  if (surface === 'completions') {
+    const choice = { index, text: c.parts.content, finish_reason: c.finishReason, logprobs: c.logprobs ?? null };
+    return JSON.stringify({ id: ids.id, object: 'text_completion', created: ids.created, model: ids.model, choices: [choice], ...usage });
   }
-  return JSON.stringify({ id: ids.id, object: 'text_completion', created: ids.created, model: ids.model, choices: [{ index: 0, text, finish_reason: finishReason, logprobs: null }] });
-}
-
-/** A streamed chat chunk of parsed output: content, and reasoning and tool calls when there are some. */
-export function parsedChunkJson(ids: ResponseIds, parts: ChatParts, finishReason: string | null, first: boolean, reasoningField = 'reasoning_content'): string {
-  const delta: Record<string, unknown> = first ? { role: 'assistant', content: parts.content } : { content: parts.content };
-  if (parts.reasoning !== '') delta[reasoningField] = parts.reasoning;
-  if (parts.toolCalls.length > 0) delta.tool_calls = parts.toolCalls;
-  return JSON.stringify({ id: ids.id, object: 'chat.completion.chunk', created: ids.created, model: ids.model, choices: [{ index: 0, delta, finish_reason: finishReason, logprobs: null }] });
-}
-
-/** A whole chat response of parsed output: empty content is null, as stock Dynamo sends it. */
-export function parsedResponse(ids: ResponseIds, parts: ChatParts, finishReason: string, usage: Usage, reasoningField = 'reasoning_content'): Record<string, unknown> {
-  const message: Record<string, unknown> = { role: 'assistant', content: parts.content === '' ? null : parts.content };
-  if (parts.reasoning !== '') message[reasoningField] = parts.reasoning;
-  if (parts.toolCalls.length > 0) message.tool_calls = parts.toolCalls.map(({ id, type, function: fn }) => ({ id, type, function: fn }));
-  return { id: ids.id, object: 'chat.completion', created: ids.created, model: ids.model, choices: [{ index: 0, message, finish_reason: finishReason, logprobs: null }], usage };
+  const delta: Record<string, unknown> = c.first ? { role: 'assistant', content: c.parts.content } : { content: c.parts.content };
+  if (c.parts.reasoning !== '') delta[reasoningField] = c.parts.reasoning;
+  if (c.parts.toolCalls.length > 0) delta.tool_calls = c.parts.toolCalls;
+  const choice = { index, delta, finish_reason: c.finishReason, logprobs: c.logprobs ?? null };
+  return JSON.stringify({ id: ids.id, object: 'chat.completion.chunk', created: ids.created, model: ids.model, choices: [choice], ...usage });
 }
 
 /**
- * The JSON of a plain chunk (not the first, no finish reason) for one request, as `chunkJson`
- * writes it but built once: per token only the text is serialized, into a fixed prefix and
- * suffix.
+ * The JSON of a plain chunk of choice `index` (text only: not the first, no finish reason,
+ * logprobs or usage), as `chunkJson` writes it but built once: per token only the text is
+ * serialized, into a fixed prefix and suffix.
  */
-export function plainChunkJson(surface: Surface, ids: ResponseIds): (text: string) => string {
+export function plainChunkJson(surface: Surface, ids: ResponseIds, index: number): (text: string) => string {
   const marker = JSON.stringify('\u0000');
-  const template = chunkJson(surface, ids, '\u0000', null, false);
-  // The text is the last string field: the model name before it may hold the marker too.
+  const template = chunkJson(surface, ids, index, { parts: { content: '\u0000', reasoning: '', toolCalls: [] }, finishReason: null, first: false });
+  // The text is the last string field before the finish reason: the model name may hold the marker too.
   const at = template.lastIndexOf(marker);
   const prefix = template.slice(0, at);
   const suffix = template.slice(at + marker.length);
@@ -69,23 +93,25 @@ export function usageChunkJson(surface: Surface, ids: ResponseIds, usage: Usage)
   return JSON.stringify({ id: ids.id, object, created: ids.created, model: ids.model, choices: [], usage });
 }
 
-/** A whole (non-streamed) response. */
-export function completeResponse(surface: Surface, ids: ResponseIds, text: string, finishReason: string, usage: Usage): Record<string, unknown> {
-  const choice =
-    surface === 'chat'
-      ? { index: 0, message: { role: 'assistant', content: text }, finish_reason: finishReason, logprobs: null }
-      : { index: 0, text, finish_reason: finishReason, logprobs: null };
-  return { id: ids.id, object: surface === 'chat' ? 'chat.completion' : 'text_completion', created: ids.created, model: ids.model, choices: [choice], usage };
+/** One choice of a whole (non-streamed) response. */
+export interface WholeChoice {
+  index: number;
+  parts: ChatParts;
+  finishReason: string | null;
+  logprobs: unknown;
 }
 
-/**
- * Usage from the frontend's counts, with the engine's cached-token count when it sent one and the
- * reasoning-token count when a reasoning parser applied.
- */
-export function usageOf(promptTokens: number, completionTokens: number, engineUsage: unknown, reasoningTokens?: number): Usage {
-  const usage: Usage = { prompt_tokens: promptTokens, completion_tokens: completionTokens, total_tokens: promptTokens + completionTokens };
-  const cached = (engineUsage as { prompt_tokens_details?: { cached_tokens?: unknown } } | undefined)?.prompt_tokens_details?.cached_tokens;
-  if (typeof cached === 'number') usage.prompt_tokens_details = { cached_tokens: cached };
-  if (reasoningTokens !== undefined) usage.completion_tokens_details = { reasoning_tokens: reasoningTokens };
-  return usage;
+/** A whole response: chat messages (empty content is null when the output was parsed, as stock sends it) or completions texts. */
+export function wholeResponse(surface: Surface, ids: ResponseIds, choices: readonly WholeChoice[], usage: Usage, parsed: boolean, reasoningField = 'reasoning_content'): Record<string, unknown> {
+  if (surface === 'completions') {
+    const out = choices.map((c) => ({ index: c.index, text: c.parts.content, finish_reason: c.finishReason, logprobs: c.logprobs }));
+    return { id: ids.id, object: 'text_completion', created: ids.created, model: ids.model, choices: out, usage };
+  }
+  const out = choices.map((c) => {
+    const message: Record<string, unknown> = { role: 'assistant', content: parsed && c.parts.content === '' ? null : c.parts.content };
+    if (c.parts.reasoning !== '') message[reasoningField] = c.parts.reasoning;
+    if (c.parts.toolCalls.length > 0) message.tool_calls = c.parts.toolCalls.map(({ id, type, function: fn }) => ({ id, type, function: fn }));
+    return { index: c.index, message, finish_reason: c.finishReason, logprobs: c.logprobs };
+  });
+  return { id: ids.id, object: 'chat.completion', created: ids.created, model: ids.model, choices: out, usage };
 }

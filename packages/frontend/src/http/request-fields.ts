@@ -14,7 +14,7 @@ const COMMON = [
 const ALLOWED: Record<Surface, ReadonlySet<string>> = {
   chat: new Set([
     ...COMMON, 'messages', 'max_completion_tokens', 'top_logprobs', 'tools', 'tool_choice', 'parallel_tool_calls', 'modalities',
-    'audio', 'prediction', 'reasoning_effort', 'web_search_options', 'verbosity', 'chat_template', 'chat_template_args',
+    'audio', 'prediction', 'reasoning_effort', 'thinking', 'web_search_options', 'verbosity', 'chat_template', 'chat_template_args',
     'chat_template_kwargs', 'documents', 'add_generation_prompt', 'continue_final_message',
   ]),
   completions: new Set([...COMMON, 'prompt', 'suffix', 'echo', 'prompt_embeds']),
@@ -22,22 +22,16 @@ const ALLOWED: Record<Surface, ReadonlySet<string>> = {
 
 /**
  * Refuses what the frontend cannot honour, as stock Dynamo does: unknown top-level fields (400,
- * unless `ignoreUnknown`), the deprecated `functions` / `function_call` (501), and, beyond stock,
- * options this frontend does not implement (`n > 1`, `echo`), so a client never silently gets
- * less than it asked for.
+ * unless `ignoreUnknown`) and the deprecated `functions` / `function_call` (501).
  */
 export function checkRequestFields(surface: Surface, body: Record<string, unknown>, ignoreUnknown: boolean): void {
   if (surface === 'chat' && ('functions' in body || 'function_call' in body)) {
-    throw new HttpError(501, '`functions` and `function_call` are deprecated and not supported; use `tools` and `tool_choice`');
+    throw new HttpError(501, '`functions` and `function_call` are deprecated and not supported; use `tools` and `tool_choice`', { param: 'functions' in body ? 'functions' : 'function_call' });
   }
   if (!ignoreUnknown) {
     const unknown = Object.keys(body).filter((key) => !ALLOWED[surface].has(key)).sort();
-    if (unknown.length > 0) throw new HttpError(400, `Validation: Unsupported parameter(s): ${unknown.map((k) => `\`${k}\``).join(', ')}`);
+    if (unknown.length > 0) throw new HttpError(400, `Validation: Unsupported parameter(s): ${unknown.map((k) => `\`${k}\``).join(', ')}`, { param: unknown[0]! });
   }
-  if (typeof body.n === 'number' && body.n > 1) {
-    throw new HttpError(400, `Validation: n = ${body.n} is not supported; this frontend returns one choice per request (n = 1)`);
-  }
-  if (surface === 'completions' && body.echo === true) throw new HttpError(400, 'Validation: echo = true is not supported');
 }
 
 /**

@@ -7,7 +7,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 
 import type { FrontendMetrics } from '../metrics.js';
 import type { ModelRegistry } from '../models/registry.js';
-import { errorBody, HttpError, reasonPhrase, toHttpError } from './errors.js';
+import { errorBody, HttpError, RETRY_AFTER_SECS, reasonPhrase, retriable, toHttpError } from './errors.js';
 import { type GenerationDeps, generationHandler } from './generation.js';
 
 /** How the HTTP server is set up. */
@@ -64,7 +64,7 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
       }
       const timedOut = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
       const status = timedOut ? 408 : 400;
-      const body = JSON.stringify(errorBody(status, timedOut ? `the request was not received within ${timeout / 1000} s` : `malformed HTTP request: ${err.message}`));
+      const body = JSON.stringify(errorBody(status, timedOut ? `the request was not received within ${timeout / 1000} s` : `malformed HTTP request: ${err.message}`, { overloadStatus: options.overloadStatus }));
       socket.end(`HTTP/1.1 ${status} ${reasonPhrase(status)}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
     },
   });
@@ -81,21 +81,26 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
   });
 
   app.setErrorHandler(async (err: Error & { code?: string; statusCode?: number }, req, reply) => {
+    const overloadStatus = options.overloadStatus;
     let error: HttpError;
-    if (err instanceof HttpError || err instanceof DynamoException) error = toHttpError(err);
+    if (err instanceof HttpError || err instanceof DynamoException) error = toHttpError(err, overloadStatus);
     else if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') error = new HttpError(413, `request body is larger than the limit of ${options.bodyLimitBytes} bytes`);
     else if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') error = new HttpError(415, 'Expected request with Content-Type application/json');
     else if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) error = new HttpError(err.statusCode, err.message);
-    else error = toHttpError(err);
+    else error = toHttpError(err, overloadStatus);
     if (error.status >= 500) log.error({ method: req.method, url: req.url, status: error.status, err: error.message }, 'request failed');
     else log.debug({ method: req.method, url: req.url, status: error.status, err: error.message }, 'request refused');
     if (error.status === 413) await discardBody(req.raw, timeout);
     if (reply.sent || reply.raw.headersSent) return;
-    return reply.code(error.status).type('application/json').send(errorBody(error.status, error.message, error.details));
+    if (retriable(error.status, overloadStatus)) void reply.header('retry-after', String(RETRY_AFTER_SECS));
+    return reply
+      .code(error.status)
+      .type('application/json')
+      .send(errorBody(error.status, error.message, { details: error.details, param: error.param, overloadStatus }));
   });
 
   app.setNotFoundHandler((req, reply) => {
-    void reply.code(404).send(errorBody(404, `Route not found: ${req.method} ${req.url.split('?')[0]}`));
+    void reply.code(404).send(errorBody(404, `Route not found: ${req.method} ${req.url.split('?')[0]}`, { overloadStatus: options.overloadStatus }));
   });
 
   for (const [path, surface] of Object.entries(GENERATION_ROUTES)) {
@@ -103,7 +108,7 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
     app.route({
       method: ['GET', 'PUT', 'DELETE', 'PATCH'],
       url: path,
-      handler: (_req, reply) => reply.code(405).header('allow', 'POST').send(errorBody(405, `${path} only takes POST`)),
+      handler: (_req, reply) => reply.code(405).header('allow', 'POST').send(errorBody(405, `${path} only takes POST`, { overloadStatus: options.overloadStatus })),
     });
   }
 
@@ -120,7 +125,7 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
   app.get('/v1/models/*', async (req) => {
     const name = decodeURIComponent((req.params as { '*': string })['*']);
     const entry = modelEntry(name);
-    if (!entry) throw new HttpError(404, `Model not found: ${name}`);
+    if (!entry) throw new HttpError(404, `Model not found: ${name}`, { param: 'model' });
     return entry;
   });
 

@@ -5,21 +5,34 @@ import type { ServerResponse } from 'node:http';
  * first token); later events are joined into one socket write per event-loop turn, because a
  * write per event costs a chunked-encoding frame and a buffer each, which at hundreds of events
  * per response was the frontend's largest cost. No promise is made unless the socket pushes back.
+ * While nothing is written for `keepAliveMs` (output held back, a slow engine), a comment line
+ * goes out, so proxies with idle timeouts keep the connection.
  */
 export class SseWriter {
   readonly #res: ServerResponse;
   #pending = '';
   #scheduled = false;
   #started = false;
+  readonly #keepAlive: NodeJS.Timeout | undefined;
   readonly #flushLater = () => {
     this.#scheduled = false;
     this.#flush();
   };
 
-  constructor(res: ServerResponse, headers: Record<string, string>) {
+  constructor(res: ServerResponse, headers: Record<string, string>, keepAliveMs = 0) {
     this.#res = res;
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', ...headers });
+    if (keepAliveMs > 0) {
+      this.#keepAlive = setTimeout(this.#ping, keepAliveMs).unref();
+      res.once('close', () => clearTimeout(this.#keepAlive));
+    }
   }
+
+  readonly #ping = () => {
+    if (this.closed) return;
+    this.#res.write(':\n\n');
+    this.#keepAlive?.refresh();
+  };
 
   /** Whether the client is gone (or the stream ended): nothing more can be written. */
   get closed(): boolean {
@@ -42,22 +55,19 @@ export class SseWriter {
     return this.#res.writableNeedDrain ? this.#drained() : undefined;
   }
 
-  /** Sends Dynamo's error event: `event: error`, the message as comment lines. */
-  error(message: string): void {
-    this.#pending += `event: error\n${message
-      .split(/\r?\n/)
-      .map((line) => `: ${line}\n`)
-      .join('')}\n`;
+  /**
+   * Ends a failed stream as stock Dynamo does, so the OpenAI SDKs raise it as an error: the
+   * error object (`{"error": {...}}`) as a data event, then `data: [DONE]`.
+   */
+  fail(errorJson: string): void {
+    this.#pending += `data: ${errorJson}\n\n`;
+    this.done();
   }
 
   /** Sends `data: [DONE]` and ends the response. */
   done(): void {
     this.#pending += 'data: [DONE]\n\n';
-    this.end();
-  }
-
-  /** Sends what is queued and ends the response (after an error event, without `[DONE]`). */
-  end(): void {
+    clearTimeout(this.#keepAlive);
     if (!this.closed) this.#res.end(this.#pending);
     this.#pending = '';
   }
@@ -66,6 +76,7 @@ export class SseWriter {
     if (this.#pending === '' || this.closed) return;
     this.#res.write(this.#pending);
     this.#pending = '';
+    this.#keepAlive?.refresh();
   }
 
   #drained(): Promise<void> {

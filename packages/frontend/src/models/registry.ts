@@ -1,4 +1,4 @@
-import { mdcsum, ModelDeploymentCardSchema, type ModelParsers, modelTypeFromWire, ModelType, Preprocessor } from '@dynamo/llm';
+import { mdcsum, ModelDeploymentCardSchema, N_CHOICES_KEY, type ModelParsers, modelTypeFromWire, ModelType, Preprocessor } from '@dynamo/llm';
 import { type Client, type DistributedRuntime, type EndpointRecord, type Log, MDC_BUCKET, type ModelEvent, type ModelRecord } from '@dynamo/runtime';
 
 import type { RouterFactory } from '../routing/router.js';
@@ -171,7 +171,8 @@ export class ModelRegistry {
       this.#models.set(card.display_name, model);
       this.#options.log.info({ model: card.display_name, input: card.model_input, model_type: card.model_type }, 'model added');
     }
-    model.addRecord(key, { instanceId: record.instance_id, endpoint: `${record.namespace}/${record.component}/${record.endpoint}` }, client);
+    const generatesChoices = card.runtime_config.runtime_data?.[N_CHOICES_KEY] === true;
+    model.addRecord(key, { instanceId: record.instance_id, endpoint: `${record.namespace}/${record.component}/${record.endpoint}`, generatesChoices }, client);
     this.#byKey.set(key, model);
   }
 

@@ -11,7 +11,10 @@ export interface ModelInstance {
   instanceId: bigint;
   /** `ns/comp/ep` of the endpoint. */
   endpoint: string;
+  /** Whether its worker makes a request's `n` choices itself (see {@link generatesChoices}). */
+  generatesChoices: boolean;
 }
+
 
 /**
  * A model as the frontend serves it: the card its first worker registered, the instances that
@@ -120,6 +123,15 @@ export class ServedModel {
   /** Whether `key` is one of this model's records. */
   hasRecord(key: string): boolean {
     return this.#records.has(key);
+  }
+
+  /**
+   * Whether every instance's worker makes a request's `n` choices itself; when one does not,
+   * the frontend asks for each choice separately.
+   */
+  get generatesChoices(): boolean {
+    for (const instance of this.#records.values()) if (!instance.generatesChoices) return false;
+    return true;
   }
 
   /** The instances that registered this model and whose endpoints are live and reachable now. */

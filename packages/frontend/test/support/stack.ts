@@ -151,7 +151,7 @@ export function once(at: number, act: () => void): (count: number) => void {
   };
 }
 
-/** Reads an SSE completions stream: its text, finish reasons, whether it ended with [DONE], and any error event. */
+/** Reads an SSE completions stream: its text, finish reasons, whether it ended with [DONE], and the message of its error frame, if any. */
 export async function readStream(res: Response, onChunk?: (count: number) => void): Promise<{ text: string; finishes: string[]; done: boolean; error?: string }> {
   const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';
@@ -168,10 +168,14 @@ export async function readStream(res: Response, onChunk?: (count: number) => voi
     while ((cut = buffer.indexOf('\n\n')) >= 0) {
       const block = buffer.slice(0, cut);
       buffer = buffer.slice(cut + 2);
-      if (block.startsWith('event: error')) error = block.split('\n').slice(1).map((l) => l.replace(/^: /, '')).join('\n');
-      else if (block === 'data: [DONE]') done = true;
+      if (block === 'data: [DONE]') done = true;
       else if (block.startsWith('data: ')) {
-        const choice = (JSON.parse(block.slice(6)) as { choices: Array<{ text: string; finish_reason: string | null }> }).choices[0];
+        const data = JSON.parse(block.slice(6)) as { choices?: Array<{ text: string; finish_reason: string | null }>; error?: { message: string } };
+        if (data.error) {
+          error = data.error.message;
+          continue;
+        }
+        const choice = data.choices?.[0];
         if (!choice) continue;
         text += choice.text;
         if (choice.finish_reason) finishes.push(choice.finish_reason);

@@ -38,6 +38,14 @@ export const RuntimeConfigSchema = z.looseObject({
   enable_eagle: z.boolean().default(false),
 });
 export type RuntimeConfig = z.output<typeof RuntimeConfigSchema>;
+
+/**
+ * The `runtime_config.runtime_data` key by which a worker's card says it answers a request for
+ * `sampling_options.n` choices with all of them (chunks tagged with `index`), as every worker of
+ * `@dynamo/backend` does; a frontend asks other workers (stock's may ignore `n`) for each choice
+ * separately.
+ */
+export const N_CHOICES_KEY = 'n_choices';
 /** What a caller may pass as runtime config (every field optional). */
 export type RuntimeConfigInput = z.input<typeof RuntimeConfigSchema>;
 

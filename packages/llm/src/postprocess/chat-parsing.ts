@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { checkParserNames, OutputParser, reasoningParserMarkers, type Tokenizer } from '@dynamo/core';
 
+import { type ReasoningFields, thinkingDisabled } from '../preprocess/reasoning-args.js';
+
 /** One tool call as OpenAI streams it: whole, with its position in the response. */
 export interface ToolCallDelta {
   index: number;
@@ -54,9 +56,22 @@ interface ChatFields {
   tool_choice?: unknown;
   chat_template_args?: unknown;
   chat_template_kwargs?: unknown;
+  reasoning_effort?: unknown;
+  thinking?: unknown;
 }
 
-const thinkingOff = (args: unknown): boolean => typeof args === 'object' && args !== null && (args as { enable_thinking?: unknown }).enable_thinking === false;
+const objectOf = (v: unknown): Record<string, unknown> | undefined => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined);
+
+/** Whether the request turns thinking off, read leniently (a Text-input body was not validated). */
+function thinkingOff(body: ChatFields): boolean {
+  const fields: ReasoningFields = {
+    chat_template_args: objectOf(body.chat_template_args),
+    chat_template_kwargs: objectOf(body.chat_template_kwargs),
+    reasoning_effort: typeof body.reasoning_effort === 'string' ? body.reasoning_effort : undefined,
+    thinking: typeof body.thinking === 'boolean' || objectOf(body.thinking) ? (body.thinking as ReasoningFields['thinking']) : undefined,
+  };
+  return thinkingDisabled(fields);
+}
 
 /**
  * Splits one chat request's output into `content`, `reasoning_content` and `tool_calls` with the
@@ -87,7 +102,7 @@ export class ChatOutputParser {
     const forced = choice === 'required' || typeof named === 'string';
     // Most requests need no parser: skip the native object altogether.
     if (!parsers.reasoningParser && !(tools && (parsers.toolCallParser || forced))) return undefined;
-    const thinkingDisabled = thinkingOff(body.chat_template_args) || thinkingOff(body.chat_template_kwargs);
+    const thinkingDisabled = thinkingOff(body);
     const parser = new OutputParser({
       toolCallParser: parsers.toolCallParser ?? undefined,
       reasoningParser: parsers.reasoningParser ?? undefined,

@@ -7,10 +7,25 @@ import type { PreprocessedRequest } from '../preprocess/preprocessed-request.js'
 /** Dynamo's finish reasons as engines send them (`abort` is an alias of `cancelled`). */
 const FinishReasonSchema = z.union([z.enum(['eos', 'length', 'stop', 'cancelled', 'abort', 'content_filter']), z.looseObject({ error: z.string() })]);
 
+/** One of the most likely tokens at a position, as an engine lists it in `top_logprobs`. */
+const TopLogprobSchema = z.looseObject({
+  rank: z.number().int().nullish(),
+  token_id: z.number().int().nonnegative(),
+  token: z.string().nullish(),
+  logprob: z.number(),
+  bytes: z.array(z.number().int().min(0).max(255)).nullish(),
+});
+
 /** One chunk an engine streams back (`LLMEngineOutput`): new token ids, maybe text, maybe the end. */
 export const EngineOutputSchema = z.looseObject({
   token_ids: z.array(z.number().int().nonnegative()).default([]),
+  /** Which of the request's `n` choices the chunk belongs to (0 when missing). */
+  index: z.number().int().nonnegative().nullish(),
   text: z.string().nullish(),
+  /** The log probability of each of `token_ids`. */
+  log_probs: z.array(z.number()).nullish(),
+  /** Per token of `token_ids`, the most likely tokens at its position. */
+  top_logprobs: z.array(z.array(TopLogprobSchema)).nullish(),
   finish_reason: FinishReasonSchema.nullish(),
   completion_usage: z
     .looseObject({ prompt_tokens: z.number().int(), completion_tokens: z.number().int(), total_tokens: z.number().int().optional() })
@@ -18,11 +33,28 @@ export const EngineOutputSchema = z.looseObject({
 });
 export type EngineOutput = z.input<typeof EngineOutputSchema>;
 
+/** An alternative token at a position, with its log probability. */
+export interface TopLogprob {
+  tokenId: number;
+  /** The token alone, decoded (lossy, with U+FFFD, when it is part of a character). */
+  token: string;
+  logprob: number;
+  /** The token's UTF-8 bytes (the engine's when it sent them); null for an empty token. */
+  bytes: number[] | null;
+}
+
+/** A generated token's log probability and the alternatives the engine reported at its position. */
+export interface TokenLogprob extends TopLogprob {
+  top: TopLogprob[];
+}
+
 /** A postprocessed chunk: the text it adds, and on the last one why generation finished. */
 export interface TextDelta {
   text: string;
   /** The chunk's token ids, as the engine sent them. */
   tokenIds: number[];
+  /** Per token, when the request asked for log probabilities and the engine sent them. */
+  logprobs?: TokenLogprob[];
   /** Set on the last delta: Dynamo's reason. */
   finishReason?: 'eos' | 'length' | 'stop' | 'cancelled' | 'content_filter' | 'error';
   /** The OpenAI finish reason (`stop`, `length`, `content_filter`). */
@@ -48,7 +80,7 @@ function plainChunk(raw: unknown): EngineChunk | undefined {
   if (typeof raw !== 'object' || raw === null) return undefined;
   const chunk = raw as Record<string, unknown>;
   const ids = chunk.token_ids;
-  if (!Array.isArray(ids) || chunk.finish_reason != null || chunk.completion_usage != null) return undefined;
+  if (!Array.isArray(ids) || chunk.finish_reason != null || chunk.completion_usage != null || chunk.log_probs != null || chunk.top_logprobs != null) return undefined;
   if (chunk.text != null && typeof chunk.text !== 'string') return undefined;
   for (const id of ids) if (!Number.isSafeInteger(id) || (id as number) < 0) return undefined;
   return chunk as EngineChunk;
@@ -62,8 +94,12 @@ function toOpenai(reason: NonNullable<TextDelta['finishReason']>): NonNullable<T
 interface Draft {
   text: string;
   tokenIds: number[];
+  logprobs?: TokenLogprob[];
   usage?: TextDelta['usage'];
 }
+
+const utf8 = new TextEncoder();
+const bytesOf = (token: string): number[] | null => (token === '' ? null : Array.from(utf8.encode(token)));
 
 /**
  * One request's output, postprocessed synchronously: incremental detokenization (one call into
@@ -73,12 +109,20 @@ interface Draft {
  */
 export class OutputPostprocessor {
   readonly #detokenizer: Detokenizer;
+  readonly #tokenizer: Tokenizer;
+  /** Whether chunks' log probabilities are kept (`output_options.logprobs` is set). */
+  readonly #logprobs: boolean;
+  readonly #skipSpecialTokens: boolean;
   #completionTokens = 0;
   #index = 0;
   #finished = false;
 
   constructor(tokenizer: Tokenizer, request: PreprocessedRequest) {
     const stopConditions = request.stop_conditions ?? {};
+    this.#tokenizer = tokenizer;
+    this.#logprobs = request.output_options?.logprobs != null;
+    // Log-probability tokens are decoded as stock does: special tokens skipped unless asked.
+    this.#skipSpecialTokens = request.output_options?.skip_special_tokens ?? true;
     this.#detokenizer = new Detokenizer(tokenizer, {
       stop: stopConditions.stop ?? [],
       includeStopStrInOutput: request.sampling_options?.include_stop_str_in_output ?? false,
@@ -117,6 +161,7 @@ export class OutputPostprocessor {
         if (end) return end;
         run = undefined;
       }
+      if (this.#logprobs && chunk.log_probs) this.#addLogprobs(draft, chunk);
       const end = this.#feed(draft, chunk.token_ids, chunk.text ?? undefined, chunk.finish_reason, chunk.completion_usage ?? undefined);
       if (end) return end;
     }
@@ -129,7 +174,36 @@ export class OutputPostprocessor {
   }
 
   #delta(draft: Draft): TextDelta {
-    return { text: draft.text, tokenIds: draft.tokenIds, completionTokens: this.#completionTokens, ...(draft.usage ? { usage: draft.usage } : {}) };
+    return {
+      text: draft.text,
+      tokenIds: draft.tokenIds,
+      completionTokens: this.#completionTokens,
+      ...(draft.logprobs ? { logprobs: draft.logprobs } : {}),
+      ...(draft.usage ? { usage: draft.usage } : {}),
+    };
+  }
+
+  /**
+   * A chunk's log probabilities, one entry per token that has one, with every token string
+   * (the chosen ones and alternatives the engine did not name) decoded in one call.
+   */
+  #addLogprobs(draft: Draft, chunk: EngineChunk): void {
+    const logProbs = chunk.log_probs ?? [];
+    const count = Math.min(logProbs.length, chunk.token_ids.length);
+    const tops = chunk.top_logprobs ?? [];
+    const ids: number[] = chunk.token_ids.slice(0, count);
+    for (let i = 0; i < count; i++) for (const alt of tops[i] ?? []) if (alt.token == null) ids.push(alt.token_id);
+    const names = this.#tokenizer.decodeEach(Uint32Array.from(ids), this.#skipSpecialTokens);
+    let next = count;
+    const entries = (draft.logprobs ??= []);
+    for (let i = 0; i < count; i++) {
+      const token = names[i] ?? '';
+      const top = (tops[i] ?? []).map((alt) => {
+        const name = alt.token ?? names[next++] ?? '';
+        return { tokenId: alt.token_id, token: name, logprob: alt.logprob, bytes: alt.bytes ?? bytesOf(name) };
+      });
+      entries.push({ tokenId: chunk.token_ids[i]!, token, logprob: logProbs[i]!, bytes: bytesOf(token), top });
+    }
   }
 
   /** The stream ended without a finish reason: what was held back, if anything. */
@@ -199,4 +273,59 @@ async function* deltas<T>(output: OutputPostprocessor, source: AsyncIterable<T>,
   }
   const tail = output.end();
   if (tail) yield tail;
+}
+
+/** A delta of one of a request's `n` choices. */
+export interface ChoiceDelta extends TextDelta {
+  /** The choice it belongs to (the engine's `index`). */
+  index: number;
+}
+
+/** The choice a raw engine chunk belongs to; throws naming a chunk outside the request's `n`. */
+function choiceOf(raw: unknown, n: number): number {
+  const index = (raw as { index?: unknown } | null)?.index ?? 0;
+  if (typeof index !== 'number' || !Number.isInteger(index) || index < 0 || index >= n) {
+    throw new InvalidArgument(`engine output: a chunk for choice ${JSON.stringify(index)}, but the request asked for n = ${n} choices (index 0 to ${n - 1})`);
+  }
+  return index;
+}
+
+/**
+ * {@link postprocessBatches} for a request whose engine generates its `sampling_options.n`
+ * choices itself, as stock Dynamo's engines do: chunks of the choices interleave, each tagged
+ * with its `index`. Every choice is detokenized and stopped on its own, and its deltas come out
+ * tagged with its index. Ends once every choice finished (the engine is told to stop) or the
+ * engine's stream ends. A chunk whose index is not below `n` fails with `InvalidArgument`.
+ */
+export async function* postprocessChoices(tokenizer: Tokenizer, request: PreprocessedRequest, batches: AsyncIterable<readonly unknown[]>): AsyncGenerator<ChoiceDelta> {
+  const n = Math.max(1, request.sampling_options?.n ?? 1);
+  if (n === 1) {
+    for await (const delta of postprocessBatches(tokenizer, request, batches)) {
+      (delta as ChoiceDelta).index = 0;
+      yield delta as ChoiceDelta;
+    }
+    return;
+  }
+  const outputs = Array.from({ length: n }, () => new OutputPostprocessor(tokenizer, request));
+  let finished = 0;
+  for await (const batch of batches) {
+    const groups = new Map<number, unknown[]>();
+    for (const raw of batch) {
+      const index = choiceOf(raw, n);
+      const group = groups.get(index);
+      if (group) group.push(raw);
+      else groups.set(index, [raw]);
+    }
+    for (const [index, chunks] of groups) {
+      const output = outputs[index]!;
+      if (output.finished) continue;
+      const delta = output.push(chunks);
+      if (delta) yield { ...delta, index };
+      if (output.finished && ++finished === n) return;
+    }
+  }
+  for (const [index, output] of outputs.entries()) {
+    const tail = output.end();
+    if (tail) yield { ...tail, index };
+  }
 }

@@ -85,12 +85,15 @@ export function guidedDecoding(request: GuidedRequest, tools: ToolRequest = {}, 
   };
 }
 
-/** The JSON schema a forced tool choice constrains the output to: any tool (`required`) or one. */
-function toolChoiceSchema({ tools, tool_choice: choice }: ToolRequest): unknown {
+/**
+ * The JSON schema a forced tool choice constrains the output to: any tool (`required`; one call
+ * only with `parallel_tool_calls: false`) or the named one.
+ */
+function toolChoiceSchema({ tools, tool_choice: choice, parallel_tool_calls: parallel }: ToolRequest): unknown {
   if (!tools?.length || choice === undefined || choice === 'none' || choice === 'auto') return undefined;
   if (choice === 'required') {
     const anyOf = tools.map((t) => ({ properties: { name: { type: 'string', enum: [t.function.name] }, parameters: t.function.parameters ?? {} }, required: ['name', 'parameters'] }));
-    return { type: 'array', minItems: 1, items: { type: 'object', anyOf } };
+    return { type: 'array', minItems: 1, items: { type: 'object', anyOf }, ...(parallel === false && { maxItems: 1 }) };
   }
   const tool = tools.find((t) => t.function.name === choice.function.name);
   if (!tool) throw new InvalidArgument(`request.tool_choice.function.name: no tool named ${JSON.stringify(choice.function.name)} in request.tools`);

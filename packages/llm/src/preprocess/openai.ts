@@ -1,6 +1,7 @@
 import { z } from 'zod';
 
 import { guidedFields, ToolChoiceSchema } from './guided-decoding.js';
+import { REASONING_EFFORTS, ThinkingSchema } from './reasoning-args.js';
 
 /**
  * The OpenAI request fields the preprocessor reads, typed as stock Dynamo deserializes them
@@ -24,7 +25,8 @@ const sampling = {
   seed: z.number().int().nullish(),
   n: u8.nullish(),
   best_of: u8.nullish(),
-  stop: z.union([z.string(), z.array(z.string())]).nullish(),
+  // Strings to stop at, or (as stock accepts) token ids to stop at.
+  stop: z.union([z.string(), z.array(z.string()), z.array(u32)], { error: 'must be a string, an array of strings, or an array of token ids' }).nullish(),
   stop_token_ids: z.array(u32).nullish(),
   max_tokens: u32.nullish(),
   min_tokens: u32.nullish(),
@@ -32,7 +34,7 @@ const sampling = {
   include_stop_str_in_output: z.boolean().nullish(),
   skip_special_tokens: z.boolean().nullish(),
   stream: z.boolean().nullish(),
-  stream_options: z.looseObject({ include_usage: z.boolean().nullish() }).nullish(),
+  stream_options: z.looseObject({ include_usage: z.boolean().nullish(), continuous_usage_stats: z.boolean().nullish() }).nullish(),
   ...guidedFields,
   nvext: z
     .looseObject({
@@ -62,6 +64,8 @@ export const ChatCompletionRequestSchema = z.looseObject({
   parallel_tool_calls: z.boolean().nullish(),
   chat_template_kwargs: z.record(z.string(), z.unknown()).nullish(),
   chat_template_args: z.record(z.string(), z.unknown()).nullish(),
+  reasoning_effort: z.enum(REASONING_EFFORTS).nullish(),
+  thinking: ThinkingSchema.nullish(),
   ...sampling,
 });
 export type ChatCompletionRequest = z.output<typeof ChatCompletionRequestSchema>;
@@ -74,6 +78,7 @@ export const CompletionRequestSchema = z.looseObject({
   }),
   logprobs: u8.nullish(),
   echo: z.boolean().nullish(),
+  suffix: z.string().nullish(),
   ...sampling,
 });
 export type CompletionRequest = z.output<typeof CompletionRequestSchema>;

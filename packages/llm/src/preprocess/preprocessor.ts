@@ -5,9 +5,11 @@ import { mdcsum } from '../card/mdcsum.js';
 import type { ModelDeploymentCard } from '../card/schema.js';
 import type { LocalModel } from '../local-model.js';
 import { guidedDecoding } from './guided-decoding.js';
+import { DEFAULT_MAX_DATA_URL_BYTES, gatherMedia } from './multimodal.js';
 import { type ChatCompletionRequest, ChatCompletionRequestSchema, type CompletionRequest, CompletionRequestSchema } from './openai.js';
 import type { PreprocessedRequest } from './preprocessed-request.js';
-import { validateSampling } from './validate.js';
+import { templateArgs } from './reasoning-args.js';
+import { promptBatch, validateSampling } from './validate.js';
 
 /** Prompts up to this many characters are encoded on the JS thread (a thread hop costs more). */
 const SYNC_ENCODE_CHARS = 4096;
@@ -18,6 +20,8 @@ type SamplingFields = ChatCompletionRequest | CompletionRequest;
 export interface PreprocessOptions {
   /** Render and tokenize on the calling thread instead of the thread pool. */
   onCallingThread?: boolean;
+  /** Largest `data:` URL a media part may carry (stock: `DYN_MM_MAX_DATA_URL_MB`, 16 MiB). */
+  maxDataUrlBytes?: number;
 }
 
 /** Stock Dynamo carries sampling floats as f32; the worker sees them widened back. */
@@ -56,10 +60,16 @@ export class Preprocessor {
     return this.#render(this.#parseChat(body));
   }
 
+  /**
+   * A validated chat body, its reasoning controls folded into `chat_template_args` (as stock
+   * renders and forwards them; `chat_template_kwargs` merged in).
+   */
   #parseChat(body: unknown): ChatCompletionRequest {
     const request = parseOrThrow(ChatCompletionRequestSchema, body, 'request');
     validateSampling(request, 'chat');
-    return request;
+    const args = templateArgs(request);
+    const { chat_template_kwargs: _kwargs, ...rest } = request;
+    return args ? { ...rest, chat_template_args: args } : request;
   }
 
   async #render(request: ChatCompletionRequest): Promise<string> {
@@ -88,6 +98,7 @@ export class Preprocessor {
    */
   async preprocessChat(body: unknown, options: PreprocessOptions = {}): Promise<{ request: PreprocessedRequest; prompt: string }> {
     const chat = this.#parseChat(body);
+    const media = gatherMedia(chat.messages, options.maxDataUrlBytes ?? DEFAULT_MAX_DATA_URL_BYTES);
     let prompt: string;
     let tokenIds: number[];
     if (chat.nvext?.token_data) {
@@ -101,8 +112,22 @@ export class Preprocessor {
       prompt = encoded.prompt;
       tokenIds = Array.from(encoded.tokenIds);
     }
-    const logprobs = chat.logprobs ? (chat.top_logprobs ?? 0) : null;
-    return { request: this.#build(chat, tokenIds, chat.max_completion_tokens ?? chat.max_tokens, logprobs), prompt };
+    // `logprobs: true` alone asks the engine for one alternative, as stock asks.
+    const logprobs = chat.logprobs ? (chat.top_logprobs ?? 1) : null;
+    const request = this.#build(chat, tokenIds, chat.max_completion_tokens ?? chat.max_tokens, logprobs);
+    if (!media) return { request, prompt };
+    // Stock puts the media after the prompt ids, and the messages (data URLs blanked) and the
+    // rendered prompt in extra_args, for engines that process media themselves.
+    const { model, token_ids, ...rest } = request;
+    const withMedia: PreprocessedRequest = {
+      model,
+      token_ids,
+      multi_modal_data: media.data,
+      ...(media.uuids && { multi_modal_uuids: media.uuids }),
+      ...rest,
+      extra_args: { ...(rest.extra_args as Record<string, unknown> | undefined), messages: media.messages, formatted_prompt: prompt },
+    };
+    return { request: withMedia, prompt };
   }
 
   /**
@@ -112,12 +137,14 @@ export class Preprocessor {
   async preprocessCompletions(body: unknown): Promise<PreprocessedRequest[]> {
     const completion = parseOrThrow(CompletionRequestSchema, body, 'request');
     validateSampling(completion, 'completions');
-    const { prompt } = completion;
-    const prompts: Array<string | number[]> = typeof prompt === 'string' || typeof prompt[0] === 'number' ? [prompt as string | number[]] : (prompt as Array<string | number[]>);
+    const prompts = promptBatch(completion.prompt);
     return Promise.all(
       prompts.map(async (p) => {
         const tokenIds = completion.nvext?.token_data ?? (typeof p === 'string' ? await this.#encode(p) : p);
-        return this.#build(completion, tokenIds, completion.max_tokens, completion.logprobs ?? null);
+        const request = this.#build(completion, tokenIds, completion.max_tokens, completion.logprobs ?? null);
+        // echo asks the engine for the prompt's log probabilities, as stock asks.
+        if (completion.echo === true) request.output_options = { ...request.output_options, prompt_logprobs: 1 };
+        return request;
       }),
     );
   }
@@ -138,7 +165,9 @@ export class Preprocessor {
 
   #build(request: SamplingFields, tokenIds: number[], maxTokens: number | null | undefined, logprobs: number | null): PreprocessedRequest {
     const ignoreEos = request.ignore_eos ?? request.nvext?.ignore_eos ?? null;
-    const stop = request.stop == null ? null : typeof request.stop === 'string' ? [request.stop] : request.stop;
+    // `stop` as token ids wins over `stop_token_ids`, as in stock.
+    const stopIds = Array.isArray(request.stop) && typeof request.stop[0] === 'number' ? (request.stop as number[]) : undefined;
+    const stop = request.stop == null || stopIds ? null : typeof request.stop === 'string' ? [request.stop] : (request.stop as string[]);
     const greedy = request.nvext?.greed_sampling === true;
     const chat = 'messages' in request ? (request as ChatCompletionRequest) : undefined;
     const runtime = this.card.runtime_config;
@@ -148,7 +177,8 @@ export class Preprocessor {
       scope: runtime.structural_tag_scope,
       schema: runtime.structural_tag_schema,
     });
-    const thinking = chat ? this.#thinkingArgs(chat) : undefined;
+    // With a reasoning parser, the engine gets the template arguments too (vLLM's parsers read them).
+    const thinking = chat && this.card.runtime_config.reasoning_parser ? chat.chat_template_args : undefined;
     // Field order and explicit nulls as the stock frontend sends them.
     return {
       model: request.model,
@@ -156,7 +186,7 @@ export class Preprocessor {
       stop_conditions: {
         max_tokens: maxTokens ?? null,
         stop,
-        stop_token_ids: request.stop_token_ids ?? null,
+        stop_token_ids: stopIds ?? request.stop_token_ids ?? null,
         stop_token_ids_visible: null,
         stop_token_ids_hidden: ignoreEos ? null : [...this.eosTokenIds],
         min_tokens: request.min_tokens ?? null,
@@ -193,17 +223,5 @@ export class Preprocessor {
       router_config_override: null,
       ...(thinking && { extra_args: { reasoning_parser_kwargs: { chat_template_kwargs: thinking } } }),
     };
-  }
-
-  /**
-   * A request that turns thinking on or off (`enable_thinking` in its template arguments) for a
-   * model with a reasoning parser: the switch in each spelling templates use, which stock Dynamo
-   * forwards to the engine in `extra_args.reasoning_parser_kwargs`.
-   */
-  #thinkingArgs(chat: ChatCompletionRequest): Record<string, unknown> | undefined {
-    if (!this.card.runtime_config.reasoning_parser) return undefined;
-    const enabled = [chat.chat_template_kwargs, chat.chat_template_args].map((args) => args?.enable_thinking).find((v) => typeof v === 'boolean');
-    if (enabled === undefined) return undefined;
-    return { enable_thinking: enabled, thinking: enabled, thinking_mode: enabled ? 'enabled' : 'disabled' };
   }
 }

@@ -2,6 +2,16 @@ import { InvalidArgument } from '@dynamo/runtime';
 
 import type { ChatCompletionRequest, CompletionRequest } from './openai.js';
 
+/** Stop strings or stop token ids a request may give. */
+const MAX_STOPS = 32;
+/** Choices one completions request may ask for (prompts × n). */
+const MAX_CHOICES = 128;
+
+/** The prompts of a completions request: one string or id list, or a batch of either. */
+export function promptBatch(prompt: CompletionRequest['prompt']): Array<string | number[]> {
+  return typeof prompt === 'string' || typeof prompt[0] === 'number' ? [prompt as string | number[]] : (prompt as Array<string | number[]>);
+}
+
 /**
  * Stock Dynamo 1.6.1's checks of the sampling fields, with its messages (observed from the
  * release; test/interop/WIRE-NOTES.md §6). Only what it refuses is refused: it accepts
@@ -25,8 +35,20 @@ export function validateSampling(request: ChatCompletionRequest | CompletionRequ
   if (request.top_k != null && request.top_k < -1) fail('Top_k must be null or greater than or equal to -1');
   if (request.max_tokens != null && request.max_tokens < 1) fail(`Max tokens must be greater than 0, got ${request.max_tokens}`);
   if (request.best_of != null && request.best_of < (request.n ?? 1)) fail(`Best_of must be greater than or equal to n, got best_of=${request.best_of} and n=${request.n ?? 1}`);
-  const stops = request.stop == null ? [] : typeof request.stop === 'string' ? [request.stop] : request.stop;
-  stops.forEach((stop, i) => stop === '' && fail(`Stop sequence at index ${i} cannot be empty`));
+  const stop = request.stop;
+  if (Array.isArray(stop) && stop.length === 0) fail('Stop sequences array cannot be empty');
+  if (Array.isArray(stop) && typeof stop[0] === 'number') {
+    if (stop.length > MAX_STOPS) throw new InvalidArgument(`Maximum of ${MAX_STOPS} stop token IDs allowed, got ${stop.length}`);
+  } else {
+    const stops = (stop == null ? [] : typeof stop === 'string' ? [stop] : stop) as string[];
+    if (stops.length > MAX_STOPS) throw new InvalidArgument(`Maximum of ${MAX_STOPS} stop sequences allowed, got ${stops.length}`);
+    stops.forEach((s, i) => s === '' && fail(`Stop sequence at index ${i} cannot be empty`));
+  }
+  if ((request.stop_token_ids?.length ?? 0) > MAX_STOPS) throw new InvalidArgument(`Maximum of ${MAX_STOPS} stop token IDs allowed, got ${request.stop_token_ids!.length}`);
+  const n = request.n ?? 1;
+  if (n > 1 && request.temperature === 0) {
+    fail(`When n > 1, temperature must be greater than 0 to ensure diverse outputs. Got n=${n}, temperature=${request.temperature}`);
+  }
   if (kind === 'chat') {
     const chat = request as ChatCompletionRequest;
     if (chat.max_completion_tokens != null && chat.max_completion_tokens < 1) fail(`Max completion tokens must be greater than 0, got ${chat.max_completion_tokens}`);
@@ -38,5 +60,9 @@ export function validateSampling(request: ChatCompletionRequest | CompletionRequ
     const prompt = completion.prompt;
     if (prompt === '') fail('Prompt string cannot be empty');
     if (Array.isArray(prompt) && prompt.length === 0) fail('Prompt string array cannot be empty');
+    if (completion.suffix != null && Buffer.byteLength(completion.suffix) > 10_000) fail('Suffix is too long, maximum 10000 characters');
+    const batch = promptBatch(prompt);
+    batch.forEach((p, i) => p.length === 0 && fail(`Prompt ${typeof p === 'string' ? 'string' : 'integer array'} at index ${i} cannot be empty`));
+    if (batch.length * n > MAX_CHOICES) fail(`Total choices (batch_size × n = ${batch.length} × ${n} = ${batch.length * n}) exceeds maximum of ${MAX_CHOICES}`);
   }
 }

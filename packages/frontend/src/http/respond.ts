@@ -1,0 +1,131 @@
+import type { ChatParts, ChoiceDelta } from '@dynamo/llm';
+import type { Context, Log } from '@dynamo/runtime';
+import type { FastifyReply } from 'fastify';
+
+import type { RequestTracker } from '../metrics.js';
+import type { Surface } from '../models/served-model.js';
+import type { UsageCounter } from '../pipeline/usage.js';
+import { ChoiceOutput, type ChoiceSettings } from './choice-output.js';
+import { HttpError, streamErrorJson, toHttpError } from './errors.js';
+import { chunkJson, plainChunkJson, type ResponseIds, usageChunkJson, wholeResponse } from './openai-shapes.js';
+import { SseWriter } from './sse.js';
+
+/** One request's output on its way to the client. */
+export interface Answer extends ChoiceSettings {
+  surface: Surface;
+  ids: ResponseIds;
+  context: Context;
+  /** Choices the response has (prompts × n). */
+  choices: number;
+  deltas: AsyncIterator<ChoiceDelta>;
+  usage: UsageCounter;
+  includeUsage: boolean;
+  /** `stream_options.continuous_usage_stats` (with `include_usage`): running usage on every chunk. */
+  continuousUsage: boolean;
+  tracker: RequestTracker;
+  /** Prompt tokens sent to workers, for the request metrics. */
+  promptTokens: number;
+  reasoningField: 'reasoning_content' | 'reasoning';
+  overloadStatus: number;
+  keepAliveMs: number;
+}
+
+const isEmpty = (parts: ChatParts): boolean => parts.content === '' && parts.reasoning === '' && parts.toolCalls.length === 0;
+
+/** The choices of an answer, made as their first delta arrives. */
+function choiceTable(a: Answer): { get(index: number): ChoiceOutput; all(): ChoiceOutput[] } {
+  const table = new Map<number, ChoiceOutput>();
+  const get = (index: number) => {
+    let choice = table.get(index);
+    if (!choice) table.set(index, (choice = new ChoiceOutput(index, a)));
+    return choice;
+  };
+  return { get, all: () => Array.from({ length: Math.max(a.choices, ...[...table.keys()].map((i) => i + 1)) }, (_, i) => get(i)) };
+}
+
+function reasoningTokens(choices: ChoiceOutput[]): number | undefined {
+  const counts = choices.map((c) => c.reasoningTokens).filter((n) => n !== undefined);
+  return counts.length === 0 ? undefined : counts.reduce((sum, n) => sum + n, 0);
+}
+
+/** Throws the engine's error as the request's (an engine that finished with an error). */
+function checkEngineError(delta: ChoiceDelta): void {
+  if (delta.finishReason === 'error') throw new HttpError(500, `the engine failed: ${delta.error ?? 'unknown error'}`);
+}
+
+/** Collects the whole output into one response; an engine error becomes the HTTP error. */
+export async function wholeAnswer(a: Answer): Promise<Record<string, unknown>> {
+  const choices = choiceTable(a);
+  for (let r = await a.deltas.next(); !r.done; r = await a.deltas.next()) {
+    const delta = r.value;
+    a.tracker.tokens(delta.tokenIds.length, a.promptTokens);
+    checkEngineError(delta);
+    a.usage.add(delta);
+    const choice = choices.get(delta.index);
+    const parts = choice.parts(delta);
+    choice.gather(parts, delta, choice.logprobs(delta, parts));
+    if (delta.openaiFinishReason !== undefined) choice.finish(delta.openaiFinishReason);
+  }
+  if (a.context.isKilled()) throw new HttpError(499, 'client closed the request');
+  const all = choices.all();
+  for (const choice of all) {
+    if (choice.finishReason !== null) continue;
+    choice.gather(choice.rest(), { index: choice.index, text: '', tokenIds: [], completionTokens: 0 }, undefined);
+    choice.finish(undefined);
+  }
+  const out = all.map((c) => ({ index: c.index, parts: c.whole.parts, finishReason: c.finishReason, logprobs: c.wholeLogprobs() }));
+  return wholeResponse(a.surface, a.ids, out, a.usage.usage(reasoningTokens(all)), all.some((c) => c.parsed), a.reasoningField);
+}
+
+/**
+ * Streams the output as SSE after `first`. A failure mid-stream ends the stream with stock's
+ * error frame (`data: {"error": ...}` then `data: [DONE]`): the status line is already sent.
+ * Returns whether the response was complete.
+ */
+export async function streamAnswer(a: Answer, reply: FastifyReply, first: IteratorResult<ChoiceDelta>, log: Log): Promise<boolean> {
+  const sse = new SseWriter(reply.raw, { 'x-request-id': a.context.id() }, a.keepAliveMs);
+  const choices = choiceTable(a);
+  const plain = new Map<number, (text: string) => string>();
+  const plainOf = (index: number) => {
+    let write = plain.get(index);
+    if (!write) plain.set(index, (write = plainChunkJson(a.surface, a.ids, index)));
+    return write;
+  };
+  try {
+    for (let r = first; !r.done; r = await a.deltas.next()) {
+      const delta = r.value;
+      a.tracker.tokens(delta.tokenIds.length, a.promptTokens);
+      checkEngineError(delta);
+      a.usage.add(delta);
+      const choice = choices.get(delta.index);
+      const parts = choice.parts(delta);
+      const logprobs = choice.logprobs(delta, parts);
+      const finishing = delta.openaiFinishReason !== undefined;
+      if (!finishing && choice.sent > 0 && isEmpty(parts) && logprobs === undefined) continue;
+      const usage = a.continuousUsage ? a.usage.usage(reasoningTokens(choices.all())) : undefined;
+      const finishReason = finishing ? choice.finish(delta.openaiFinishReason) : null;
+      const simple = !finishing && choice.sent > 0 && logprobs === undefined && !usage && parts.reasoning === '' && parts.toolCalls.length === 0;
+      const json = simple
+        ? plainOf(delta.index)(parts.content)
+        : chunkJson(a.surface, a.ids, delta.index, { parts, finishReason, first: choice.sent === 0, logprobs, ...(usage && { usage }) }, a.reasoningField);
+      const wait = sse.data(json);
+      choice.sent += 1;
+      if (wait) await wait;
+      if (sse.closed) return false;
+    }
+    if (a.context.isKilled() || sse.closed) return false;
+    for (const choice of choices.all()) {
+      if (choice.finishReason !== null) continue;
+      const parts = choice.rest();
+      sse.data(chunkJson(a.surface, a.ids, choice.index, { parts, finishReason: choice.finish(undefined), first: choice.sent === 0 }, a.reasoningField));
+    }
+    if (a.includeUsage) sse.data(usageChunkJson(a.surface, a.ids, a.usage.usage(reasoningTokens(choices.all()))));
+    sse.done();
+    return true;
+  } catch (err) {
+    const error = toHttpError(err, a.overloadStatus);
+    log.warn({ request_id: a.context.id(), status: error.status, err: error.message }, 'stream failed after it started');
+    sse.fail(streamErrorJson(error, a.overloadStatus));
+    return false;
+  }
+}

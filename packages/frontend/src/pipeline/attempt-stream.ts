@@ -1,0 +1,42 @@
+import { type ChoiceDelta, type PreprocessedRequest, postprocessChoices, type Tokenizer } from '@dynamo/llm';
+import type { Context, DynamoException } from '@dynamo/runtime';
+
+import type { Candidate } from '../routing/router.js';
+import { onFirstOutput } from './first-output.js';
+import { migratingStream } from './migration.js';
+import type { Attempt } from './plan.js';
+
+/** What running one attempt needs from the request around it. */
+export interface AttemptDeps {
+  context: Context;
+  tokenizer: Tokenizer;
+  /** Resends allowed when its worker fails mid-stream (only attempts for one choice migrate, as in stock). */
+  migrationLimit: number;
+  /** The instance for the attempt's next try, avoiding `failed`; `routeId` keys the router's bookkeeping. */
+  route(failed: ReadonlySet<bigint>, request: PreprocessedRequest, routeId: string): Candidate;
+  onMigrate(error: DynamoException, instanceId: bigint): void;
+  onFirstOutput(routeId: string): void;
+}
+
+/**
+ * The postprocessed output of one attempt (see `planAttempts`), each delta tagged with the
+ * response's index of its choice; the attempt survives its worker (migration) when it makes
+ * one choice.
+ */
+export async function* attemptDeltas(attempt: Attempt, routeId: string, deps: AttemptDeps): AsyncGenerator<ChoiceDelta> {
+  const outputs = migratingStream(attempt.request, {
+    limit: attempt.choices > 1 ? 0 : deps.migrationLimit,
+    context: deps.context,
+    route: (failed) => deps.route(failed, attempt.request, routeId),
+    onMigrate: deps.onMigrate,
+  });
+  const deltas = postprocessChoices(deps.tokenizer, attempt.request, onFirstOutput(outputs, () => deps.onFirstOutput(routeId)));
+  if (attempt.firstIndex === 0) {
+    yield* deltas;
+    return;
+  }
+  for await (const delta of deltas) {
+    delta.index += attempt.firstIndex;
+    yield delta;
+  }
+}
