@@ -27,6 +27,8 @@ export interface SampleEngineOptions {
   maxTokens?: number;
   /** Delay before each token in ms (default 10). */
   delayMs?: number;
+  /** Context length the card announces (default 2048). */
+  contextLength?: number;
   /** `agg` (default), `prefill` or `decode`. */
   disaggregationMode?: DisaggregationMode;
   /**
@@ -43,14 +45,26 @@ const log = engineLog('sample');
 const VOCAB_SIZE = 32000;
 
 /**
+ * The log probabilities the engine reports when a request asks for them (`output_options.logprobs`
+ * = k): every token is drawn with probability 1/2, and the k most likely tokens at its position are
+ * it and the k - 1 ids after it, with probabilities 1/2, 1/4, 1/8, ...
+ */
+export function sampleLogprobs(token: number, k: number): Pick<GenerateChunk, 'log_probs' | 'top_logprobs'> {
+  const top = Array.from({ length: k }, (_, j) => ({ rank: j + 1, token_id: (token + j) % VOCAB_SIZE, logprob: -(j + 1) * Math.LN2 }));
+  return { log_probs: [-Math.LN2], top_logprobs: [top] };
+}
+
+/**
  * An engine with no model: token `i` of every response is `(i + 1) % 32000`, one per chunk,
- * `delayMs` apart. It follows the whole engine contract (cancellation, usage, idempotent cleanup)
+ * `delayMs` apart, with made-up log probabilities when asked ({@link sampleLogprobs}); each of a
+ * request's `n` choices is the same. It follows the whole engine contract (cancellation, usage, idempotent cleanup)
  * so it can stand in for a real engine when testing a serving pipeline.
  */
 export class SampleEngine extends LLMEngine {
   readonly modelName: string;
   readonly maxTokens: number;
   readonly delayMs: number;
+  readonly contextLength: number;
   readonly disaggregationMode: DisaggregationMode;
   /** The simulated prefix cache, when enabled. */
   readonly kvCache: PagedPrefixCache | undefined;
@@ -62,6 +76,7 @@ export class SampleEngine extends LLMEngine {
     this.modelName = options.modelName ?? 'sample-model';
     this.maxTokens = options.maxTokens ?? 16;
     this.delayMs = options.delayMs ?? 10;
+    this.contextLength = options.contextLength ?? 2048;
     this.disaggregationMode = options.disaggregationMode ?? 'agg';
     if (this.disaggregationMode === 'encode') {
       throw new InvalidArgument('the sample engine does not implement --disaggregation-mode encode (use agg, prefill or decode)');
@@ -82,11 +97,12 @@ export class SampleEngine extends LLMEngine {
       process.stdout.write(sampleEngineHelp());
       process.exit(0);
     }
-    const { modelName, modelPath, maxTokens, delayMs, simulateKvCache, kvBlockSize, totalKvBlocks, prefillMsPerToken, ...common } = parsed.values;
+    const { modelName, modelPath, maxTokens, delayMs, contextLength, simulateKvCache, kvBlockSize, totalKvBlocks, prefillMsPerToken, ...common } = parsed.values;
     const engine = new SampleEngine({
       modelName,
       maxTokens,
       delayMs,
+      contextLength,
       disaggregationMode: common.disaggregationMode,
       ...(simulateKvCache ? { kvCache: { blockSize: kvBlockSize, totalBlocks: totalKvBlocks, prefillMsPerToken } } : {}),
     });
@@ -98,7 +114,7 @@ export class SampleEngine extends LLMEngine {
       model: this.modelName,
       servedModelName: this.modelName,
       llm: {
-        contextLength: 2048,
+        contextLength: this.contextLength,
         kvCacheBlockSize: this.kvCache?.blockSize ?? 16,
         totalKvBlocks: this.kvCache?.totalBlocks ?? 1000,
         maxNumSeqs: this.kvCache ? 256 : 64,
@@ -148,6 +164,8 @@ export class SampleEngine extends LLMEngine {
 
   async *#tokens(request: GenerateRequest, context: Context, cachedTokens: number): AsyncGenerator<GenerateChunk> {
     const prompt = request.token_ids.length;
+    const k = request.output_options?.logprobs;
+    const logprobsOf = (token: number) => (typeof k === 'number' && k >= 0 ? sampleLogprobs(token, k) : {});
     const usageOf = (completion: number) => ({ ...usage(prompt, completion), ...(this.kvCache ? { prompt_tokens_details: { cached_tokens: cachedTokens } } : {}) });
     let maxNew = request.stop_conditions?.max_tokens || this.maxTokens;
     if (this.disaggregationMode === 'prefill') maxNew = 1;
@@ -162,12 +180,13 @@ export class SampleEngine extends LLMEngine {
       if (this.delayMs > 0) await sleep(this.delayMs);
       const token = (i + 1) % VOCAB_SIZE;
       if (i < maxNew - 1) {
-        yield { token_ids: [token], index: 0 };
+        yield { token_ids: [token], index: 0, ...logprobsOf(token) };
         continue;
       }
       yield {
         token_ids: [token],
         index: 0,
+        ...logprobsOf(token),
         finish_reason: 'length',
         completion_usage: usageOf(maxNew),
         ...(this.disaggregationMode === 'prefill'

@@ -18,6 +18,11 @@ export const sampleEngineFlags = {
     description: 'Tokens per request when the request sets no max_tokens',
     placeholder: 'N',
   },
+  contextLength: {
+    schema: z.coerce.number().int().min(1, 'must be at least 1').max(10_000_000).default(2048),
+    description: 'Context length the model card announces (prompt and answer together)',
+    placeholder: 'N',
+  },
   delayMs: {
     schema: z.coerce.number().min(0, 'must not be negative').max(60_000).default(10),
     description: 'Delay before each token, in milliseconds',

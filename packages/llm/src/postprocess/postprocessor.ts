@@ -151,7 +151,7 @@ export class OutputPostprocessor {
     let run: number[] | undefined;
     for (const raw of chunks) {
       const chunk = this.#validate(raw);
-      if (chunk.text == null && chunk.finish_reason == null && chunk.completion_usage == null) {
+      if (chunk.text == null && chunk.finish_reason == null && chunk.completion_usage == null && chunk.log_probs == null) {
         if (run) for (const id of chunk.token_ids) run.push(id);
         else run = chunk.token_ids.slice();
         continue;

@@ -1,0 +1,187 @@
+// The official OpenAI Node SDK against our frontend, with the sample engine and with SmolLM2 on
+// dynamo-llama-cpp behind it: whole and streamed answers, the SDK's typed errors (with their
+// messages, also for a stream that fails midway), n choices, log probabilities, batch prompts, echo.
+import { Context, type GenerateChunk } from '@dynamo/backend';
+import { LlamaCppEngine } from '@dynamo/llama-cpp';
+import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dynamo/llm';
+import { sampleLogprobs } from '@dynamo/sample-engine';
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { type ClientStack, ENGINES, type Engine, SAMPLE, SMOLLM2, startClientStack } from './stack.js';
+
+let stack: ClientStack;
+let client: OpenAI;
+beforeAll(async () => {
+  stack = await startClientStack();
+  client = new OpenAI({ baseURL: `${stack.url}/v1`, apiKey: 'unused', maxRetries: 0 });
+}, 300_000);
+afterAll(() => stack?.stop());
+
+const FRANCE = 'What is the capital of France?';
+
+describe.each(ENGINES)('the OpenAI Node SDK, $name', (engine: Engine) => {
+  const chat = (extra: Partial<OpenAI.ChatCompletionCreateParamsNonStreaming> = {}) => ({
+    model: engine.model,
+    messages: engine.messages(FRANCE),
+    max_tokens: 12,
+    temperature: 0,
+    ...extra,
+  });
+
+  it('answers chat completions whole and streamed with the same text, finish reason and usage', async () => {
+    const whole = await client.chat.completions.create(chat());
+    const answer = whole.choices[0]!.message.content!;
+    if (engine === SAMPLE) expect(answer).toBe(stack.sampleText(12));
+    else expect(answer).toContain('Paris');
+    expect(whole.usage!.completion_tokens).toBeGreaterThan(0);
+    expect(whole.usage!.total_tokens).toBe(whole.usage!.prompt_tokens + whole.usage!.completion_tokens);
+
+    const stream = await client.chat.completions.create({ ...chat(), stream: true, stream_options: { include_usage: true } });
+    let text = '';
+    let finish: string | null = null;
+    let usage: OpenAI.CompletionUsage | undefined;
+    for await (const chunk of stream) {
+      text += chunk.choices[0]?.delta.content ?? '';
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+      usage = chunk.usage ?? usage;
+    }
+    expect(text).toBe(answer);
+    expect(finish).toBe(whole.choices[0]!.finish_reason);
+    expect(usage).toEqual(whole.usage);
+  });
+
+  it('answers completions whole and streamed with the same text', async () => {
+    const body = { model: engine.model, prompt: 'The capital of France is', max_tokens: 8, temperature: 0 };
+    const whole = await client.completions.create(body);
+    expect(['stop', 'length']).toContain(whole.choices[0]!.finish_reason);
+    let text = '';
+    for await (const chunk of await client.completions.create({ ...body, stream: true })) text += chunk.choices[0]?.text ?? '';
+    expect(text).toBe(whole.choices[0]!.text);
+    if (engine === SAMPLE) expect(text).toBe(stack.sampleText(8));
+  });
+
+  it('raises NotFoundError naming an unknown model, and BadRequestError naming a bad field', async () => {
+    const missing = await client.chat.completions.create({ ...chat(), model: `${engine.model}-nope` }).catch((e: unknown) => e);
+    expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
+    expect((missing as OpenAI.APIError).message).toContain(`${engine.model}-nope`);
+    const bad = await client.chat.completions.create({ ...chat(), temperature: 'hot' as unknown as number }).catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((bad as OpenAI.APIError).message).toContain('temperature');
+    expect((bad as OpenAI.APIError).param).toBe('temperature');
+  });
+
+  it('raises APIError with the message when the stream fails after it started (the worker dies, no migration left)', async () => {
+    const victim = await stack.victim(engine, 'node-sdk');
+    const stream = await client.chat.completions.create(victim.body as unknown as OpenAI.ChatCompletionCreateParamsStreaming);
+    let text = '';
+    const failure = await (async () => {
+      for await (const chunk of stream) {
+        if (text === '') victim.kill();
+        text += chunk.choices[0]?.delta.content ?? '';
+      }
+    })().catch((e: unknown) => e);
+    expect(failure).toBeInstanceOf(OpenAI.APIError);
+    expect((failure as OpenAI.APIError).message).toMatch(/Stream ended before generation completed|disconnected|ended|closed/i);
+    expect(text.length).toBeGreaterThan(0);
+  }, 180_000);
+
+  it('gives n: 3 choices, whole and streamed, each with its own finish reason', async () => {
+    const body = chat({ n: 3, temperature: 0.8, seed: 7, max_tokens: 8 });
+    const whole = await client.chat.completions.create(body);
+    expect(whole.choices.map((c) => c.index)).toEqual([0, 1, 2]);
+    for (const choice of whole.choices) {
+      expect(choice.message.content!.length).toBeGreaterThan(0);
+      expect(['stop', 'length']).toContain(choice.finish_reason);
+    }
+    const texts = ['', '', ''];
+    const finishes: Array<string | null> = [null, null, null];
+    for await (const chunk of await client.chat.completions.create({ ...body, stream: true })) {
+      for (const c of chunk.choices) {
+        texts[c.index] += c.delta.content ?? '';
+        finishes[c.index] = c.finish_reason ?? finishes[c.index]!;
+      }
+    }
+    // The seed makes each choice's sampling repeatable.
+    expect(texts).toEqual(whole.choices.map((c) => c.message.content));
+    expect(finishes).toEqual(whole.choices.map((c) => c.finish_reason));
+    if (engine === SAMPLE) expect(new Set(texts)).toEqual(new Set([stack.sampleText(8)]));
+  });
+
+  it('returns logprobs with 3 top alternatives per token, each at most 0, as the engine computed them', async () => {
+    const whole = await client.chat.completions.create(chat({ logprobs: true, top_logprobs: 3, max_tokens: 6 }));
+    const content = whole.choices[0]!.logprobs!.content!;
+    expect(content).toHaveLength(whole.usage!.completion_tokens);
+    for (const entry of content) {
+      expect(entry.top_logprobs).toHaveLength(3);
+      for (const value of [entry.logprob, ...entry.top_logprobs.map((t) => t.logprob)]) expect(value).toBeLessThanOrEqual(0);
+      expect(entry.bytes).toEqual(Array.from(Buffer.from(entry.token)));
+    }
+    const engineLogprobs = await engineFirstTokens(engine, 6);
+    expect(content.map((e) => (e as unknown as { token_id: number }).token_id)).toEqual(engineLogprobs.ids);
+    content.forEach((entry, i) => {
+      expect(entry.logprob).toBeCloseTo(engineLogprobs.logprobs[i]!, 4);
+      expect(entry.top_logprobs.map((t) => t.logprob)).toEqual(engineLogprobs.top[i]!.map((l) => expect.closeTo(l, 4)));
+    });
+
+    let streamed: OpenAI.ChatCompletionTokenLogprob[] = [];
+    for await (const chunk of await client.chat.completions.create({ ...chat({ logprobs: true, top_logprobs: 3, max_tokens: 6 }), stream: true })) {
+      streamed = streamed.concat(chunk.choices[0]?.logprobs?.content ?? []);
+    }
+    expect(streamed).toEqual(content);
+
+    const completion = await client.completions.create({ model: engine.model, prompt: 'The capital of France is', max_tokens: 4, temperature: 0, logprobs: 3 });
+    const lp = completion.choices[0]!.logprobs!;
+    expect(lp.tokens).toHaveLength(4);
+    expect(lp.token_logprobs!.every((v) => v <= 0)).toBe(true);
+    expect(lp.top_logprobs!.every((top) => Object.keys(top).length >= 2 && Object.values(top).every((v) => v <= 0))).toBe(true);
+    expect(lp.text_offset).toHaveLength(4);
+    expect(lp.text_offset![0]).toBe(0);
+  });
+
+  it('answers a batch of prompts with one choice per prompt and n, in order', async () => {
+    const batch = await client.completions.create({ model: engine.model, prompt: ['The sky is', 'Water is'], n: 2, max_tokens: 4, temperature: 0.7, seed: 3 });
+    expect(batch.choices.map((c) => c.index)).toEqual([0, 1, 2, 3]);
+    const generated = batch.usage!.completion_tokens;
+    if (engine === SAMPLE) expect(generated).toBe(16);
+    else expect(generated).toBeGreaterThanOrEqual(4);
+    const single = await client.completions.create({ model: engine.model, prompt: 'The sky is', max_tokens: 4, temperature: 0 });
+    expect(batch.usage!.prompt_tokens).toBeGreaterThan(single.usage!.prompt_tokens);
+  });
+
+  it('echoes the prompt before the completion with echo: true', async () => {
+    const prompt = 'The capital of France is';
+    const plain = await client.completions.create({ model: engine.model, prompt, max_tokens: 4, temperature: 0 });
+    const echoed = await client.completions.create({ model: engine.model, prompt, max_tokens: 4, temperature: 0, echo: true });
+    expect(echoed.choices[0]!.text).toBe(prompt + plain.choices[0]!.text);
+    let streamed = '';
+    for await (const chunk of await client.completions.create({ model: engine.model, prompt, max_tokens: 4, temperature: 0, echo: true, stream: true })) streamed += chunk.choices[0]?.text ?? '';
+    expect(streamed).toBe(echoed.choices[0]!.text);
+  });
+});
+
+/**
+ * What the engine itself gives for the France chat at temperature 0 with 3 alternatives per
+ * token: the sample engine's made-up values, or SmolLM2's run in this process by LlamaCppEngine
+ * on the same prompt ids our frontend computes.
+ */
+async function engineFirstTokens(engine: Engine, count: number): Promise<{ ids: number[]; logprobs: number[]; top: number[][] }> {
+  if (engine === SAMPLE) {
+    const ids = Array.from({ length: count }, (_, i) => i + 1);
+    const each = ids.map((id) => sampleLogprobs(id, 3));
+    return { ids, logprobs: each.map((e) => e.log_probs![0]!), top: each.map((e) => e.top_logprobs![0]!.map((t) => t.logprob as number)) };
+  }
+  const model = await LocalModel.load(stack.modelPath);
+  const pre = await Preprocessor.create(model, buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat }));
+  const { request } = await pre.preprocessChat({ model: SMOLLM2.model, messages: SMOLLM2.messages(FRANCE), logprobs: true, top_logprobs: 3, max_tokens: count, temperature: 0 });
+  const local = new LlamaCppEngine({ modelPath: stack.modelPath, parallel: 1, contextSize: 1024 });
+  await local.start(1n);
+  try {
+    const chunks: GenerateChunk[] = [];
+    for await (const chunk of local.generate(request, new Context())) chunks.push(chunk);
+    const top = chunks.flatMap((c) => (c.top_logprobs ?? []) as Array<Array<{ logprob: number }>>);
+    return { ids: chunks.flatMap((c) => c.token_ids), logprobs: chunks.flatMap((c) => c.log_probs ?? []), top: top.map((t) => t.map((a) => a.logprob)) };
+  } finally {
+    await local.cleanup();
+  }
+}
