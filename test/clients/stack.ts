@@ -46,7 +46,7 @@ export interface ClientStack {
    * A worker of `engine` serving its own model name, slow enough to be killed mid-stream: call
    * `kill()` once the client has its first chunk. The frontend has no migration budget for it.
    */
-  victim(engine: Engine, name: string): Promise<{ model: string; body: Record<string, unknown>; kill(): void }>;
+  victim(engine: Engine, name: string): Promise<{ model: string; body: Record<string, unknown>; pid: number; kill(): void }>;
   stop(): Promise<void>;
 }
 
@@ -78,6 +78,7 @@ export async function startClientStack(frontendArgs: string[] = [], frontendEnv:
       return {
         model,
         body,
+        pid: child.child.pid!,
         kill: () => {
           child.kill();
           void waitFor(`victim ${model} to exit`, () => child.child.exitCode !== null || child.child.signalCode !== null, 10_000).catch(() => {});

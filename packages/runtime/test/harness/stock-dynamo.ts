@@ -8,12 +8,14 @@ import { trackProcess, waitingFor } from './processes.js';
 const interop = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..', '..', 'test', 'interop');
 
 /**
- * The stock Dynamo 1.6 virtualenv (test/interop/setup-venv.sh, cached between runs). Returns the
- * venv's python, or why it is unavailable: `skip` when the package registry cannot be reached (the
- * tests then report skipped, never passed); any other failure throws.
+ * The stock Dynamo 1.6 virtualenv (test/interop/setup-venv.sh, cached between runs), with `extra`
+ * pip requirements added when given. Returns the venv's python, or why it is unavailable: `skip`
+ * when the package registry cannot be reached (the tests then report skipped, never passed); any
+ * other failure throws.
  */
-export function stockPython(): { python: string } | { skip: string } {
-  const result = spawnSync('bash', [join(interop, 'setup-venv.sh'), '--print-python'], { encoding: 'utf8', timeout: 900_000 });
+export function stockPython(extra: string[] = []): { python: string } | { skip: string } {
+  const env = extra.length > 0 ? { ...process.env, DYNAMO_INTEROP_EXTRA: extra.join(' ') } : process.env;
+  const result = spawnSync('bash', [join(interop, 'setup-venv.sh'), '--print-python'], { encoding: 'utf8', timeout: 900_000, env });
   if (result.status === 3) return { skip: `stock Dynamo unavailable (PyPI unreachable): ${result.stderr.trim().split('\n').at(-1)}` };
   if (result.status !== 0) throw new Error(`test/interop/setup-venv.sh failed (${result.status}):\n${result.stdout}\n${result.stderr}`);
   return { python: result.stdout.trim().split('\n').at(-1)! };
