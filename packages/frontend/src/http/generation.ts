@@ -88,6 +88,8 @@ export function generationHandler(surface: Surface, deps: GenerationDeps) {
       deps.metrics.disconnects.inc({ model: model.name.toLowerCase() });
     };
     reply.raw.on('close', onClose);
+    // A client gone before the handler ran (its body arrived, then it hung up) closed already.
+    if (req.raw.socket?.destroyed) onClose();
     const request: Request = { surface, fields, model, requestId, context, pinned, tracker, routeIds: new Set() };
     const done = (ok: boolean) => {
       tracker.finish(ok);

@@ -1,0 +1,154 @@
+// Request options a client relies on, through a real dynamo-frontend: what the worker receives for
+// stop token ids, reasoning_effort and media parts (the replaying test engine prints each request),
+// parallel_tool_calls: false, continuous usage, SSE keep-alive while a slow engine is silent, and a
+// client that hangs up while its long prompt is preprocessed.
+import { request as httpRequest } from 'node:http';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+import OpenAI from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import type { Child } from '../../runtime/test/harness/child.js';
+import { freePort, waitFor } from '../../runtime/test/harness/free-port.js';
+import { REPLAY_CASES } from './fixtures/replay-cases.js';
+import { Deployment, modelDir, post, sseEvents, waitForModel } from './support/stack.js';
+
+const seed = (name: string): number => REPLAY_CASES.findIndex((c) => c.name === name);
+const TOOLS: OpenAI.ChatCompletionTool[] = [
+  { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, unit: { type: 'string' } } } } },
+  { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: { zone: { type: 'string' } } } } },
+];
+const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: 'What is the weather in Paris?' }];
+// A template that renders media parts as placeholders, as vision models' templates do.
+const VISION_TEMPLATE = "{% for m in messages %}{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content %}{% if p.type == 'text' %}{{ p.text }}{% else %}<{{ p.type }}>{% endif %}{% endfor %}{% endif %}{% endfor %}";
+
+describe('request options through dynamo-frontend', () => {
+  let deployment: Deployment;
+  let url = '';
+  let client: OpenAI;
+  let systemPort = 0;
+  const replay = (model: string, args: string[]) =>
+    deployment.nodeProcess(['--import', 'tsx', new URL('./fixtures/replay-engine.ts', import.meta.url).pathname, '--model-path', modelDir, '--model-name', model, '--component', model, ...args]);
+  const workerOf = (model: string): Child => deployment.children.find((c) => c.child.spawnargs.includes(model))!;
+  /** Sends a request and returns it as the worker of `model` received it. */
+  const received = async (model: string, body: Record<string, unknown>, path = '/v1/chat/completions') => {
+    const worker = workerOf(model);
+    const seen = worker.lines.length;
+    const res = await post(url, path, { model, ...body });
+    expect(res.status, await res.clone().text()).toBe(200);
+    await res.text();
+    const line = await waitFor('the engine to print the request', () => worker.lines.slice(seen).find((l) => l.startsWith('REQUEST ')));
+    return JSON.parse(line.slice('REQUEST '.length)) as Record<string, any>;
+  };
+
+  beforeAll(async () => {
+    deployment = await Deployment.start({ name: 'file + tcp', discovery: 'file', plane: 'tcp' });
+    const template = join(mkdtempSync(join(tmpdir(), 'vision-template-')), 'template.jinja');
+    writeFileSync(template, VISION_TEMPLATE);
+    replay('tools', ['--dyn-tool-call-parser', 'hermes', '--dyn-reasoning-parser', 'qwen3']);
+    replay('vision', ['--custom-jinja-template', template]);
+    systemPort = await freePort();
+    deployment.sampleWorker(['--model-name', 'slow', '--component', 'slow', '--delay-ms', '400', '--context-length', '40960'], { DYN_SYSTEM_PORT: String(systemPort) });
+    ({ url } = await deployment.frontend(['--mm-max-data-url-mb', '0.001'], { DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS: '150' }));
+    for (const model of ['tools', 'vision', 'slow']) await waitForModel(url, model, model, 1, 60_000);
+    client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
+  }, 120_000);
+  afterAll(() => deployment.stop());
+
+  it('parallel_tool_calls: false returns only the first tool call, whole and streamed', async () => {
+    const body = { model: 'tools', messages, tools: TOOLS, seed: seed('hermes: text then two calls'), parallel_tool_calls: false };
+    const whole = await client.chat.completions.create(body);
+    const calls = whole.choices[0]!.message.tool_calls as OpenAI.ChatCompletionMessageFunctionToolCall[];
+    expect(calls.map((c) => c.function.name)).toEqual(['get_weather']);
+    expect(whole.choices[0]!.finish_reason).toBe('tool_calls');
+    const streamed = await client.chat.completions.stream(body).finalChatCompletion();
+    expect((streamed.choices[0]!.message.tool_calls as OpenAI.ChatCompletionMessageFunctionToolCall[]).map((c) => c.function.name)).toEqual(['get_weather']);
+    // With parallel calls allowed, both come back.
+    const both = await client.chat.completions.create({ ...body, parallel_tool_calls: true });
+    expect(both.choices[0]!.message.tool_calls).toHaveLength(2);
+  });
+
+  it('stop given as token ids reaches the worker as stop_token_ids', async () => {
+    const request = await received('tools', { messages, stop: [11, 22] });
+    expect(request.stop_conditions).toMatchObject({ stop: null, stop_token_ids: [11, 22] });
+  });
+
+  it('reasoning_effort goes into the template arguments as stock folds it: "none" closes the think block', async () => {
+    const off = await received('tools', { messages, reasoning_effort: 'none' });
+    expect(off.extra_args.reasoning_parser_kwargs.chat_template_kwargs).toEqual({ thinking: false, enable_thinking: false, thinking_mode: 'disabled', reasoning_effort: 'none' });
+    const on = await received('tools', { messages, reasoning_effort: 'high' });
+    expect(on.extra_args.reasoning_parser_kwargs.chat_template_kwargs).toEqual({ thinking: true, enable_thinking: true, thinking_mode: 'enabled', reasoning_effort: 'high' });
+    // Qwen3's template ends an answer without thinking with an empty think block: four more tokens.
+    expect(off.token_ids.length).toBe(on.token_ids.length + 4);
+  });
+
+  it('media parts go to the worker as multi_modal_data, in order, with the data: URL blanked in extra_args.messages', async () => {
+    const data = 'data:image/png;base64,iVBORw0KGgo=';
+    const content = [
+      { type: 'text', text: 'Compare' },
+      { type: 'image_url', image_url: { url: 'https://example.com/a.png' } },
+      { type: 'image_url', image_url: { url: data } },
+      { type: 'video_url', video_url: { url: 'https://example.com/v.mp4' } },
+      { type: 'input_audio', input_audio: { data: 'UklGRg==', format: 'wav' } },
+    ];
+    const request = await received('vision', { messages: [{ role: 'user', content }] });
+    expect(request.multi_modal_data).toEqual({ image_url: [{ Url: 'https://example.com/a.png' }, { Url: data }], video_url: [{ Url: 'https://example.com/v.mp4' }] });
+    expect(request.extra_args.messages[0].content[2].image_url.url).toBe('');
+    expect(request.extra_args.formatted_prompt).toBe('Compare<image><image><video><audio>');
+    // Past the data: URL limit (here 0.001 MiB), a 400 names the part.
+    const big = `data:image/png;base64,${'A'.repeat(2000)}`;
+    const res = await post(url, '/v1/chat/completions', { model: 'vision', messages: [{ role: 'user', content: [{ type: 'text', text: 'x' }, { type: 'image_url', image_url: { url: big } }] }] });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { message: string }).message).toMatch(/^messages\[0\]\.content\[1\]: image_url data: URL is 2022 bytes, exceeds the 1049-byte limit/);
+  });
+
+  it('stream_options.continuous_usage_stats puts the running usage on every chunk', async () => {
+    const events = await sseEvents(await post(url, '/v1/chat/completions', { model: 'slow', messages, max_tokens: 3, stream: true, stream_options: { include_usage: true, continuous_usage_stats: true } }));
+    const chunks = events.slice(0, -1) as Array<{ choices: unknown[]; usage?: { completion_tokens: number } }>;
+    expect(chunks.map((c) => c.usage?.completion_tokens)).toEqual([1, 2, 3, 3]);
+    const plain = await sseEvents(await post(url, '/v1/chat/completions', { model: 'slow', messages, max_tokens: 2, stream: true, stream_options: { include_usage: true } }));
+    expect((plain.slice(0, -2) as Array<{ usage?: unknown }>).every((c) => c.usage === undefined)).toBe(true);
+  }, 30_000);
+
+  it('sends SSE keep-alive comments while the engine is silent', async () => {
+    const res = await post(url, '/v1/chat/completions', { model: 'slow', messages, max_tokens: 3, stream: true });
+    const body = await res.text();
+    // 400 ms between tokens, a keep-alive after 150 ms of silence.
+    expect(body).toMatch(/data: [^\n]+\n\n(:\n\n)+data: /);
+    expect(body.endsWith('data: [DONE]\n\n')).toBe(true);
+  }, 30_000);
+
+  it('a client that hangs up while its 30k-token prompt is preprocessed leaves no work running on the worker', async () => {
+    const inflight = async () => {
+      const text = await (await fetch(`http://127.0.0.1:${systemPort}/metrics`)).text();
+      return [...text.matchAll(/^dynamo_component_inflight_requests\{[^}]*\} (\d+)/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
+    };
+    const disconnects = async () => Number((await (await fetch(`${url}/metrics`)).text()).match(/^dynamo_frontend_disconnected_clients\{[^}]*\} (\d+)/m)?.[1] ?? 0);
+    const before = await disconnects();
+    // Another request in flight: the frontend then preprocesses off its event loop, where it
+    // sees the hang-up while the prompt is still being tokenized.
+    const abort = new AbortController();
+    const busy = await post(url, '/v1/chat/completions', { model: 'slow', messages, max_tokens: 30, stream: true }, { signal: abort.signal });
+    const reader = busy.body!.getReader();
+    await reader.read();
+    const body = JSON.stringify({ model: 'slow', messages: [{ role: 'user', content: ' hello'.repeat(30_000) }], max_tokens: 1000, stream: true });
+    const { port } = new URL(url);
+    await new Promise<void>((resolve) => {
+      const req = httpRequest({ host: '127.0.0.1', port, path: '/v1/chat/completions', method: 'POST', headers: { 'content-type': 'application/json' } });
+      req.on('error', () => resolve());
+      // Gone as soon as the whole body is out: the frontend is still reading or preprocessing it.
+      req.end(body, () => {
+        req.destroy();
+        resolve();
+      });
+    });
+    await waitFor('the frontend to count the disconnect', async () => (await disconnects()) > before, 10_000);
+    await new Promise((r) => setTimeout(r, 1000));
+    // Only the other request runs: 1000 tokens 400 ms apart would keep the worker busy for minutes.
+    expect(await inflight()).toBe(1);
+    abort.abort();
+    await waitFor('the worker to finish the other request', async () => (await inflight()) === 0, 10_000);
+  }, 30_000);
+});
