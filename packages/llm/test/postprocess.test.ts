@@ -2,7 +2,7 @@ import { rmSync } from 'node:fs';
 import { InvalidArgument } from '@dynamo/runtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { LocalModel, postprocess, postprocessBatches, type PreprocessedRequest, type TextDelta, type Tokenizer } from '../src/index.js';
+import { type ChoiceDelta, LocalModel, postprocess, postprocessBatches, postprocessChoices, type PreprocessedRequest, type TextDelta, type Tokenizer } from '../src/index.js';
 import { qwen3ModelDir } from './helpers/qwen3.js';
 
 let dir: string;
@@ -120,5 +120,93 @@ describe('postprocessBatches', () => {
     const err = await collectBatches(request(), [[{ token_ids: [1] }, { token_ids: [2] }], [{ token_ids: [3] }, { token_ids: 'x' }]]).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InvalidArgument);
     expect((err as Error).message).toMatch(/^engine output chunk 3: token_ids: /);
+  });
+});
+
+describe('postprocessChoices', () => {
+  async function* batches(items: unknown[][], seen?: { closed: boolean }): AsyncGenerator<unknown[]> {
+    try {
+      for (const item of items) yield item;
+    } finally {
+      if (seen) seen.closed = true;
+    }
+  }
+  const run = async (req: PreprocessedRequest, items: unknown[][], seen?: { closed: boolean }) => {
+    const out: ChoiceDelta[] = [];
+    for await (const delta of postprocessChoices(tokenizer, req, batches(items, seen))) out.push(delta);
+    return out;
+  };
+  const textOf = (deltas: ChoiceDelta[], index: number) =>
+    deltas
+      .filter((d) => d.index === index)
+      .map((d) => d.text)
+      .join('');
+
+  it('detokenizes and stops interleaved choices each on its own, tagged with their index', async () => {
+    const [crab, hello] = [ids('Hi 🦀!'), ids('Hello world')];
+    const req = request({ sampling_options: { n: 2 }, stop_conditions: { stop: ['world'] } });
+    // The crab's bytes arrive in pieces, between the other choice's tokens.
+    const items = [
+      [{ token_ids: crab.slice(0, 2), index: 0 }, { token_ids: hello.slice(0, 1), index: 1 }],
+      [{ token_ids: crab.slice(2), index: 0, finish_reason: 'eos' }],
+      [{ token_ids: hello.slice(1), index: 1 }],
+    ];
+    const seen = { closed: false };
+    const deltas = await run(req, items, seen);
+    expect(textOf(deltas, 0)).toBe('Hi 🦀!');
+    expect(textOf(deltas, 1)).toBe('Hello ');
+    expect(deltas.filter((d) => d.finishReason).map((d) => [d.index, d.finishReason])).toEqual([
+      [0, 'eos'],
+      [1, 'stop'],
+    ]);
+    // Both finished: the engine is told to stop.
+    expect(seen.closed).toBe(true);
+  });
+
+  it('fails naming a chunk whose index is not below n', async () => {
+    const req = request({ sampling_options: { n: 2 } });
+    await expect(run(req, [[{ token_ids: [1], index: 2 }]])).rejects.toThrow(/a chunk for choice 2, but the request asked for n = 2 choices/);
+  });
+
+  it("ends each unfinished choice when the engine's stream ends, releasing what it held", async () => {
+    const crab = ids(' 🦀');
+    expect(crab.length).toBeGreaterThan(1);
+    const deltas = await run(request({ sampling_options: { n: 2 } }), [[{ token_ids: crab.slice(0, 1), index: 1 }]]);
+    expect(new Set(deltas.map((d) => d.index))).toEqual(new Set([1]));
+    expect(textOf(deltas, 1)).toBe(' \ufffd');
+  });
+});
+
+describe('log probabilities', () => {
+  it("keeps each token's log probability and alternatives, with their decoded text and bytes, when the request asked", async () => {
+    const crab = ids(' 🦀');
+    const req = request({ output_options: { logprobs: 2 } });
+    const chunk = {
+      token_ids: crab,
+      log_probs: crab.map((_, i) => -0.5 - i),
+      top_logprobs: crab.map((id, i) => [
+        { rank: 1, token_id: id, logprob: -0.5 - i },
+        { rank: 2, token_id: 785, token: 'The', bytes: [84, 104, 101], logprob: -2 },
+      ]),
+    };
+    const [delta] = await collect(req, [chunk, { token_ids: [], finish_reason: 'length' }]);
+    const entries = delta!.logprobs!;
+    expect(entries.map((e) => e.tokenId)).toEqual(crab);
+    expect(entries.map((e) => e.logprob)).toEqual(crab.map((_, i) => -0.5 - i));
+    // Alone, each byte token of the crab decodes lossily, as stock names them.
+    for (const entry of entries) {
+      expect(entry.token).toContain('\ufffd');
+      expect(entry.bytes).toEqual(Array.from(Buffer.from(entry.token)));
+      expect(entry.top[0]).toMatchObject({ tokenId: entry.tokenId, token: entry.token, logprob: entry.logprob });
+      expect(entry.top[1]).toEqual({ tokenId: 785, token: 'The', logprob: -2, bytes: [84, 104, 101] });
+    }
+    // Not asked for: not kept.
+    const [plain] = await collect(request(), [chunk, { token_ids: [], finish_reason: 'length' }]);
+    expect(plain!.logprobs).toBeUndefined();
+  });
+
+  it('names a skipped special token "" with no bytes', async () => {
+    const [delta] = await collect(request({ output_options: { logprobs: 0 }, stop_conditions: {} }), [{ token_ids: [IM_END], log_probs: [-0.1], finish_reason: 'length' }]);
+    expect(delta!.logprobs).toEqual([{ tokenId: IM_END, token: '', logprob: -0.1, bytes: null, top: [] }]);
   });
 });
