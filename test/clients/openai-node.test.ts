@@ -8,6 +8,9 @@ import { sampleLogprobs } from '@dynamo/sample-engine';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import { modelDir, waitForModel } from '../../packages/frontend/test/support/stack.js';
+import { freePort, waitFor } from '../../packages/runtime/test/harness/free-port.js';
+import { stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
 import { type ClientStack, ENGINES, type Engine, SAMPLE, SMOLLM2, startClientStack } from './stack.js';
 
 let stack: ClientStack;
@@ -185,3 +188,41 @@ async function engineFirstTokens(engine: Engine, count: number): Promise<{ ids: 
     await local.cleanup();
   }
 }
+
+const stock = stockPython();
+describe.skipIf('skip' in stock)(`n choices behind either frontend${'skip' in stock ? ` (skipped: ${stock.skip})` : ''}`, () => {
+  let stockUrl = '';
+  let stockWorkerModel = '';
+  beforeAll(async () => {
+    const python = (stock as { python: string }).python;
+    const port = await freePort();
+    stockUrl = `http://127.0.0.1:${port}`;
+    stack.deployment.stockProcess(python, ['-m', 'dynamo.frontend', '--http-host', '127.0.0.1', '--http-port', String(port), '--discovery-backend', 'file', '--request-plane', 'tcp']);
+    // Stock's sample engine serves the model under its folder's path, and ignores n.
+    stockWorkerModel = modelDir;
+    stack.deployment.stockProcess(python, ['-m', 'dynamo.common.backend.sample_main', '--model-name', modelDir, '--component', 'stocksample', '--discovery-backend', 'file', '--request-plane', 'tcp', '--delay', '0']);
+    await waitForModel(stack.url, stockWorkerModel, 'stocksample', 1, 120_000);
+    await waitFor('the stock frontend to list both our models', async () => {
+      const models = (await (await fetch(`${stockUrl}/v1/models`, { signal: AbortSignal.timeout(5000) })).json()) as { data: Array<{ id: string }> };
+      return [SAMPLE.model, SMOLLM2.model].every((m) => models.data.some((d) => d.id === m));
+    }, 150_000);
+  }, 300_000);
+
+  it.each(ENGINES)('the stock frontend gets n: 3 choices from our $name (our worker makes them)', async (engine) => {
+    const stockClient = new OpenAI({ baseURL: `${stockUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const body = { model: engine.model, messages: engine.messages(FRANCE), n: 3, temperature: 0.8, seed: 7, max_tokens: 8 };
+    const viaStock = await stockClient.chat.completions.create(body);
+    expect(viaStock.choices.map((c) => c.index).sort()).toEqual([0, 1, 2]);
+    // The same seeds through either frontend: the same three answers.
+    const viaOurs = await client.chat.completions.create(body);
+    const byIndex = (r: OpenAI.ChatCompletion) => [...r.choices].sort((a, b) => a.index - b.index).map((c) => c.message.content);
+    expect(byIndex(viaStock)).toEqual(byIndex(viaOurs));
+  });
+
+  it("our frontend gets n: 3 choices from stock's sample engine, which makes one (one request per choice)", async () => {
+    const whole = await client.chat.completions.create({ model: stockWorkerModel, messages: SAMPLE.messages(FRANCE), n: 3, temperature: 0.8, max_tokens: 5 });
+    expect(whole.choices.map((c) => c.index)).toEqual([0, 1, 2]);
+    for (const choice of whole.choices) expect(choice.message.content).toBe(stack.sampleText(5));
+    expect(whole.usage!.completion_tokens).toBe(15);
+  });
+});

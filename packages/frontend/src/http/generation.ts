@@ -6,7 +6,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { FrontendMetrics, RequestTracker } from '../metrics.js';
 import type { ModelRegistry } from '../models/registry.js';
 import type { ServedModel, Surface } from '../models/served-model.js';
-import { type AttemptDeps, attemptDeltas } from '../pipeline/attempt-stream.js';
+import { type AttemptDeps, attemptContext, attemptDeltas } from '../pipeline/attempt-stream.js';
 import { planAttempts } from '../pipeline/plan.js';
 import { textDeltas } from '../pipeline/text-stream.js';
 import { UsageCounter } from '../pipeline/usage.js';
@@ -167,7 +167,6 @@ async function tokensAnswer(r: Request, deps: GenerationDeps, onCallingThread: b
   const attempts = planAttempts(prompts, n, model.generatesChoices);
   const single = attempts.length === 1;
   const attemptDeps: AttemptDeps = {
-    context,
     tokenizer: pre.tokenizer,
     migrationLimit: r.pinned !== undefined ? 0 : (deps.migrationLimit ?? model.cardMigrationLimit),
     route: (failed, request, routeId) => route(r, failed, request.token_ids, routeId),
@@ -177,7 +176,12 @@ async function tokensAnswer(r: Request, deps: GenerationDeps, onCallingThread: b
     },
     onFirstOutput: (routeId) => model.router.firstOutput?.(routeId),
   };
-  const deltas = mergeStreams(attempts.map((attempt, at) => attemptDeltas(attempt, single ? r.requestId : `${r.requestId}-${at}`, attemptDeps)));
+  const deltas = mergeStreams(
+    attempts.map((attempt, at) => {
+      const id = single ? r.requestId : `${r.requestId}-${at}`;
+      return attemptDeltas(attempt, id, single ? context : attemptContext(context, id), attemptDeps);
+    }),
+  );
   const parses = surface === 'chat' && (model.parsers.toolCallParser || model.parsers.reasoningParser || fields.tool_choice !== undefined);
   return answerOf(r, deps, {
     choices: prompts.length * n,

@@ -1,5 +1,5 @@
 import { type ChoiceDelta, type PreprocessedRequest, postprocessChoices, type Tokenizer } from '@dynamo/llm';
-import type { Context, DynamoException } from '@dynamo/runtime';
+import { Context, type DynamoException } from '@dynamo/runtime';
 
 import type { Candidate } from '../routing/router.js';
 import { onFirstOutput } from './first-output.js';
@@ -8,7 +8,6 @@ import type { Attempt } from './plan.js';
 
 /** What running one attempt needs from the request around it. */
 export interface AttemptDeps {
-  context: Context;
   tokenizer: Tokenizer;
   /** Resends allowed when its worker fails mid-stream (only attempts for one choice migrate, as in stock). */
   migrationLimit: number;
@@ -19,14 +18,14 @@ export interface AttemptDeps {
 }
 
 /**
- * The postprocessed output of one attempt (see `planAttempts`), each delta tagged with the
- * response's index of its choice; the attempt survives its worker (migration) when it makes
- * one choice.
+ * The postprocessed output of one attempt (see `planAttempts`) under `context`, each delta
+ * tagged with the response's index of its choice; the attempt survives its worker (migration)
+ * when it makes one choice.
  */
-export async function* attemptDeltas(attempt: Attempt, routeId: string, deps: AttemptDeps): AsyncGenerator<ChoiceDelta> {
+export async function* attemptDeltas(attempt: Attempt, routeId: string, context: Context, deps: AttemptDeps): AsyncGenerator<ChoiceDelta> {
   const outputs = migratingStream(attempt.request, {
     limit: attempt.choices > 1 ? 0 : deps.migrationLimit,
-    context: deps.context,
+    context,
     route: (failed) => deps.route(failed, attempt.request, routeId),
     onMigrate: deps.onMigrate,
   });
@@ -39,4 +38,15 @@ export async function* attemptDeltas(attempt: Attempt, routeId: string, deps: At
     delta.index += attempt.firstIndex;
     yield delta;
   }
+}
+
+/**
+ * The context of one of a request's several worker requests: its own id (workers key requests by
+ * id, so concurrent ones must differ), stopped and killed with the request's.
+ */
+export function attemptContext(parent: Context, id: string): Context {
+  const child = new Context({ id, ...(parent.trace ? { trace: parent.trace } : {}) });
+  parent.signal.addEventListener('abort', () => child.stopGenerating(), { once: true });
+  void parent.killed().then(() => child.kill());
+  return child;
 }
