@@ -4,7 +4,7 @@
 import { Context, type GenerateChunk } from '@dynamo/backend';
 import { LlamaCppEngine } from '@dynamo/llama-cpp';
 import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dynamo/llm';
-import { sampleLogprobs } from '@dynamo/sample-engine';
+import { sampleEmbedding, sampleLogprobs } from '@dynamo/sample-engine';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -190,7 +190,7 @@ async function engineFirstTokens(engine: Engine, count: number): Promise<{ ids: 
 }
 
 const stock = stockPython();
-describe.skipIf('skip' in stock)(`n choices behind either frontend${'skip' in stock ? ` (skipped: ${stock.skip})` : ''}`, () => {
+describe.skipIf('skip' in stock)(`n choices and embeddings behind either frontend${'skip' in stock ? ` (skipped: ${stock.skip})` : ''}`, () => {
   let stockUrl = '';
   let stockWorkerModel = '';
   beforeAll(async () => {
@@ -202,9 +202,9 @@ describe.skipIf('skip' in stock)(`n choices behind either frontend${'skip' in st
     stockWorkerModel = modelDir;
     stack.deployment.stockProcess(python, ['-m', 'dynamo.common.backend.sample_main', '--model-name', modelDir, '--component', 'stocksample', '--discovery-backend', 'file', '--request-plane', 'tcp', '--delay', '0']);
     await waitForModel(stack.url, stockWorkerModel, 'stocksample', 1, 120_000);
-    await waitFor('the stock frontend to list both our models', async () => {
+    await waitFor('the stock frontend to list our models', async () => {
       const models = (await (await fetch(`${stockUrl}/v1/models`, { signal: AbortSignal.timeout(5000) })).json()) as { data: Array<{ id: string }> };
-      return [SAMPLE.model, SMOLLM2.model].every((m) => models.data.some((d) => d.id === m));
+      return ENGINES.flatMap((e) => [e.model, e.embedModel]).every((m) => models.data.some((d) => d.id === m));
     }, 150_000);
   }, 300_000);
 
@@ -219,6 +219,14 @@ describe.skipIf('skip' in stock)(`n choices behind either frontend${'skip' in st
     expect(byIndex(viaStock)).toEqual(byIndex(viaOurs));
   });
 
+  it.each(ENGINES)("the stock frontend gets our $name embedding worker's vectors, the same as ours gives", async (engine) => {
+    const stockClient = new OpenAI({ baseURL: `${stockUrl}/v1`, apiKey: 'unused', maxRetries: 0 });
+    const body = { model: engine.embedModel, input: ['The cat sat on the mat.', 'Hello'] };
+    const [viaStock, viaOurs] = await Promise.all([stockClient.embeddings.create(body), client.embeddings.create(body)]);
+    expect(viaStock.data.map((d) => d.embedding)).toEqual(viaOurs.data.map((d) => d.embedding));
+    expect(viaStock.usage).toEqual(viaOurs.usage);
+  });
+
   it("our frontend gets n: 3 choices from stock's sample engine, which makes one (one request per choice)", async () => {
     const whole = await client.chat.completions.create({ model: stockWorkerModel, messages: SAMPLE.messages(FRANCE), n: 3, temperature: 0.8, max_tokens: 5 });
     expect(whole.choices.map((c) => c.index)).toEqual([0, 1, 2]);
@@ -226,3 +234,43 @@ describe.skipIf('skip' in stock)(`n choices behind either frontend${'skip' in st
     expect(whole.usage!.completion_tokens).toBe(15);
   });
 });
+
+describe.each(ENGINES)('embeddings through the OpenAI Node SDK, $name', (engine: Engine) => {
+  const inputs = ['The cat sat on the mat.', 'A cat was sitting on a mat.', 'Quarterly revenue rose by four percent.'];
+
+  it('embeds a batch of strings, as floats and as base64 decoding to the same vectors', async () => {
+    // The SDK asks for base64 unless told otherwise, and decodes it.
+    const viaBase64 = await client.embeddings.create({ model: engine.embedModel, input: inputs });
+    const viaFloat = await client.embeddings.create({ model: engine.embedModel, input: inputs, encoding_format: 'float' });
+    expect(viaBase64.data.map((d) => d.index)).toEqual([0, 1, 2]);
+    expect(viaFloat.data.map((d) => d.embedding.map(Math.fround))).toEqual(viaBase64.data.map((d) => d.embedding));
+    expect(viaFloat.usage.prompt_tokens).toBeGreaterThan(0);
+    const [cat, cat2, revenue] = viaBase64.data.map((d) => d.embedding);
+    if (engine === SAMPLE) {
+      expect(cat).toEqual(Array.from(sampleEmbedding(stack.sampleTokens(inputs[0]!))));
+      expect(viaFloat.usage.prompt_tokens).toBe(inputs.reduce((sum, text) => sum + stack.sampleTokens(text).length, 0));
+    } else {
+      // SmolLM2's hidden size; two sentences about a cat are closer to each other than to revenue.
+      expect(cat).toHaveLength(576);
+      expect(cosine(cat!, cat2!)).toBeGreaterThan(cosine(cat!, revenue!));
+    }
+  });
+
+  it('embeds token ids, cuts vectors to dimensions, and names a bad input', async () => {
+    const ids = await client.embeddings.create({ model: engine.embedModel, input: [[1, 2, 3], [4, 5]] });
+    expect(ids.data).toHaveLength(2);
+    expect(ids.usage.prompt_tokens).toBe(5);
+    if (engine === SAMPLE) expect(ids.data[0]!.embedding).toEqual(Array.from(sampleEmbedding([1, 2, 3])));
+    const short = await client.embeddings.create({ model: engine.embedModel, input: 'hello', dimensions: 8 });
+    expect(short.data[0]!.embedding).toHaveLength(8);
+    const bad = await client.embeddings.create({ model: engine.embedModel, input: [] }).catch((e: unknown) => e);
+    expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((bad as OpenAI.APIError).message).toContain('request.input');
+  });
+});
+
+function cosine(a: number[], b: number[]): number {
+  let dot = 0;
+  for (let i = 0; i < a.length; i++) dot += a[i]! * b[i]!;
+  return dot / (Math.hypot(...a) * Math.hypot(...b));
+}

@@ -5,7 +5,7 @@ import { spawnSync } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { sampleLogprobs } from '@dynamo/sample-engine';
+import { sampleEmbedding, sampleLogprobs } from '@dynamo/sample-engine';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
@@ -31,6 +31,7 @@ interface Report {
   logprobs_usage: number;
   batch: { indices: number[]; completion_tokens: number };
   echo: { plain: string; echoed: string };
+  embeddings: { base64: number[][]; float: number[][]; prompt_tokens: number };
 }
 
 let stack: ClientStack;
@@ -43,7 +44,7 @@ describe.skipIf(skip !== '').each(ENGINES)(`the OpenAI Python SDK, $name${skip}`
   let report: Report;
   beforeAll(async () => {
     const victim = await stack.victim(engine, 'python-sdk');
-    const config = { model: engine.model, messages: engine.messages('What is the capital of France?'), victim_body: victim.body, victim_pid: victim.pid };
+    const config = { model: engine.model, embed_model: engine.embedModel, messages: engine.messages('What is the capital of France?'), victim_body: victim.body, victim_pid: victim.pid };
     const run = spawnSync((venv as { python: string }).python, [script, stack.url, JSON.stringify(config)], { encoding: 'utf8', timeout: 240_000 });
     if (run.status !== 0) throw new Error(`openai_client.py failed (${run.status}):\n${run.stderr}`);
     report = JSON.parse(run.stdout) as Report;
@@ -97,5 +98,14 @@ describe.skipIf(skip !== '').each(ENGINES)(`the OpenAI Python SDK, $name${skip}`
     expect(report.batch.indices).toEqual([0, 1, 2, 3]);
     expect(report.batch.completion_tokens).toBeGreaterThanOrEqual(engine === SAMPLE ? 16 : 4);
     expect(report.echo.echoed).toBe(`The capital of France is${report.echo.plain}`);
+  });
+
+  it('embeds a batch of strings, as floats and as base64 decoding to the same vectors', () => {
+    const { base64, float } = report.embeddings;
+    expect(base64).toHaveLength(2);
+    expect(float.map((v) => v.map(Math.fround))).toEqual(base64.map((v) => v.map(Math.fround)));
+    if (engine === SAMPLE) expect(base64[0]!.map(Math.fround)).toEqual(Array.from(sampleEmbedding(stack.sampleTokens('The cat sat on the mat.'))));
+    else expect(base64[0]).toHaveLength(576);
+    expect(report.embeddings.prompt_tokens).toBeGreaterThan(0);
   });
 });

@@ -19,15 +19,18 @@ export interface Engine {
   name: 'sample engine' | 'SmolLM2 on dynamo-llama-cpp';
   kind: 'sample' | 'llama';
   model: string;
+  /** The model's name on the workers that compute its embeddings. */
+  embedModel: string;
   /** Chat messages this model answers well (SmolLM2 wants a system message). */
   messages(question: string): Array<{ role: 'system' | 'user'; content: string }>;
 }
 
-export const SAMPLE: Engine = { name: 'sample engine', kind: 'sample', model: 'qwen3-sample', messages: (q) => [{ role: 'user', content: q }] };
+export const SAMPLE: Engine = { name: 'sample engine', kind: 'sample', model: 'qwen3-sample', embedModel: 'qwen3-sample-embed', messages: (q) => [{ role: 'user', content: q }] };
 export const SMOLLM2: Engine = {
   name: 'SmolLM2 on dynamo-llama-cpp',
   kind: 'llama',
   model: 'smollm2',
+  embedModel: 'smollm2-embed',
   messages: (q) => [
     { role: 'system', content: 'You are a helpful assistant.' },
     { role: 'user', content: q },
@@ -42,6 +45,8 @@ export interface ClientStack {
   modelPath: string;
   /** The sample engine's text for tokens 1..n (what it answers with `max_tokens: n`). */
   sampleText(n: number): string;
+  /** The token ids the frontend makes of an embedding input for the sample engine's model. */
+  sampleTokens(text: string): number[];
   /**
    * A worker of `engine` serving its own model name, slow enough to be killed mid-stream: call
    * `kill()` once the client has its first chunk. The frontend has no migration budget for it.
@@ -56,9 +61,14 @@ export async function startClientStack(frontendArgs: string[] = [], frontendEnv:
   const deployment = await Deployment.start(SETUPS[0]!);
   deployment.sampleWorker(['--model-name', SAMPLE.model, '--delay-ms', '0']);
   deployment.nodeProcess([llamaCli, '--model-path', modelPath, '--model-name', SMOLLM2.model, '--parallel', '4', '--context-size', '1024']);
+  // Embeddings of the same models, from workers of their own, as embedding workers are deployed.
+  deployment.sampleWorker(['--model-name', SAMPLE.embedModel, '--component', 'sampleembed', '--endpoint-types', 'embedding']);
+  deployment.nodeProcess([llamaCli, '--model-path', modelPath, '--model-name', SMOLLM2.embedModel, '--component', 'llamaembed', '--embedding']);
   const { url } = await deployment.frontend(['--migration-limit', '0', ...frontendArgs], frontendEnv);
   await waitForModel(url, SAMPLE.model, 'sample', 1, 60_000);
   await waitForModel(url, SMOLLM2.model, 'llama', 1, 120_000);
+  await waitForModel(url, SAMPLE.embedModel, 'sampleembed', 1, 60_000);
+  await waitForModel(url, SMOLLM2.embedModel, 'llamaembed', 1, 120_000);
   const tokenizer = await (await LocalModel.load(modelDir)).tokenizer();
   const children: Child[] = [];
   return {
@@ -66,6 +76,7 @@ export async function startClientStack(frontendArgs: string[] = [], frontendEnv:
     deployment,
     modelPath,
     sampleText: (n) => tokenizer.decode(Uint32Array.from({ length: n }, (_, i) => i + 1), false),
+    sampleTokens: (text) => Array.from(tokenizer.encodeSync(text, true)),
     async victim(engine, name) {
       const model = `${engine.model}-${name}`;
       const child =

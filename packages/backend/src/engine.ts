@@ -1,5 +1,6 @@
 import { type Context, InvalidArgument } from '@dynamo/runtime';
 import type { GenerateChunk } from './protocol/chunk.js';
+import type { EmbedRequest, Embeddings } from './protocol/embedding.js';
 import type { EngineConfig } from './protocol/engine-config.js';
 import type { KvEventSource } from './protocol/kv-events.js';
 import type { GenerateRequest } from './protocol/request.js';
@@ -57,6 +58,15 @@ export abstract class LLMEngine {
    */
   get generatesChoices(): boolean {
     return false;
+  }
+
+  /**
+   * Embeds each input of `request.token_ids` (one vector per input, in order), for a worker
+   * registered for embeddings (`--endpoint-types embedding`). The worker sends the vectors as
+   * base64 float32, as Dynamo's wire carries them. Default: refuses, naming the engine.
+   */
+  async embed(_request: EmbedRequest, _context: Context): Promise<Embeddings> {
+    throw new InvalidArgument(`${this.constructor.name} does not compute embeddings (it does not implement embed())`);
   }
 
   /**

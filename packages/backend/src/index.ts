@@ -38,6 +38,7 @@ export {
   type GenerateRequest,
   type StopConditions,
 } from './protocol/request.js';
+export { EmbedRequestSchema, type EmbedRequest, type Embeddings } from './protocol/embedding.js';
 export {
   GenerateChunkSchema,
   FinishReasonSchema,

@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** Which OpenAI surface a request came through (the `endpoint` label). */
-export type EndpointLabel = 'chat_completions' | 'completions';
+export type EndpointLabel = 'chat_completions' | 'completions' | 'embeddings';
 
 /**
  * The frontend's Prometheus metrics, with stock Dynamo's names, labels and buckets

@@ -3,6 +3,8 @@ import { basename } from 'node:path';
 
 import {
   type Context,
+  type EmbedRequest,
+  type Embeddings,
   type EngineConfig,
   engineLog,
   type GenerateChunk,
@@ -20,6 +22,7 @@ import {
   type Llama,
   type LlamaContext,
   type LlamaContextSequence,
+  type LlamaEmbeddingContext,
   type LlamaGrammar,
   LlamaGrammarEvaluationState,
   LlamaLogLevel,
@@ -51,6 +54,8 @@ export interface LlamaCppEngineOptions {
   maxQueued?: number;
   /** Tokens of KV cache per sequence: prompt plus answer (default 4096). */
   contextSize?: number;
+  /** Compute embeddings (`embed`) instead of generating (default false). */
+  embedding?: boolean;
 }
 
 const log = engineLog('llama-cpp');
@@ -58,9 +63,12 @@ const log = engineLog('llama-cpp');
 interface Loaded {
   llama: Llama;
   model: LlamaModel;
-  context: LlamaContext;
+  /** Generation: one context of `parallel` sequences (absent for an embedding engine). */
+  context?: LlamaContext;
   sequences: LlamaContextSequence[];
   pool: SequencePool<LlamaContextSequence>;
+  /** Embeddings: the embedding context (only for an embedding engine). */
+  embedder?: LlamaEmbeddingContext;
   /** Token ids at or above this are not the model's. */
   vocab: number;
 }
@@ -79,7 +87,10 @@ export class LlamaCppEngine extends LLMEngine {
   readonly parallel: number;
   readonly maxQueued: number;
   readonly contextSize: number;
+  readonly embedding: boolean;
   #loaded: Loaded | undefined;
+  /** Embedding requests run one after another on the one embedding context. */
+  #embedQueue: Promise<unknown> = Promise.resolve();
   #loading: Promise<Loaded> | undefined;
   readonly #metrics = new EngineMetrics(() => this.load());
   #unregisterMetrics: (() => void) | undefined;
@@ -93,6 +104,7 @@ export class LlamaCppEngine extends LLMEngine {
     this.parallel = options.parallel ?? 4;
     this.maxQueued = options.maxQueued ?? 64;
     this.contextSize = options.contextSize ?? 4096;
+    this.embedding = options.embedding ?? false;
   }
 
   /** Builds the engine and its worker config from `dynamo-llama-cpp`'s flags and `DYN_*` env. */
@@ -102,14 +114,15 @@ export class LlamaCppEngine extends LLMEngine {
       process.stdout.write(llamaCppHelp());
       process.exit(0);
     }
-    const { modelPath, ggufFile, modelName, gpu, threads, parallel, maxQueued, contextSize, ...common } = parsed.values;
+    const { modelPath, ggufFile, modelName, gpu, threads, parallel, maxQueued, contextSize, embedding, ...common } = parsed.values;
     const file = await resolveGguf(modelPath, ggufFile, env);
-    const engine = new LlamaCppEngine({ modelPath: file, ...(modelName && { modelName }), gpu: gpu === 'false' ? false : gpu, threads, parallel, maxQueued, contextSize });
-    return [engine, workerConfigFromFlags(common, { modelName: file, servedModelName: engine.modelName })];
+    const engine = new LlamaCppEngine({ modelPath: file, ...(modelName && { modelName }), gpu: gpu === 'false' ? false : gpu, threads, parallel, maxQueued, contextSize, embedding });
+    const config = workerConfigFromFlags(embedding ? { ...common, endpointTypes: 'embedding' } : common, { modelName: file, servedModelName: engine.modelName });
+    return [engine, config];
   }
 
   override async start(_workerId: bigint): Promise<EngineConfig> {
-    if (this.parallel > 1 && process.env.UV_THREADPOOL_SIZE !== '1') {
+    if (!this.embedding && this.parallel > 1 && process.env.UV_THREADPOOL_SIZE !== '1') {
       throw new InvalidArgument(
         `parallel ${this.parallel} needs UV_THREADPOOL_SIZE=1 in the environment the process started with (dynamo-llama-cpp sets it): ` +
           'llama.cpp reads batched logits without a lock and node-llama-cpp samples each sequence on its own libuv thread, so with more threads sequences get each other\'s tokens',
@@ -121,7 +134,7 @@ export class LlamaCppEngine extends LLMEngine {
     return {
       model: this.modelName,
       servedModelName: this.modelName,
-      llm: { contextLength: this.contextSize, kvCacheBlockSize: 16, maxNumSeqs: this.parallel, totalKvBlocks: Math.floor((loaded.context.contextSize * this.parallel) / 16) },
+      llm: { contextLength: this.contextSize, kvCacheBlockSize: 16, maxNumSeqs: this.parallel, totalKvBlocks: Math.floor(((loaded.context?.contextSize ?? this.contextSize) * this.parallel) / 16) },
     };
   }
 
@@ -139,17 +152,23 @@ export class LlamaCppEngine extends LLMEngine {
       await llama.dispose();
       throw new InvalidArgument(`llama.cpp could not load ${file}: ${(err as Error).message}`, { cause: err });
     }
+    const vocab = model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? Number.POSITIVE_INFINITY;
+    if (this.embedding) {
+      const embedder = await model.createEmbeddingContext({ contextSize: this.contextSize, threads: this.threads });
+      log.info({ model: file, gpu: llama.gpu, threads: this.threads, context_size: this.contextSize }, 'model loaded for embeddings');
+      return { llama, model, embedder, sequences: [], pool: new SequencePool<LlamaContextSequence>([], 0), vocab };
+    }
     // contextSize is per sequence (llama.cpp allocates it once for each).
     const context = await model.createContext({ sequences: this.parallel, threads: this.threads, contextSize: this.contextSize });
     const sequences = Array.from({ length: this.parallel }, () => context.getSequence());
     log.info({ model: file, gpu: llama.gpu, threads: this.threads, parallel: this.parallel, context_size: this.contextSize }, 'model loaded');
-    const vocab = model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length ?? Number.POSITIVE_INFINITY;
     return { llama, model, context, sequences, pool: new SequencePool(sequences, this.maxQueued), vocab };
   }
 
   override async *generate(request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
     const loaded = this.#loaded;
     if (!loaded) throw new InvalidArgument('generate() before start()');
+    if (this.embedding) throw new InvalidArgument(`this worker computes embeddings of ${this.modelName} (--embedding); it does not generate`);
     const prompt = request.token_ids;
     const { vocab } = loaded;
     if (prompt.length === 0) throw new InvalidArgument('token_ids is empty: a prompt needs at least one token');
@@ -188,6 +207,34 @@ export class LlamaCppEngine extends LLMEngine {
       await sequence.clearHistory();
       loaded.pool.release(sequence);
     }
+  }
+
+  /**
+   * The model's embedding of each input (llama.cpp's embedding context, one input at a time),
+   * cut to the first `dimensions` values when the request asks for fewer.
+   */
+  override async embed(request: EmbedRequest): Promise<Embeddings> {
+    const loaded = this.#loaded;
+    if (!loaded) throw new InvalidArgument('embed() before start()');
+    const embedder = loaded.embedder;
+    if (!embedder) throw new InvalidArgument(`this worker generates with ${this.modelName}; start it with --embedding to compute embeddings`);
+    request.token_ids.forEach((ids, i) => {
+      const bad = ids.find((id) => id >= loaded.vocab);
+      if (bad !== undefined) throw new InvalidArgument(`token_ids.${i}: token id ${bad} is outside the model's vocabulary of ${loaded.vocab}`);
+      if (ids.length > this.contextSize) throw new InvalidArgument(`token_ids.${i}: ${ids.length} tokens; the context holds ${this.contextSize} (--context-size)`);
+    });
+    const run = this.#embedQueue.then(async () => {
+      const vectors: number[][] = [];
+      for (const ids of request.token_ids) vectors.push([...(await embedder.getEmbeddingFor(ids as Token[])).vector]);
+      return vectors;
+    });
+    this.#embedQueue = run.catch(() => {});
+    const vectors = await run;
+    const dims = request.dimensions;
+    const size = vectors[0]?.length ?? 0;
+    if (dims != null && dims > size) throw new InvalidArgument(`dimensions: ${this.modelName}'s embeddings have ${size} values, fewer than the ${dims} asked for`);
+    const embeddings = dims == null ? vectors : vectors.map((v) => v.slice(0, dims));
+    return { embeddings, prompt_tokens: request.token_ids.reduce((sum, ids) => sum + ids.length, 0) };
   }
 
   /** The llama.cpp grammar for the request's `guided_decoding`, if it has one. */
@@ -294,7 +341,8 @@ export class LlamaCppEngine extends LLMEngine {
     if (!loading) return;
     const loaded = await loading.catch(() => undefined);
     if (!loaded) return;
-    await loaded.context.dispose();
+    await loaded.context?.dispose();
+    await loaded.embedder?.dispose();
     await loaded.model.dispose();
     await loaded.llama.dispose();
   }

@@ -58,6 +58,11 @@ export const llamaCppFlags = {
     description: 'Tokens of KV cache per sequence: the longest prompt plus answer a request may have',
     placeholder: 'N',
   },
+  embedding: {
+    schema: z.boolean().default(false),
+    boolean: true,
+    description: "Serve the model's embeddings (/v1/embeddings) instead of generating: registers for embeddings, with llama.cpp's embedding context",
+  },
   ...workerFlags,
   component: { ...workerFlags.component, schema: workerFlags.component.schema.removeDefault().default('llama') },
 };

@@ -35,6 +35,15 @@ export {
   OutputOptionsSchema,
 } from './preprocess/preprocessed-request.js';
 export { Preprocessor, type PreprocessOptions } from './preprocess/preprocessor.js';
+export {
+  EmbeddingRequestSchema,
+  type EmbeddingRequest,
+  type PreprocessedEmbeddingRequest,
+  EmbeddingsOutputSchema,
+  type EmbeddingsOutput,
+  embeddingInputs,
+} from './embeddings/request.js';
+export { embeddingToBase64, embeddingFromBase64, float32Json } from './embeddings/codec.js';
 export { ChatOutputParser, joinParts, modelParsers, type ChatParts, type ModelParsers, type ToolCallDelta } from './postprocess/chat-parsing.js';
 export {
   postprocess,

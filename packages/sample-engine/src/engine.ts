@@ -3,6 +3,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import {
   type Context,
   type DisaggregationMode,
+  type EmbedRequest,
+  type Embeddings,
   type EngineConfig,
   engineLog,
   type GenerateChunk,
@@ -44,6 +46,23 @@ const log = engineLog('sample');
 /** Token ids cycle below this, like a small vocabulary. */
 const VOCAB_SIZE = 32000;
 
+/** Values of a sample embedding unless the request asks for `dimensions`. */
+export const SAMPLE_EMBEDDING_DIMENSIONS = 16;
+
+/**
+ * The sample engine's embedding of some token ids: made up but deterministic, different for
+ * different inputs, and of unit length (`dims` values).
+ */
+export function sampleEmbedding(tokenIds: readonly number[], dims = SAMPLE_EMBEDDING_DIMENSIONS): Float32Array {
+  const vector = new Float32Array(dims);
+  tokenIds.forEach((id, i) => {
+    for (let j = 0; j < dims; j++) vector[j]! += Math.sin((id + 1) * (j + 1) + i);
+  });
+  const norm = Math.hypot(...vector) || 1;
+  for (let j = 0; j < dims; j++) vector[j]! /= norm;
+  return vector;
+}
+
 /**
  * The log probabilities the engine reports when a request asks for them (`output_options.logprobs`
  * = k): every token is drawn with probability 1/2, and the k most likely tokens at its position are
@@ -57,7 +76,8 @@ export function sampleLogprobs(token: number, k: number): Pick<GenerateChunk, 'l
 /**
  * An engine with no model: token `i` of every response is `(i + 1) % 32000`, one per chunk,
  * `delayMs` apart, with made-up log probabilities when asked ({@link sampleLogprobs}); each of a
- * request's `n` choices is the same. It follows the whole engine contract (cancellation, usage, idempotent cleanup)
+ * request's `n` choices is the same. Registered for embeddings (`--endpoint-types embedding`), it
+ * answers with {@link sampleEmbedding}s. It follows the whole engine contract (cancellation, usage, idempotent cleanup)
  * so it can stand in for a real engine when testing a serving pipeline.
  */
 export class SampleEngine extends LLMEngine {
@@ -194,6 +214,13 @@ export class SampleEngine extends LLMEngine {
           : {}),
       };
     }
+  }
+
+  /** {@link sampleEmbedding} of each input (`dimensions` values when the request asks, up to 4096). */
+  override async embed(request: EmbedRequest): Promise<Embeddings> {
+    const dims = request.dimensions ?? SAMPLE_EMBEDDING_DIMENSIONS;
+    if (dims > 4096) throw new InvalidArgument(`dimensions: the sample engine makes at most 4096, got ${dims}`);
+    return { embeddings: request.token_ids.map((ids) => sampleEmbedding(ids, dims)) };
   }
 
   /** Nothing to free per request; logged so operators can see cancellations reach the engine. */

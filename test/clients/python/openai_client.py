@@ -2,7 +2,7 @@
 
 Usage: python openai_client.py BASE_URL CONFIG_JSON
 
-CONFIG_JSON names the model, the chat messages to send, and a victim worker (its model and pid)
+CONFIG_JSON names the model (and its embedding model), the chat messages to send, and a victim worker (its model and pid)
 to SIGKILL once its stream has started. Every call goes through the real `openai` client; the
 report holds what the client returned or raised, and test/clients/openai-python.test.ts checks it.
 """
@@ -81,6 +81,16 @@ def main():
     plain = client.completions.create(**{**completion, "max_tokens": 4}).choices[0].text
     echoed = client.completions.create(**{**completion, "max_tokens": 4}, echo=True).choices[0].text
     report["echo"] = {"plain": plain, "echoed": echoed}
+
+    inputs = ["The cat sat on the mat.", "Quarterly revenue rose by four percent."]
+    # The SDK asks for base64 unless told otherwise, and decodes it.
+    b64 = client.embeddings.create(model=config["embed_model"], input=inputs)
+    floats = client.embeddings.create(model=config["embed_model"], input=inputs, encoding_format="float")
+    report["embeddings"] = {
+        "base64": [list(map(float, d.embedding)) for d in b64.data],
+        "float": [d.embedding for d in floats.data],
+        "prompt_tokens": floats.usage.prompt_tokens,
+    }
 
     print(json.dumps(report))
 

@@ -1,8 +1,10 @@
 import { normalizeFinishReason } from '@dynamo/core';
+import { embeddingToBase64, type EmbeddingsOutput } from '@dynamo/llm';
 import { Cancelled, type Context, DynamoException, type Log, mergeStreams, parseOrThrow, toDynamoException, Unknown } from '@dynamo/runtime';
 
 import type { LLMEngine } from '../engine.js';
 import { type GenerateChunk, GenerateChunkSchema } from '../protocol/chunk.js';
+import { EmbedRequestSchema, type Embeddings, isEmbedRequest } from '../protocol/embedding.js';
 import { type GenerateRequest, GenerateRequestSchema } from '../protocol/request.js';
 
 /** What {@link engineHandler} needs besides the engine. */
@@ -42,9 +44,11 @@ function plainChunk(raw: unknown): GenerateChunk | undefined {
  * - a request for `sampling_options.n` > 1 choices, to an engine that makes one choice per call
  *   (`LLMEngine.generatesChoices` false), becomes n calls of `generate` (n = 1 each, the seed
  *   plus the choice's index when there is a seed), whose chunks are tagged with their `index`.
+ * - a request whose `token_ids` is a list of lists is an embedding request: `engine.embed` answers
+ *   it, the vectors are checked and sent as base64 float32.
  * Whatever an engine does wrong, only its own request fails.
  */
-export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions): (request: unknown, context: Context) => AsyncGenerator<GenerateChunk> {
+export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions): (request: unknown, context: Context) => AsyncGenerator<GenerateChunk | EmbeddingsOutput> {
   const name = options.engineName ?? engine.constructor.name;
   const log = options.log;
   const fail = (context: Context, message: string): never => {
@@ -52,7 +56,11 @@ export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions):
     throw new Unknown(`engine ${name}: ${message}`);
   };
 
-  return async function* serve(body: unknown, context: Context): AsyncGenerator<GenerateChunk> {
+  return async function* serve(body: unknown, context: Context): AsyncGenerator<GenerateChunk | EmbeddingsOutput> {
+    if (isEmbedRequest(body)) {
+      yield await embedded(body, context);
+      return;
+    }
     const request = parseOrThrow(GenerateRequestSchema, body, 'request');
     const n = choicesAsked(request);
     let aborted = false;
@@ -72,6 +80,33 @@ export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions):
       context.signal.removeEventListener('abort', onCancel);
     }
   };
+
+  /**
+   * An embedding request's answer as Dynamo's wire carries it (`{embeddings: [base64 float32...],
+   * prompt_tokens, total_tokens}`), the engine's vectors checked: one per input, finite, all the
+   * same length.
+   */
+  async function embedded(body: unknown, context: Context): Promise<EmbeddingsOutput> {
+    const request = parseOrThrow(EmbedRequestSchema, body, 'request');
+    let result: Embeddings;
+    try {
+      result = await engine.embed(request, context);
+    } catch (err) {
+      if (!(err instanceof DynamoException)) log.warn({ engine: name, id: context.id(), err }, 'engine failed an embedding request');
+      throw toDynamoException(err);
+    }
+    const vectors = result?.embeddings;
+    if (!Array.isArray(vectors) || vectors.length !== request.token_ids.length) {
+      fail(context, `embed() returned ${Array.isArray(vectors) ? vectors.length : 'no'} vectors for ${request.token_ids.length} inputs`);
+    }
+    const size = vectors[0]?.length ?? 0;
+    vectors.forEach((v, i) => {
+      if (v.length !== size || size === 0) fail(context, `embed() returned vector ${i} of length ${v.length}; every vector needs the same length, above 0`);
+      for (let j = 0; j < v.length; j++) if (!Number.isFinite(v[j])) fail(context, `embed() returned a non-finite value in vector ${i} at ${j}`);
+    });
+    const prompt = result.prompt_tokens ?? request.token_ids.reduce((sum, ids) => sum + ids.length, 0);
+    return { embeddings: vectors.map((v) => embeddingToBase64(v)), prompt_tokens: prompt, total_tokens: prompt };
+  }
 
   /** The engine's stream for one `generate` call, every chunk checked (see above). */
   async function* checked(request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {

@@ -1,11 +1,11 @@
 import { type ChatOutputParser, type ChatParts, type ChoiceDelta, joinParts, type TokenLogprob } from '@dynamo/llm';
 
-import type { Surface } from '../models/served-model.js';
+import type { GenerationSurface } from '../models/served-model.js';
 import { chatLogprobs, completionLogprobs } from './openai-shapes.js';
 
 /** How a response's choices are written. */
 export interface ChoiceSettings {
-  surface: Surface;
+  surface: GenerationSurface;
   /** A parser per choice, when the model's output is parsed (tool calls, reasoning). */
   newParser: (() => ChatOutputParser | undefined) | undefined;
   /** `parallel_tool_calls: false`: only a choice's first tool call goes out. */

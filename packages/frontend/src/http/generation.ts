@@ -1,25 +1,20 @@
-import { randomUUID } from 'node:crypto';
 import { ChatOutputParser, type PreprocessedRequest, type Preprocessor, promptBatch } from '@dynamo/llm';
-import { Cancelled, CannotConnect, Context, type DynamoException, type Log, mergeStreams, parseTraceparent } from '@dynamo/runtime';
+import { Cancelled, type DynamoException, mergeStreams } from '@dynamo/runtime';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
-import type { FrontendMetrics, RequestTracker } from '../metrics.js';
-import type { ModelRegistry } from '../models/registry.js';
-import type { ServedModel, Surface } from '../models/served-model.js';
+import type { GenerationSurface, ServedModel } from '../models/served-model.js';
 import { type AttemptDeps, attemptContext, attemptDeltas } from '../pipeline/attempt-stream.js';
 import { planAttempts } from '../pipeline/plan.js';
 import { textDeltas } from '../pipeline/text-stream.js';
 import { UsageCounter } from '../pipeline/usage.js';
-import type { Candidate } from '../routing/router.js';
+import { ClientRequest, type RouteDeps } from './client-request.js';
 import { HttpError } from './errors.js';
 import { responseIds } from './openai-shapes.js';
-import { checkRequestFields, pinnedInstance } from './request-fields.js';
+import { checkRequestFields } from './request-fields.js';
 import { type Answer, streamAnswer, wholeAnswer } from './respond.js';
 
 /** What the generation routes need from the frontend. */
-export interface GenerationDeps {
-  registry: ModelRegistry;
-  metrics: FrontendMetrics;
+export interface GenerationDeps extends RouteDeps {
   /** Overrides every card's migration limit when set. */
   migrationLimit: number | undefined;
   /** Always send the usage chunk (`DYN_ENABLE_FORCE_INCLUDE_USAGE`). */
@@ -34,101 +29,31 @@ export interface GenerationDeps {
   keepAliveMs: number;
   /** Largest `data:` URL in a media part (`DYN_MM_MAX_DATA_URL_MB`). */
   maxDataUrlBytes: number;
-  /** Contexts of the requests in flight, so shutdown can end them. */
-  inflight: Set<Context>;
-  log: Log;
 }
 
-/** One client request on its way through the pipeline. */
-interface Request {
-  surface: Surface;
-  fields: Record<string, unknown>;
-  model: ServedModel;
-  requestId: string;
-  context: Context;
-  pinned: bigint | undefined;
-  tracker: RequestTracker;
-  /** Router bookkeeping ids used (one per worker request). */
-  routeIds: Set<string>;
-}
-
-const header = (req: FastifyRequest, name: string): string | undefined => {
-  const value = req.headers[name];
-  return Array.isArray(value) ? value[0] : value;
-};
+type Request = ClientRequest<GenerationSurface>;
 
 /** The handler of `/v1/chat/completions` or `/v1/completions`. */
-export function generationHandler(surface: Surface, deps: GenerationDeps) {
+export function generationHandler(surface: GenerationSurface, deps: GenerationDeps) {
   return async (req: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
-    const body = req.body;
-    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError(400, 'request body must be a JSON object');
-    const fields = body as Record<string, unknown>;
-    if (typeof fields.model !== 'string') throw new HttpError(400, `request.model: ${fields.model === undefined ? 'missing field' : 'must be a string'}`, { param: 'model' });
-    checkRequestFields(surface, fields, deps.ignoreUnknownFields);
-    const model = deps.registry.get(fields.model);
-    if (!model) throw new HttpError(404, `Model not found: ${fields.model}`, { param: 'model' });
-    if (!model.serves(surface)) throw new HttpError(404, `model ${model.name} does not serve ${surface === 'chat' ? '/v1/chat/completions' : '/v1/completions'}`, { param: 'model' });
-    const pinned = pinnedInstance(req.headers, fields);
-    const requestId = header(req, 'x-request-id') || randomUUID();
-    void reply.header('x-request-id', requestId);
-    const streaming = fields.stream === true;
-    const traceparent = header(req, 'traceparent');
-    const trace = traceparent === undefined ? undefined : parseTraceparent(traceparent, header(req, 'tracestate'));
-    const context = new Context({ id: requestId, ...(trace ? { trace } : {}) });
-    // Alone, a request is fastest preprocessed on this thread; with others in flight, off it.
-    const alone = deps.inflight.size === 0;
-
-    // The client is watched from here on: one that leaves while its request is preprocessed is
-    // never sent to a worker, and one that leaves later stops its worker.
-    const tracker = deps.metrics.track(model.name, surface === 'chat' ? 'chat_completions' : 'completions', streaming);
-    deps.inflight.add(context);
-    const onClose = () => {
-      if (reply.raw.writableFinished) return;
-      context.kill();
-      deps.metrics.disconnects.inc({ model: model.name.toLowerCase() });
-    };
-    reply.raw.on('close', onClose);
-    // A client gone before the handler ran (its body arrived, then it hung up) closed already.
-    if (req.raw.socket?.destroyed) onClose();
-    const request: Request = { surface, fields, model, requestId, context, pinned, tracker, routeIds: new Set() };
-    const done = (ok: boolean) => {
-      tracker.finish(ok);
-      for (const id of request.routeIds) model.router.finished?.(id);
-      deps.inflight.delete(context);
-      reply.raw.off('close', onClose);
-    };
+    const request = ClientRequest.open(surface, req, reply, deps, (fields) => checkRequestFields(surface, fields, deps.ignoreUnknownFields));
     try {
-      const answer = model.input === 'Tokens' ? await tokensAnswer(request, deps, alone) : textAnswer(request, deps);
-      if (!streaming) {
+      const answer = request.model.input === 'Tokens' ? await tokensAnswer(request, deps) : textAnswer(request, deps);
+      if (request.fields.stream !== true) {
         const response = await wholeAnswer(answer);
-        done(true);
+        request.done(true);
         return response;
       }
       // The first item decides the status: an error before any output is an HTTP error.
       const first = await answer.deltas.next();
       void reply.hijack();
-      done(await streamAnswer(answer, reply, first, deps.log));
+      request.done(await streamAnswer(answer, reply, first, deps.log));
       return undefined;
     } catch (err) {
-      done(false);
+      request.done(false);
       throw err;
     }
   };
-}
-
-/** Picks the instance for a worker request: the pinned one, or the router's choice among the live ones. */
-function route(r: Request, failed: ReadonlySet<bigint>, tokenIds: readonly number[] | undefined, routeId: string): Candidate {
-  if (r.context.isKilled()) throw new Cancelled('client closed the request before it was sent to a worker');
-  const { model } = r;
-  if (r.pinned !== undefined) {
-    const candidate = model.candidate(r.pinned);
-    if (!candidate) throw new CannotConnect(`instance ${r.pinned} does not serve model ${model.name}`);
-    return candidate;
-  }
-  const candidates = model.candidates();
-  if (candidates.length === 0) throw new CannotConnect(`no instance of model ${model.name} is available`);
-  r.routeIds.add(routeId);
-  return model.router.select(candidates, { model: model.name, requestId: routeId, failed, ...(tokenIds ? { tokenIds: tokenIds as number[] } : {}) });
 }
 
 /** The answer settings every surface shares. */
@@ -158,10 +83,11 @@ function answerOf(r: Request, deps: GenerationDeps, parts: Pick<Answer, 'choices
  * A Tokens-input model's answer: the body preprocessed into one worker request per prompt, each
  * sent for its `n` choices (or once per choice, see `planAttempts`), the outputs merged.
  */
-async function tokensAnswer(r: Request, deps: GenerationDeps, onCallingThread: boolean): Promise<Answer> {
+async function tokensAnswer(r: Request, deps: GenerationDeps): Promise<Answer> {
   const { surface, model, fields, context } = r;
-  const pre = await preprocessorOf(model);
-  const prompts = await preprocess(surface, model, pre, fields, { onCallingThread, maxDataUrlBytes: deps.maxDataUrlBytes });
+  const pre = await r.preprocessor();
+  // Alone, a request is fastest preprocessed on this thread; with others in flight, off it.
+  const prompts = await preprocess(surface, model, pre, fields, { onCallingThread: r.alone, maxDataUrlBytes: deps.maxDataUrlBytes });
   if (context.isKilled()) throw new Cancelled('client closed the request while it was preprocessed');
   const n = prompts[0]!.sampling_options?.n ?? 1;
   const attempts = planAttempts(prompts, n, model.generatesChoices);
@@ -169,7 +95,7 @@ async function tokensAnswer(r: Request, deps: GenerationDeps, onCallingThread: b
   const attemptDeps: AttemptDeps = {
     tokenizer: pre.tokenizer,
     migrationLimit: r.pinned !== undefined ? 0 : (deps.migrationLimit ?? model.cardMigrationLimit),
-    route: (failed, request, routeId) => route(r, failed, request.token_ids, routeId),
+    route: (failed, request, routeId) => r.route(failed, request.token_ids, routeId),
     onMigrate: (err: DynamoException, instanceId: bigint) => {
       deps.metrics.migrations.inc({ model: model.name.toLowerCase() });
       deps.log.warn({ request_id: r.requestId, model: model.name, instance_id: instanceId.toString(16), err: err.message }, 'worker failed mid-request; migrating');
@@ -196,7 +122,7 @@ async function tokensAnswer(r: Request, deps: GenerationDeps, onCallingThread: b
 /** A Text-input model's answer: the body goes to the worker as it is, and its OpenAI chunks come back. */
 function textAnswer(r: Request, deps: GenerationDeps): Answer {
   const n = typeof r.fields.n === 'number' && Number.isInteger(r.fields.n) && r.fields.n > 1 ? r.fields.n : 1;
-  const target = route(r, new Set(), undefined, r.requestId);
+  const target = r.route(new Set(), undefined, r.requestId);
   const deltas = textDeltas(r.surface, target.client.direct(r.fields, target.instanceId, { context: r.context }));
   return answerOf(r, deps, {
     choices: n,
@@ -214,16 +140,8 @@ function echoTexts(fields: Record<string, unknown>, pre: Preprocessor, n: number
   return (index) => prompts[Math.floor(index / n)] ?? '';
 }
 
-async function preprocessorOf(model: ServedModel): Promise<Preprocessor> {
-  try {
-    return await model.preprocessor();
-  } catch (err) {
-    throw new HttpError(503, `model ${model.name} is not available: its files could not be loaded (${(err as Error).message})`, { cause: err });
-  }
-}
-
 /** Preprocesses a Tokens-input body: template, tokenization, validation, context length; one request per prompt. */
-async function preprocess(surface: Surface, model: ServedModel, pre: Preprocessor, body: unknown, options: { onCallingThread: boolean; maxDataUrlBytes: number }): Promise<PreprocessedRequest[]> {
+async function preprocess(surface: GenerationSurface, model: ServedModel, pre: Preprocessor, body: unknown, options: { onCallingThread: boolean; maxDataUrlBytes: number }): Promise<PreprocessedRequest[]> {
   const requests = surface === 'chat' ? [(await pre.preprocessChat(body, options)).request] : await pre.preprocessCompletions(body);
   const context = model.card.context_length;
   for (const request of requests) {

@@ -1,6 +1,6 @@
 import type { ChatParts, TokenLogprob } from '@dynamo/llm';
 
-import type { Surface } from '../models/served-model.js';
+import type { GenerationSurface } from '../models/served-model.js';
 
 /** Token counts as OpenAI reports them. */
 export interface Usage {
@@ -19,7 +19,7 @@ export interface ResponseIds {
 }
 
 /** The ids of a response: `chatcmpl-<request id>` or `cmpl-<request id>`. */
-export function responseIds(surface: Surface, requestId: string, model: string): ResponseIds {
+export function responseIds(surface: GenerationSurface, requestId: string, model: string): ResponseIds {
   return { id: `${surface === 'chat' ? 'chatcmpl' : 'cmpl'}-${requestId}`, created: Math.floor(Date.now() / 1000), model };
 }
 
@@ -59,7 +59,7 @@ export interface ChunkContent {
 }
 
 /** One streamed chunk's JSON: a chat delta or a completions text piece, for choice `index`. */
-export function chunkJson(surface: Surface, ids: ResponseIds, index: number, c: ChunkContent, reasoningField = 'reasoning_content'): string {
+export function chunkJson(surface: GenerationSurface, ids: ResponseIds, index: number, c: ChunkContent, reasoningField = 'reasoning_content'): string {
   const usage = c.usage ? { usage: c.usage } : {};
   if (surface === 'completions') {
     const choice = { index, text: c.parts.content, finish_reason: c.finishReason, logprobs: c.logprobs ?? null };
@@ -77,7 +77,7 @@ export function chunkJson(surface: Surface, ids: ResponseIds, index: number, c: 
  * logprobs or usage), as `chunkJson` writes it but built once: per token only the text is
  * serialized, into a fixed prefix and suffix.
  */
-export function plainChunkJson(surface: Surface, ids: ResponseIds, index: number): (text: string) => string {
+export function plainChunkJson(surface: GenerationSurface, ids: ResponseIds, index: number): (text: string) => string {
   const marker = JSON.stringify('\u0000');
   const template = chunkJson(surface, ids, index, { parts: { content: '\u0000', reasoning: '', toolCalls: [] }, finishReason: null, first: false });
   // The text is the last string field before the finish reason: the model name may hold the marker too.
@@ -88,7 +88,7 @@ export function plainChunkJson(surface: Surface, ids: ResponseIds, index: number
 }
 
 /** The usage-only chunk sent last with `stream_options.include_usage`. */
-export function usageChunkJson(surface: Surface, ids: ResponseIds, usage: Usage): string {
+export function usageChunkJson(surface: GenerationSurface, ids: ResponseIds, usage: Usage): string {
   const object = surface === 'chat' ? 'chat.completion.chunk' : 'text_completion';
   return JSON.stringify({ id: ids.id, object, created: ids.created, model: ids.model, choices: [], usage });
 }
@@ -102,7 +102,7 @@ export interface WholeChoice {
 }
 
 /** A whole response: chat messages (empty content is null when the output was parsed, as stock sends it) or completions texts. */
-export function wholeResponse(surface: Surface, ids: ResponseIds, choices: readonly WholeChoice[], usage: Usage, parsed: boolean, reasoningField = 'reasoning_content'): Record<string, unknown> {
+export function wholeResponse(surface: GenerationSurface, ids: ResponseIds, choices: readonly WholeChoice[], usage: Usage, parsed: boolean, reasoningField = 'reasoning_content'): Record<string, unknown> {
   if (surface === 'completions') {
     const out = choices.map((c) => ({ index: c.index, text: c.parts.content, finish_reason: c.finishReason, logprobs: c.logprobs }));
     return { id: ids.id, object: 'text_completion', created: ids.created, model: ids.model, choices: out, usage };

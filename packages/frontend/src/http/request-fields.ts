@@ -1,4 +1,4 @@
-import type { Surface } from '../models/served-model.js';
+import type { GenerationSurface } from '../models/served-model.js';
 import { HttpError } from './errors.js';
 
 /** Fields of OpenAI's request bodies, and Dynamo's and vLLM's extensions, that the frontend accepts. */
@@ -11,7 +11,7 @@ const COMMON = [
   'guided_json', 'guided_regex', 'guided_grammar', 'guided_choice', 'guided_decoding_backend', 'guided_whitespace_pattern',
   'response_format', 'mm_processor_kwargs',
 ];
-const ALLOWED: Record<Surface, ReadonlySet<string>> = {
+const ALLOWED: Record<GenerationSurface, ReadonlySet<string>> = {
   chat: new Set([
     ...COMMON, 'messages', 'max_completion_tokens', 'top_logprobs', 'tools', 'tool_choice', 'parallel_tool_calls', 'modalities',
     'audio', 'prediction', 'reasoning_effort', 'thinking', 'web_search_options', 'verbosity', 'chat_template', 'chat_template_args',
@@ -24,7 +24,7 @@ const ALLOWED: Record<Surface, ReadonlySet<string>> = {
  * Refuses what the frontend cannot honour, as stock Dynamo does: unknown top-level fields (400,
  * unless `ignoreUnknown`) and the deprecated `functions` / `function_call` (501).
  */
-export function checkRequestFields(surface: Surface, body: Record<string, unknown>, ignoreUnknown: boolean): void {
+export function checkRequestFields(surface: GenerationSurface, body: Record<string, unknown>, ignoreUnknown: boolean): void {
   if (surface === 'chat' && ('functions' in body || 'function_call' in body)) {
     throw new HttpError(501, '`functions` and `function_call` are deprecated and not supported; use `tools` and `tool_choice`', { param: 'functions' in body ? 'functions' : 'function_call' });
   }

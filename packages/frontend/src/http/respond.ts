@@ -3,7 +3,7 @@ import type { Context, Log } from '@dynamo/runtime';
 import type { FastifyReply } from 'fastify';
 
 import type { RequestTracker } from '../metrics.js';
-import type { Surface } from '../models/served-model.js';
+import type { GenerationSurface } from '../models/served-model.js';
 import type { UsageCounter } from '../pipeline/usage.js';
 import { ChoiceOutput, type ChoiceSettings } from './choice-output.js';
 import { HttpError, streamErrorJson, toHttpError } from './errors.js';
@@ -12,7 +12,7 @@ import { SseWriter } from './sse.js';
 
 /** One request's output on its way to the client. */
 export interface Answer extends ChoiceSettings {
-  surface: Surface;
+  surface: GenerationSurface;
   ids: ResponseIds;
   context: Context;
   /** Choices the response has (prompts × n). */

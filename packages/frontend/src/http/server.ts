@@ -8,6 +8,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 import type { FrontendMetrics } from '../metrics.js';
 import type { ModelRegistry } from '../models/registry.js';
 import { errorBody, HttpError, RETRY_AFTER_SECS, reasonPhrase, retriable, toHttpError } from './errors.js';
+import { embeddingsHandler } from './embeddings.js';
 import { type GenerationDeps, generationHandler } from './generation.js';
 
 /** How the HTTP server is set up. */
@@ -21,6 +22,7 @@ export interface HttpServerOptions extends GenerationDeps {
 }
 
 const GENERATION_ROUTES = { '/v1/chat/completions': 'chat', '/v1/completions': 'completions' } as const;
+const POST_ROUTES = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings'] as const;
 
 /**
  * Reads and drops the rest of a request body that is refused unread (a 413), for up to `ms`.
@@ -103,8 +105,9 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
     void reply.code(404).send(errorBody(404, `Route not found: ${req.method} ${req.url.split('?')[0]}`, { overloadStatus: options.overloadStatus }));
   });
 
-  for (const [path, surface] of Object.entries(GENERATION_ROUTES)) {
-    app.post(path, generationHandler(surface, options));
+  for (const [path, surface] of Object.entries(GENERATION_ROUTES)) app.post(path, generationHandler(surface, options));
+  app.post('/v1/embeddings', embeddingsHandler(options));
+  for (const path of POST_ROUTES) {
     app.route({
       method: ['GET', 'PUT', 'DELETE', 'PATCH'],
       url: path,

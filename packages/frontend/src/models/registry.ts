@@ -17,7 +17,7 @@ export interface ModelRegistryOptions {
   log: Log;
 }
 
-const SERVABLE = ModelType.Chat | ModelType.Completions;
+const SERVABLE = ModelType.Chat | ModelType.Completions | ModelType.Embedding;
 /** The longest {@link ModelRegistry.start} waits for the records present at start. */
 const INITIAL_SYNC_MS = 5_000;
 
@@ -137,7 +137,7 @@ export class ModelRegistry {
     }
     const card = parsed.data;
     const types = modelTypeFromWire(card.model_type);
-    if ((types & SERVABLE) === 0) return this.#refuse(key, `model ${card.display_name} not served: model_type '${card.model_type}' has no chat or completions`);
+    if ((types & SERVABLE) === 0) return this.#refuse(key, `model ${card.display_name} not served: model_type '${card.model_type}' has no chat, completions or embeddings`);
     if (card.worker_type !== 'aggregated' && card.worker_type !== '') {
       return this.#refuse(key, `model ${card.display_name} not served: disaggregated ${card.worker_type} workers are not supported by this frontend yet`);
     }
@@ -157,7 +157,7 @@ export class ModelRegistry {
     }
     const client = await this.#client(record.namespace, record.component, record.endpoint);
     if (!model) {
-      model = new ServedModel(card, checksum, types, this.#options.routers(card.display_name, card), this.#options.defaultParsers);
+      model = new ServedModel(card, checksum, this.#options.routers(card.display_name, card), this.#options.defaultParsers);
       for (const problem of model.parserProblems) this.#options.log.warn({ model: card.display_name, err: problem }, 'its output is served without this parser');
       if (card.model_input === 'Tokens') {
         const log = this.#options.log;
@@ -172,7 +172,7 @@ export class ModelRegistry {
       this.#options.log.info({ model: card.display_name, input: card.model_input, model_type: card.model_type }, 'model added');
     }
     const generatesChoices = card.runtime_config.runtime_data?.[N_CHOICES_KEY] === true;
-    model.addRecord(key, { instanceId: record.instance_id, endpoint: `${record.namespace}/${record.component}/${record.endpoint}`, generatesChoices }, client);
+    model.addRecord(key, { instanceId: record.instance_id, endpoint: `${record.namespace}/${record.component}/${record.endpoint}`, generatesChoices, types }, client);
     this.#byKey.set(key, model);
   }
 

@@ -4,7 +4,11 @@ import type { Client } from '@dynamo/runtime';
 import type { Candidate, Router } from '../routing/router.js';
 
 /** The OpenAI surfaces a request can come through. */
-export type Surface = 'chat' | 'completions';
+export type Surface = 'chat' | 'completions' | 'embeddings';
+/** The surfaces that generate text. */
+export type GenerationSurface = Exclude<Surface, 'embeddings'>;
+
+const SURFACE_TYPE: Record<Surface, number> = { chat: ModelType.Chat, completions: ModelType.Completions, embeddings: ModelType.Embedding };
 
 /** One instance's model record: which endpoint of which instance serves the model. */
 export interface ModelInstance {
@@ -13,6 +17,8 @@ export interface ModelInstance {
   endpoint: string;
   /** Whether its worker makes a request's `n` choices itself (see {@link generatesChoices}). */
   generatesChoices: boolean;
+  /** The model types (`ModelType` flags) its card registered: a model's chat and embedding workers may differ. */
+  types: number;
 }
 
 
@@ -31,7 +37,6 @@ export class ServedModel {
   readonly parsers: ModelParsers;
   /** Why a parser its card names is not applied (this frontend does not have it). */
   readonly parserProblems: string[];
-  readonly #types: number;
   /** Model records (discovery keys) → instance. */
   readonly #records = new Map<string, ModelInstance>();
   /** Endpoint → its client and the instances on it that serve this model. */
@@ -40,13 +45,12 @@ export class ServedModel {
   #loadError: Error | undefined;
   #loaded: boolean;
 
-  constructor(card: ModelDeploymentCard, checksum: string, types: number, router: Router, defaultParsers: ModelParsers = {}) {
+  constructor(card: ModelDeploymentCard, checksum: string, router: Router, defaultParsers: ModelParsers = {}) {
     this.name = card.display_name;
     const named = { toolCallParser: card.runtime_config.tool_call_parser, reasoningParser: card.runtime_config.reasoning_parser };
     ({ parsers: this.parsers, problems: this.parserProblems } = modelParsers(named, defaultParsers));
     this.card = card;
     this.checksum = checksum;
-    this.#types = types;
     this.router = router;
     this.#loaded = card.model_input !== 'Tokens';
   }
@@ -61,9 +65,17 @@ export class ServedModel {
     return this.card.model_input === 'Tokens' ? 'Tokens' : 'Text';
   }
 
-  /** Whether the model serves `surface`. */
+  /** Whether an instance of the model serves `surface`. */
   serves(surface: Surface): boolean {
-    return (this.#types & (surface === 'chat' ? ModelType.Chat : ModelType.Completions)) !== 0;
+    for (const instance of this.#records.values()) if ((instance.types & SURFACE_TYPE[surface]) !== 0) return true;
+    return false;
+  }
+
+  /** The ids of the instances whose cards serve `surface`. */
+  #servingIds(surface: Surface): Set<bigint> {
+    const ids = new Set<bigint>();
+    for (const instance of this.#records.values()) if ((instance.types & SURFACE_TYPE[surface]) !== 0) ids.add(instance.instanceId);
+    return ids;
   }
 
   /** The migration limit its card asks for. */
@@ -134,17 +146,19 @@ export class ServedModel {
     return true;
   }
 
-  /** The instances that registered this model and whose endpoints are live and reachable now. */
-  candidates(): Candidate[] {
+  /** The instances that registered this model for `surface` and whose endpoints are live and reachable now. */
+  candidates(surface: Surface): Candidate[] {
+    const serving = this.#servingIds(surface);
     const out: Candidate[] = [];
     for (const { client, instances } of this.#endpoints.values()) {
-      for (const instanceId of client.availableIds()) if (instances.has(instanceId)) out.push({ instanceId, client });
+      for (const instanceId of client.availableIds()) if (instances.has(instanceId) && serving.has(instanceId)) out.push({ instanceId, client });
     }
     return out;
   }
 
-  /** The instance `instanceId` if it serves this model and its endpoint is live. */
-  candidate(instanceId: bigint): Candidate | undefined {
+  /** The instance `instanceId` if it serves this model for `surface` and its endpoint is live. */
+  candidate(instanceId: bigint, surface: Surface): Candidate | undefined {
+    if (!this.#servingIds(surface).has(instanceId)) return undefined;
     for (const { client, instances } of this.#endpoints.values()) {
       if (instances.has(instanceId) && client.instanceIds().includes(instanceId)) return { instanceId, client };
     }

@@ -1,6 +1,6 @@
 import type { ChoiceDelta } from '@dynamo/llm';
 
-import type { Surface } from '../models/served-model.js';
+import type { GenerationSurface } from '../models/served-model.js';
 
 type OpenAiChoice = { index?: unknown; delta?: { content?: unknown }; text?: unknown; finish_reason?: unknown };
 type OpenAiChunk = {
@@ -15,7 +15,7 @@ const FINISH = new Set(['stop', 'length', 'content_filter']);
  * its finish reason, and the worker's usage when it reports one (else one token per non-empty
  * piece of text).
  */
-export async function* textDeltas(surface: Surface, chunks: AsyncIterable<unknown>): AsyncGenerator<ChoiceDelta> {
+export async function* textDeltas(surface: GenerationSurface, chunks: AsyncIterable<unknown>): AsyncGenerator<ChoiceDelta> {
   const counts = new Map<number, number>();
   for await (const raw of chunks) {
     const chunk = (raw ?? {}) as OpenAiChunk;

@@ -2,6 +2,7 @@ import type { PromptFormatter, Tokenizer } from '@dynamo/core';
 import { InvalidArgument, parseOrThrow, stringifyJson } from '@dynamo/runtime';
 
 import { mdcsum } from '../card/mdcsum.js';
+import { embeddingInputs, EmbeddingRequestSchema, type PreprocessedEmbeddingRequest } from '../embeddings/request.js';
 import type { ModelDeploymentCard } from '../card/schema.js';
 import type { LocalModel } from '../local-model.js';
 import { guidedDecoding } from './guided-decoding.js';
@@ -222,6 +223,52 @@ export class Preprocessor {
       routing: {},
       router_config_override: null,
       ...(thinking && { extra_args: { reasoning_parser_kwargs: { chat_template_kwargs: thinking } } }),
+    };
+  }
+
+  /**
+   * The `PreprocessedEmbeddingRequest` for an OpenAI embeddings body, as stock Dynamo 1.6.1 builds
+   * it: string inputs tokenized without a chat template (special tokens added unless
+   * `add_special_tokens: false`) and cut to `truncate_prompt_tokens` (-1: the context length),
+   * token-id inputs checked against the vocabulary; all inputs in one request. Throws
+   * `InvalidArgument` naming a bad field or an empty input.
+   */
+  async preprocessEmbeddings(body: unknown): Promise<PreprocessedEmbeddingRequest> {
+    const request = parseOrThrow(EmbeddingRequestSchema, body, 'request');
+    const inputs = embeddingInputs(request.input);
+    if (inputs.length === 0) throw new InvalidArgument('request.input: must hold at least one input');
+    inputs.forEach((input, i) => {
+      if (input.length === 0) throw new InvalidArgument(`request.input${inputs.length > 1 ? `.${i}` : ''}: must not be empty`);
+    });
+    const truncate = request.truncate_prompt_tokens;
+    const context = this.card.context_length;
+    if (truncate === -1 && context === 0) throw new InvalidArgument('request.truncate_prompt_tokens: -1 needs the model\'s context length, which its card does not give');
+    if (truncate != null && context > 0 && truncate > context) {
+      throw new InvalidArgument(`request.truncate_prompt_tokens: ${truncate} cannot be greater than the model's context length ${context}`);
+    }
+    const keep = truncate == null ? undefined : truncate === -1 ? context : truncate;
+    const texts = inputs.filter((i): i is string => typeof i === 'string');
+    const encoded = texts.length === 0 ? [] : await this.tokenizer.encodeBatch(texts, request.add_special_tokens ?? true);
+    let next = 0;
+    const vocab = this.tokenizer.vocabSize;
+    const tokenIds = inputs.map((input, i) => {
+      if (typeof input === 'string') {
+        const ids = Array.from(encoded[next++]!);
+        return keep === undefined ? ids : ids.slice(0, keep);
+      }
+      const bad = input.find((id) => id >= vocab);
+      if (bad !== undefined) throw new InvalidArgument(`request.input${inputs.length > 1 ? `.${i}` : ''}: token id ${bad} is out of range (must be < ${vocab})`);
+      return input;
+    });
+    // Key order and presence as the stock frontend sends them.
+    return {
+      token_ids: tokenIds,
+      model: request.model,
+      ...(request.encoding_format != null && { encoding_format: request.encoding_format }),
+      ...(truncate != null && { truncate_prompt_tokens: truncate }),
+      dimensions: request.dimensions ?? null,
+      mdc_sum: this.mdcSum,
+      annotations: request.nvext?.annotations ?? [],
     };
   }
 }

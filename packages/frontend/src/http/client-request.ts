@@ -1,0 +1,131 @@
+import { randomUUID } from 'node:crypto';
+import type { Preprocessor } from '@dynamo/llm';
+import { Cancelled, CannotConnect, Context, type Log, parseTraceparent } from '@dynamo/runtime';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+
+import type { EndpointLabel, FrontendMetrics, RequestTracker } from '../metrics.js';
+import type { ModelRegistry } from '../models/registry.js';
+import type { ServedModel, Surface } from '../models/served-model.js';
+import type { Candidate } from '../routing/router.js';
+import { HttpError } from './errors.js';
+import { pinnedInstance } from './request-fields.js';
+
+/** What every inference route needs from the frontend. */
+export interface RouteDeps {
+  registry: ModelRegistry;
+  metrics: FrontendMetrics;
+  /** Contexts of the requests in flight, so shutdown can end them. */
+  inflight: Set<Context>;
+  log: Log;
+}
+
+const LABEL: Record<Surface, EndpointLabel> = { chat: 'chat_completions', completions: 'completions', embeddings: 'embeddings' };
+const ROUTE: Record<Surface, string> = { chat: '/v1/chat/completions', completions: '/v1/completions', embeddings: '/v1/embeddings' };
+
+const header = (req: FastifyRequest, name: string): string | undefined => {
+  const value = req.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+};
+
+/**
+ * One client request to an inference route: its body, the model it names, its context (the
+ * `x-request-id` and trace it came with), its metrics and the router bookkeeping. From
+ * {@link open} on, the client is watched: one that leaves before its request reaches a worker
+ * is never sent to one, and one that leaves later stops its worker.
+ */
+export class ClientRequest<S extends Surface = Surface> {
+  readonly routeIds = new Set<string>();
+  /** Whether it was the only request in flight when it arrived. */
+  readonly alone: boolean;
+  readonly #deps: RouteDeps;
+  readonly #reply: FastifyReply;
+  readonly #onClose: () => void;
+
+  private constructor(
+    readonly surface: S,
+    readonly fields: Record<string, unknown>,
+    readonly model: ServedModel,
+    readonly context: Context,
+    readonly pinned: bigint | undefined,
+    readonly tracker: RequestTracker,
+    deps: RouteDeps,
+    req: FastifyRequest,
+    reply: FastifyReply,
+  ) {
+    this.#deps = deps;
+    this.#reply = reply;
+    this.alone = deps.inflight.size === 0;
+    deps.inflight.add(context);
+    this.#onClose = () => {
+      if (reply.raw.writableFinished) return;
+      context.kill();
+      deps.metrics.disconnects.inc({ model: model.name.toLowerCase() });
+    };
+    reply.raw.on('close', this.#onClose);
+    // A client gone before the handler ran (its body arrived, then it hung up) closed already.
+    if (req.raw.socket?.destroyed) this.#onClose();
+  }
+
+  /**
+   * Checks the body (a JSON object naming a model; `check` adds the route's own checks before the
+   * model is looked up, as stock orders them) and opens the request. Throws `HttpError` 400 / 404.
+   */
+  static open<S extends Surface>(surface: S, req: FastifyRequest, reply: FastifyReply, deps: RouteDeps, check?: (fields: Record<string, unknown>) => void): ClientRequest<S> {
+    const body = req.body;
+    if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError(400, 'request body must be a JSON object');
+    const fields = body as Record<string, unknown>;
+    if (typeof fields.model !== 'string') throw new HttpError(400, `request.model: ${fields.model === undefined ? 'missing field' : 'must be a string'}`, { param: 'model' });
+    check?.(fields);
+    const model = deps.registry.get(fields.model);
+    if (!model) throw new HttpError(404, `Model not found: ${fields.model}`, { param: 'model' });
+    if (!model.serves(surface)) throw new HttpError(404, `model ${model.name} does not serve ${ROUTE[surface]}`, { param: 'model' });
+    const pinned = pinnedInstance(req.headers, fields);
+    const requestId = header(req, 'x-request-id') || randomUUID();
+    void reply.header('x-request-id', requestId);
+    const traceparent = header(req, 'traceparent');
+    const trace = traceparent === undefined ? undefined : parseTraceparent(traceparent, header(req, 'tracestate'));
+    const context = new Context({ id: requestId, ...(trace ? { trace } : {}) });
+    const tracker = deps.metrics.track(model.name, LABEL[surface], fields.stream === true);
+    return new ClientRequest(surface, fields, model, context, pinned, tracker, deps, req, reply);
+  }
+
+  /** The request id (the worker sees it as its context id). */
+  get requestId(): string {
+    return this.context.id();
+  }
+
+  /** The model's preprocessor (Tokens input); 503 when its files could not be loaded. */
+  async preprocessor(): Promise<Preprocessor> {
+    try {
+      return await this.model.preprocessor();
+    } catch (err) {
+      throw new HttpError(503, `model ${this.model.name} is not available: its files could not be loaded (${(err as Error).message})`, { cause: err });
+    }
+  }
+
+  /**
+   * The instance for one worker request: the pinned one, or the router's choice among the live
+   * ones serving this surface, avoiding `failed`; `routeId` keys the router's bookkeeping.
+   */
+  route(failed: ReadonlySet<bigint>, tokenIds: readonly number[] | undefined, routeId: string): Candidate {
+    if (this.context.isKilled()) throw new Cancelled('client closed the request before it was sent to a worker');
+    const { model } = this;
+    if (this.pinned !== undefined) {
+      const candidate = model.candidate(this.pinned, this.surface);
+      if (!candidate) throw new CannotConnect(`instance ${this.pinned} does not serve model ${model.name}`);
+      return candidate;
+    }
+    const candidates = model.candidates(this.surface);
+    if (candidates.length === 0) throw new CannotConnect(`no instance of model ${model.name} is available`);
+    this.routeIds.add(routeId);
+    return model.router.select(candidates, { model: model.name, requestId: routeId, failed, ...(tokenIds ? { tokenIds: tokenIds as number[] } : {}) });
+  }
+
+  /** Ends the request's bookkeeping (metrics, router, in-flight set, client watch). */
+  done(ok: boolean): void {
+    this.tracker.finish(ok);
+    for (const id of this.routeIds) this.model.router.finished?.(id);
+    this.#deps.inflight.delete(this.context);
+    this.#reply.raw.off('close', this.#onClose);
+  }
+}
