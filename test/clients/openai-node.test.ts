@@ -274,3 +274,60 @@ function cosine(a: number[], b: number[]): number {
   for (let i = 0; i < a.length; i++) dot += a[i]! * b[i]!;
   return dot / (Math.hypot(...a) * Math.hypot(...b));
 }
+
+describe.each(ENGINES)('the Responses API through the OpenAI Node SDK, $name', (engine: Engine) => {
+  const instructions = engine === SMOLLM2 ? 'You are a helpful assistant.' : undefined;
+  const body = { model: engine.model, input: FRANCE, temperature: 0, max_output_tokens: 12, ...(instructions && { instructions }) };
+
+  it('answers whole and streamed with the same text, with typed events', async () => {
+    const whole = await client.responses.create(body);
+    expect(whole.status === 'completed' || whole.status === 'incomplete').toBe(true);
+    if (engine === SAMPLE) expect(whole.output_text).toBe(stack.sampleText(12));
+    else expect(whole.output_text).toContain('Paris');
+    expect(whole.usage!.output_tokens).toBeGreaterThan(0);
+    const types: string[] = [];
+    let text = '';
+    let final: OpenAI.Responses.Response | undefined;
+    for await (const event of await client.responses.create({ ...body, stream: true })) {
+      types.push(event.type);
+      if (event.type === 'response.output_text.delta') text += event.delta;
+      if (event.type === 'response.completed' || event.type === 'response.incomplete') final = event.response;
+    }
+    expect(text).toBe(whole.output_text);
+    expect(final!.output_text ?? final!.output.flatMap((o) => (o.type === 'message' ? o.content.map((c) => (c.type === 'output_text' ? c.text : '')) : [])).join('')).toBe(whole.output_text);
+    expect(types.slice(0, 4)).toEqual(['response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added']);
+    expect(types.slice(-4)).toEqual(['response.output_text.done', 'response.content_part.done', 'response.output_item.done', final!.status === 'completed' ? 'response.completed' : 'response.incomplete']);
+  });
+
+  it.runIf(engine === SMOLLM2)('makes a function call and answers from its output (a round trip; the sample engine makes no calls)', async () => {
+    const tools: OpenAI.Responses.FunctionTool[] = [
+      { type: 'function', name: 'get_weather', description: 'Get the weather of a city', strict: true, parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 20 } }, required: ['city'], additionalProperties: false } },
+    ];
+    const ask = { model: engine.model, instructions: 'You are a helpful assistant.', temperature: 0, max_output_tokens: 60, tools };
+    const first = await client.responses.create({ ...ask, input: 'What is the weather in Paris?', tool_choice: { type: 'function', name: 'get_weather' } });
+    const call = first.output.find((o): o is OpenAI.Responses.ResponseFunctionToolCall => o.type === 'function_call')!;
+    expect(call.name).toBe('get_weather');
+    expect(JSON.parse(call.arguments)).toEqual({ city: 'Paris' });
+    // Streamed, the call comes as its item and its arguments.
+    let args = '';
+    for await (const event of await client.responses.create({ ...ask, input: 'What is the weather in Paris?', tool_choice: { type: 'function', name: 'get_weather' }, stream: true })) {
+      if (event.type === 'response.function_call_arguments.done') args = event.arguments;
+    }
+    expect(JSON.parse(args)).toEqual({ city: 'Paris' });
+    const second = await client.responses.create({
+      ...ask,
+      input: [
+        { role: 'user', content: 'What is the weather in Paris?' },
+        { type: 'function_call', call_id: call.call_id, name: call.name, arguments: call.arguments },
+        { type: 'function_call_output', call_id: call.call_id, output: '{"temperature_c": 21, "sky": "sunny"}' },
+      ],
+    });
+    expect(second.output_text.toLowerCase()).toContain('sunny');
+  });
+
+  it('refuses previous_response_id with 501, as a stateless frontend', async () => {
+    const err = await client.responses.create({ ...body, previous_response_id: 'resp_1' }).catch((e: unknown) => e);
+    expect((err as OpenAI.APIError).status).toBe(501);
+    expect((err as OpenAI.APIError).message).toContain('previous_response_id');
+  });
+});

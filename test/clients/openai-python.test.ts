@@ -9,7 +9,7 @@ import { sampleEmbedding, sampleLogprobs } from '@dynamo/sample-engine';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
-import { type ClientStack, ENGINES, type Engine, SAMPLE, startClientStack } from './stack.js';
+import { type ClientStack, ENGINES, type Engine, SAMPLE, SMOLLM2, startClientStack } from './stack.js';
 
 const script = join(dirname(fileURLToPath(import.meta.url)), 'python', 'openai_client.py');
 // The OpenAI Python SDK goes into the test venv beside stock Dynamo.
@@ -32,6 +32,8 @@ interface Report {
   batch: { indices: number[]; completion_tokens: number };
   echo: { plain: string; echoed: string };
   embeddings: { base64: number[][]; float: number[][]; prompt_tokens: number };
+  responses: { whole: string; streamed: string; final: string };
+  tool_round_trip?: { name: string; arguments: Record<string, unknown>; answer: string };
 }
 
 let stack: ClientStack;
@@ -44,7 +46,14 @@ describe.skipIf(skip !== '').each(ENGINES)(`the OpenAI Python SDK, $name${skip}`
   let report: Report;
   beforeAll(async () => {
     const victim = await stack.victim(engine, 'python-sdk');
-    const config = { model: engine.model, embed_model: engine.embedModel, messages: engine.messages('What is the capital of France?'), victim_body: victim.body, victim_pid: victim.pid };
+    const config = {
+      model: engine.model,
+      embed_model: engine.embedModel,
+      ...(engine === SMOLLM2 && { instructions: 'You are a helpful assistant.', tool_round_trip: true }),
+      messages: engine.messages('What is the capital of France?'),
+      victim_body: victim.body,
+      victim_pid: victim.pid,
+    };
     const run = spawnSync((venv as { python: string }).python, [script, stack.url, JSON.stringify(config)], { encoding: 'utf8', timeout: 240_000 });
     if (run.status !== 0) throw new Error(`openai_client.py failed (${run.status}):\n${run.stderr}`);
     report = JSON.parse(run.stdout) as Report;
@@ -107,5 +116,17 @@ describe.skipIf(skip !== '').each(ENGINES)(`the OpenAI Python SDK, $name${skip}`
     if (engine === SAMPLE) expect(base64[0]!.map(Math.fround)).toEqual(Array.from(sampleEmbedding(stack.sampleTokens('The cat sat on the mat.'))));
     else expect(base64[0]).toHaveLength(576);
     expect(report.embeddings.prompt_tokens).toBeGreaterThan(0);
+  });
+
+  it('answers through the Responses API, whole and streamed alike', () => {
+    expect(report.responses.streamed).toBe(report.responses.whole);
+    expect(report.responses.final).toBe(report.responses.whole);
+    if (engine === SAMPLE) expect(report.responses.whole).toBe(stack.sampleText(12));
+    else expect(report.responses.whole).toContain('Paris');
+  });
+
+  it.runIf(engine === SMOLLM2)('makes a function call through the Responses API and answers from its output (the sample engine makes no calls)', () => {
+    expect(report.tool_round_trip).toMatchObject({ name: 'get_weather', arguments: { city: 'Paris' } });
+    expect(report.tool_round_trip!.answer.toLowerCase()).toContain('sunny');
   });
 });

@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** Which OpenAI surface a request came through (the `endpoint` label). */
-export type EndpointLabel = 'chat_completions' | 'completions' | 'embeddings';
+export type EndpointLabel = 'chat_completions' | 'completions' | 'embeddings' | 'responses' | 'messages';
 
 /**
  * The frontend's Prometheus metrics, with stock Dynamo's names, labels and buckets

@@ -92,6 +92,32 @@ def main():
         "prompt_tokens": floats.usage.prompt_tokens,
     }
 
+    instructions = config.get("instructions")
+    ask = dict(model=model, input="What is the capital of France?", temperature=0, max_output_tokens=12)
+    if instructions:
+        ask["instructions"] = instructions
+    whole = client.responses.create(**ask)
+    streamed, final = "", None
+    for event in client.responses.create(**ask, stream=True):
+        if event.type == "response.output_text.delta":
+            streamed += event.delta
+        if event.type in ("response.completed", "response.incomplete"):
+            final = event.response.output_text
+    report["responses"] = {"whole": whole.output_text, "streamed": streamed, "final": final}
+
+    if config.get("tool_round_trip"):
+        tools = [{"type": "function", "name": "get_weather", "description": "Get the weather of a city", "strict": True,
+                  "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 20}}, "required": ["city"], "additionalProperties": False}}]
+        ask = dict(model=model, instructions=instructions, temperature=0, max_output_tokens=60, tools=tools)
+        first = client.responses.create(**ask, input="What is the weather in Paris?", tool_choice={"type": "function", "name": "get_weather"})
+        call = next(o for o in first.output if o.type == "function_call")
+        second = client.responses.create(**ask, input=[
+            {"role": "user", "content": "What is the weather in Paris?"},
+            {"type": "function_call", "call_id": call.call_id, "name": call.name, "arguments": call.arguments},
+            {"type": "function_call_output", "call_id": call.call_id, "output": '{"temperature_c": 21, "sky": "sunny"}'},
+        ])
+        report["tool_round_trip"] = {"name": call.name, "arguments": json.loads(call.arguments), "answer": second.output_text}
+
     print(json.dumps(report))
 
 

@@ -20,6 +20,16 @@ export interface RouteDeps {
 }
 
 const LABEL: Record<Surface, EndpointLabel> = { chat: 'chat_completions', completions: 'completions', embeddings: 'embeddings' };
+
+/** How a route opens its requests. */
+export interface OpenOptions {
+  /** The route's own checks of the body, before the model is looked up (as stock orders them). */
+  check?: (fields: Record<string, unknown>) => void;
+  /** The body the pipeline serves, made from the client's (checked) one: another API's mapping onto chat. */
+  fields?: (fields: Record<string, unknown>) => Record<string, unknown>;
+  /** The `endpoint` label of its metrics (default: the surface's). */
+  label?: EndpointLabel;
+}
 const ROUTE: Record<Surface, string> = { chat: '/v1/chat/completions', completions: '/v1/completions', embeddings: '/v1/embeddings' };
 
 const header = (req: FastifyRequest, name: string): string | undefined => {
@@ -67,17 +77,18 @@ export class ClientRequest<S extends Surface = Surface> {
   }
 
   /**
-   * Checks the body (a JSON object naming a model; `check` adds the route's own checks before the
-   * model is looked up, as stock orders them) and opens the request. Throws `HttpError` 400 / 404.
+   * Checks the body (a JSON object naming a model, and the route's own checks) and opens the
+   * request. Throws `HttpError` 400 / 404.
    */
-  static open<S extends Surface>(surface: S, req: FastifyRequest, reply: FastifyReply, deps: RouteDeps, check?: (fields: Record<string, unknown>) => void): ClientRequest<S> {
+  static open<S extends Surface>(surface: S, req: FastifyRequest, reply: FastifyReply, deps: RouteDeps, options: OpenOptions = {}): ClientRequest<S> {
     const body = req.body;
     if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError(400, 'request body must be a JSON object');
-    const fields = body as Record<string, unknown>;
-    if (typeof fields.model !== 'string') throw new HttpError(400, `request.model: ${fields.model === undefined ? 'missing field' : 'must be a string'}`, { param: 'model' });
-    check?.(fields);
-    const model = deps.registry.get(fields.model);
-    if (!model) throw new HttpError(404, `Model not found: ${fields.model}`, { param: 'model' });
+    const given = body as Record<string, unknown>;
+    if (typeof given.model !== 'string') throw new HttpError(400, `request.model: ${given.model === undefined ? 'missing field' : 'must be a string'}`, { param: 'model' });
+    options.check?.(given);
+    const fields = options.fields ? options.fields(given) : given;
+    const model = deps.registry.get(given.model);
+    if (!model) throw new HttpError(404, `Model not found: ${given.model}`, { param: 'model' });
     if (!model.serves(surface)) throw new HttpError(404, `model ${model.name} does not serve ${ROUTE[surface]}`, { param: 'model' });
     const pinned = pinnedInstance(req.headers, fields);
     const requestId = header(req, 'x-request-id') || randomUUID();
@@ -85,7 +96,7 @@ export class ClientRequest<S extends Surface = Surface> {
     const traceparent = header(req, 'traceparent');
     const trace = traceparent === undefined ? undefined : parseTraceparent(traceparent, header(req, 'tracestate'));
     const context = new Context({ id: requestId, ...(trace ? { trace } : {}) });
-    const tracker = deps.metrics.track(model.name, LABEL[surface], fields.stream === true);
+    const tracker = deps.metrics.track(model.name, options.label ?? LABEL[surface], given.stream === true);
     return new ClientRequest(surface, fields, model, context, pinned, tracker, deps, req, reply);
   }
 

@@ -16,7 +16,7 @@ type Vector = string | Float32Array | number[];
  */
 export function embeddingsHandler(deps: RouteDeps) {
   return async (req: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
-    const request = ClientRequest.open('embeddings', req, reply, deps, (fields) => parseOrThrow(EmbeddingRequestSchema, fields, 'request'));
+    const request = ClientRequest.open('embeddings', req, reply, deps, { check: (fields) => parseOrThrow(EmbeddingRequestSchema, fields, 'request') });
     try {
       const base64 = request.fields.encoding_format === 'base64';
       const { vectors, usage } = request.model.input === 'Tokens' ? await tokensEmbeddings(request) : await textEmbeddings(request);

@@ -36,9 +36,9 @@ type Request = ClientRequest<GenerationSurface>;
 /** The handler of `/v1/chat/completions` or `/v1/completions`. */
 export function generationHandler(surface: GenerationSurface, deps: GenerationDeps) {
   return async (req: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
-    const request = ClientRequest.open(surface, req, reply, deps, (fields) => checkRequestFields(surface, fields, deps.ignoreUnknownFields));
+    const request = ClientRequest.open(surface, req, reply, deps, { check: (fields) => checkRequestFields(surface, fields, deps.ignoreUnknownFields) });
     try {
-      const answer = request.model.input === 'Tokens' ? await tokensAnswer(request, deps) : textAnswer(request, deps);
+      const answer = await generationAnswer(request, deps);
       if (request.fields.stream !== true) {
         const response = await wholeAnswer(answer);
         request.done(true);
@@ -54,6 +54,11 @@ export function generationHandler(surface: GenerationSurface, deps: GenerationDe
       throw err;
     }
   };
+}
+
+/** The output of a generation request on its way (its worker requests sent), for a route to write out. */
+export async function generationAnswer(request: Request, deps: GenerationDeps): Promise<Answer> {
+  return request.model.input === 'Tokens' ? tokensAnswer(request, deps) : textAnswer(request, deps);
 }
 
 /** The answer settings every surface shares. */

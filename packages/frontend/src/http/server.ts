@@ -10,6 +10,7 @@ import type { ModelRegistry } from '../models/registry.js';
 import { errorBody, HttpError, RETRY_AFTER_SECS, reasonPhrase, retriable, toHttpError } from './errors.js';
 import { embeddingsHandler } from './embeddings.js';
 import { type GenerationDeps, generationHandler } from './generation.js';
+import { responsesHandler } from './responses.js';
 
 /** How the HTTP server is set up. */
 export interface HttpServerOptions extends GenerationDeps {
@@ -22,7 +23,7 @@ export interface HttpServerOptions extends GenerationDeps {
 }
 
 const GENERATION_ROUTES = { '/v1/chat/completions': 'chat', '/v1/completions': 'completions' } as const;
-const POST_ROUTES = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings'] as const;
+const POST_ROUTES = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses'] as const;
 
 /**
  * Reads and drops the rest of a request body that is refused unread (a 413), for up to `ms`.
@@ -107,6 +108,7 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
 
   for (const [path, surface] of Object.entries(GENERATION_ROUTES)) app.post(path, generationHandler(surface, options));
   app.post('/v1/embeddings', embeddingsHandler(options));
+  app.post('/v1/responses', responsesHandler(options));
   for (const path of POST_ROUTES) {
     app.route({
       method: ['GET', 'PUT', 'DELETE', 'PATCH'],

@@ -39,9 +39,9 @@ export class SseWriter {
     return this.#res.destroyed || this.#res.writableEnded;
   }
 
-  /** Sends `data: <json>`; returns a promise only when the caller should wait for the socket. */
-  data(json: string): Promise<void> | undefined {
-    this.#pending += `data: ${json}\n\n`;
+  /** Sends `data: <json>` (after `event: <type>` when given); returns a promise only when the caller should wait for the socket. */
+  data(json: string, type?: string): Promise<void> | undefined {
+    this.#pending += type === undefined ? `data: ${json}\n\n` : `event: ${type}\ndata: ${json}\n\n`;
     if (!this.#started) {
       this.#started = true;
       this.#flush();
@@ -53,6 +53,11 @@ export class SseWriter {
       setImmediate(this.#flushLater);
     }
     return this.#res.writableNeedDrain ? this.#drained() : undefined;
+  }
+
+  /** Sends a typed event (`event: <type>` and its data), as the Responses and Anthropic APIs stream. */
+  event(type: string, json: string): Promise<void> | undefined {
+    return this.data(json, type);
   }
 
   /**

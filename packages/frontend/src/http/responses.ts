@@ -1,0 +1,98 @@
+import type { ChoiceDelta } from '@dynamo/llm';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+
+import { type ResponseEcho, responseEcho, ResponseStream, wholeResponse } from '../responses/output.js';
+import { parseResponsesRequest, type ResponsesRequest, toChatRequest } from '../responses/request.js';
+import { ChoiceOutput } from './choice-output.js';
+import { ClientRequest } from './client-request.js';
+import { HttpError, toHttpError } from './errors.js';
+import { type GenerationDeps, generationAnswer } from './generation.js';
+import type { Answer } from './respond.js';
+import { SseWriter } from './sse.js';
+
+/**
+ * The handler of `/v1/responses`: the OpenAI Responses API over the chat pipeline, as stock
+ * Dynamo 1.6.1 maps it (see `responses/request.ts`): the request becomes a chat completion, its
+ * parsed output (text, tool calls, reasoning) becomes a Response, whole or as typed SSE events.
+ * Stateless: `previous_response_id` and background responses are refused (501).
+ */
+export function responsesHandler(deps: GenerationDeps) {
+  return async (req: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
+    let parsed: ResponsesRequest | undefined;
+    const request = ClientRequest.open('chat', req, reply, deps, {
+      label: 'responses',
+      fields: (body) => toChatRequest((parsed = parseResponsesRequest(body))),
+    });
+    const responses = parsed!;
+    try {
+      const answer = await generationAnswer(request, deps);
+      const echo = responseEcho(responses, request.model.name);
+      const withReasoning = responses.reasoning?.summary != null;
+      if (responses.stream !== true) {
+        const response = await wholeAnswer(answer, echo, withReasoning);
+        request.done(true);
+        return response;
+      }
+      const first = await answer.deltas.next();
+      void reply.hijack();
+      request.done(await streamAnswer(answer, reply, first, echo, withReasoning, deps));
+      return undefined;
+    } catch (err) {
+      request.done(false);
+      throw err;
+    }
+  };
+}
+
+/** Throws the engine's error as the request's (an engine that finished with an error). */
+function checkEngineError(delta: ChoiceDelta): void {
+  if (delta.finishReason === 'error') throw new HttpError(500, `the engine failed: ${delta.error ?? 'unknown error'}`);
+}
+
+async function wholeAnswer(a: Answer, echo: ResponseEcho, withReasoning: boolean): Promise<Record<string, unknown>> {
+  const choice = new ChoiceOutput(0, a);
+  for (let r = await a.deltas.next(); !r.done; r = await a.deltas.next()) {
+    const delta = r.value;
+    checkEngineError(delta);
+    a.usage.add(delta);
+    a.tracker.tokens(delta.tokenIds.length, a.promptTokens);
+    choice.gather(choice.parts(delta), delta, undefined);
+    if (delta.openaiFinishReason !== undefined) choice.finish(delta.openaiFinishReason);
+  }
+  if (a.context.isKilled()) throw new HttpError(499, 'client closed the request');
+  if (choice.finishReason === null) {
+    choice.gather(choice.rest(), { index: 0, text: '', tokenIds: [], completionTokens: 0 }, undefined);
+    choice.finish(undefined);
+  }
+  return wholeResponse(echo, choice.whole.parts, choice.finishReason, a.usage.usage(choice.reasoningTokens), withReasoning);
+}
+
+async function streamAnswer(a: Answer, reply: FastifyReply, first: IteratorResult<ChoiceDelta>, echo: ResponseEcho, withReasoning: boolean, deps: GenerationDeps): Promise<boolean> {
+  const sse = new SseWriter(reply.raw, { 'x-request-id': a.context.id() }, a.keepAliveMs);
+  const stream = new ResponseStream(sse, echo, withReasoning);
+  const choice = new ChoiceOutput(0, a);
+  try {
+    for (let r = first; !r.done; r = await a.deltas.next()) {
+      const delta = r.value;
+      checkEngineError(delta);
+      a.usage.add(delta);
+      a.tracker.tokens(delta.tokenIds.length, a.promptTokens);
+      const wait = stream.push(choice.parts(delta));
+      if (delta.openaiFinishReason !== undefined) stream.finish(choice.finish(delta.openaiFinishReason));
+      if (wait) await wait;
+      if (sse.closed) return false;
+    }
+    if (a.context.isKilled() || sse.closed) return false;
+    if (choice.finishReason === null) {
+      stream.push(choice.rest());
+      stream.finish(choice.finish(undefined));
+    }
+    stream.end(a.usage.usage(choice.reasoningTokens));
+    return true;
+  } catch (err) {
+    const error = toHttpError(err, a.overloadStatus);
+    deps.log.warn({ request_id: a.context.id(), status: error.status, err: error.message }, 'response stream failed after it started');
+    stream.fail(error.message);
+    return false;
+  }
+}
