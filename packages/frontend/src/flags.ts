@@ -72,6 +72,12 @@ export const frontendFlags = {
     placeholder: 'MS',
   },
   mmMaxDataUrlMb: { schema: positive.default(16), description: 'Largest data: URL in an image, video or audio content part, in MiB (400 beyond)', env: 'DYN_MM_MAX_DATA_URL_MB', placeholder: 'MB' },
+  enableAnthropicApi: {
+    schema: z.boolean().default(false),
+    boolean: true,
+    description: 'Serve the Anthropic Messages API: /v1/messages and /v1/messages/count_tokens',
+    env: 'DYN_ENABLE_ANTHROPIC_API',
+  },
   enableForceIncludeUsage: { schema: z.boolean().default(false), boolean: true, description: 'End every stream with a usage chunk', env: 'DYN_ENABLE_FORCE_INCLUDE_USAGE' },
   ignoreOpenaiFeUnsupportedFields: { schema: z.boolean().default(false), boolean: true, description: 'Accept unknown request fields instead of answering 400', env: 'DYN_IGNORE_OPENAI_FE_UNSUPPORTED_FIELDS' },
   dynToolCallParser: {
@@ -138,6 +144,7 @@ export function frontendOptionsFromFlags(values: FrontendFlagValues, env: Readon
     metricsPrefix: values.metricsPrefix,
     bodyLimitBytes: Math.round(values.httpBodyLimitMb * 1024 * 1024),
     overloadStatus: values.httpOverloadStatusCode,
+    enableAnthropicApi: values.enableAnthropicApi,
     sseKeepAliveMs: values.httpSseKeepAliveIntervalMs,
     maxDataUrlBytes: Math.round(values.mmMaxDataUrlMb * 1024 * 1024),
     requestTimeoutMs: Math.round(values.httpRequestTimeoutSecs * 1000),

@@ -66,6 +66,8 @@ export const FrontendSettingsSchema = z.object({
   sseKeepAliveMs: z.number().int().min(0).default(15_000),
   /** Largest `data:` URL a media content part may carry (stock's `DYN_MM_MAX_DATA_URL_MB`, 16 MiB). */
   maxDataUrlBytes: z.number().int().positive().default(16 * 1024 * 1024),
+  /** Serve the Anthropic Messages API (`/v1/messages`, `/v1/messages/count_tokens`), off by default as in stock. */
+  enableAnthropicApi: z.boolean().default(false),
   /** Always end streams with the usage chunk (as if every request set `stream_options.include_usage`). */
   forceIncludeUsage: z.boolean().default(false),
   /** Accept unknown top-level request fields instead of answering 400. */

@@ -73,6 +73,7 @@ export async function startFrontend(options: FrontendOptions = {}): Promise<Fron
     ignoreUnknownFields: settings.ignoreUnknownFields,
     reasoningField: settings.reasoningFieldName,
     overloadStatus: settings.overloadStatus,
+    anthropicApi: settings.enableAnthropicApi,
     keepAliveMs: settings.sseKeepAliveMs,
     maxDataUrlBytes: settings.maxDataUrlBytes,
     bodyLimitBytes: settings.bodyLimitBytes,

@@ -5,10 +5,12 @@ import type { Socket } from 'node:net';
 import { DynamoException, type Log, parseJson, stringifyJson } from '@dynamo/runtime';
 import Fastify, { type FastifyInstance } from 'fastify';
 
+import { anthropicErrorBody } from '../anthropic/output.js';
 import type { FrontendMetrics } from '../metrics.js';
 import type { ModelRegistry } from '../models/registry.js';
-import { errorBody, HttpError, RETRY_AFTER_SECS, reasonPhrase, retriable, toHttpError } from './errors.js';
+import { ANTHROPIC_PATH, countTokensHandler, messagesHandler } from './anthropic.js';
 import { embeddingsHandler } from './embeddings.js';
+import { errorBody, HttpError, RETRY_AFTER_SECS, reasonPhrase, retriable, toHttpError } from './errors.js';
 import { type GenerationDeps, generationHandler } from './generation.js';
 import { responsesHandler } from './responses.js';
 
@@ -20,10 +22,12 @@ export interface HttpServerOptions extends GenerationDeps {
   tls?: { cert: Buffer; key: Buffer };
   /** True once shutdown began: `/live` and `/health` answer 503. */
   shuttingDown(): boolean;
+  /** Serve the Anthropic Messages API (`/v1/messages`, `/v1/messages/count_tokens`). */
+  anthropicApi: boolean;
 }
 
 const GENERATION_ROUTES = { '/v1/chat/completions': 'chat', '/v1/completions': 'completions' } as const;
-const POST_ROUTES = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses'] as const;
+const POST_ROUTES = ['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses'];
 
 /**
  * Reads and drops the rest of a request body that is refused unread (a 413), for up to `ms`.
@@ -96,6 +100,9 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
     if (error.status === 413) await discardBody(req.raw, timeout);
     if (reply.sent || reply.raw.headersSent) return;
     if (retriable(error.status, overloadStatus)) void reply.header('retry-after', String(RETRY_AFTER_SECS));
+    if (options.anthropicApi && req.url.startsWith(ANTHROPIC_PATH)) {
+      return reply.code(error.status).type('application/json').send(anthropicErrorBody(error.status, error.message, overloadStatus));
+    }
     return reply
       .code(error.status)
       .type('application/json')
@@ -109,7 +116,11 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
   for (const [path, surface] of Object.entries(GENERATION_ROUTES)) app.post(path, generationHandler(surface, options));
   app.post('/v1/embeddings', embeddingsHandler(options));
   app.post('/v1/responses', responsesHandler(options));
-  for (const path of POST_ROUTES) {
+  if (options.anthropicApi) {
+    app.post(ANTHROPIC_PATH, messagesHandler(options));
+    app.post(`${ANTHROPIC_PATH}/count_tokens`, countTokensHandler(options));
+  }
+  for (const path of options.anthropicApi ? [...POST_ROUTES, ANTHROPIC_PATH, `${ANTHROPIC_PATH}/count_tokens`] : POST_ROUTES) {
     app.route({
       method: ['GET', 'PUT', 'DELETE', 'PATCH'],
       url: path,

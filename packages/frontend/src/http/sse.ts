@@ -69,9 +69,9 @@ export class SseWriter {
     this.done();
   }
 
-  /** Sends `data: [DONE]` and ends the response. */
-  done(): void {
-    this.#pending += 'data: [DONE]\n\n';
+  /** Sends `data: [DONE]` (unless `marker` is false: Anthropic's streams have none) and ends the response. */
+  done(marker = true): void {
+    if (marker) this.#pending += 'data: [DONE]\n\n';
     clearTimeout(this.#keepAlive);
     if (!this.closed) this.#res.end(this.#pending);
     this.#pending = '';
