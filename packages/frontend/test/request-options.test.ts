@@ -151,4 +151,31 @@ describe('request options through dynamo-frontend', () => {
     abort.abort();
     await waitFor('the worker to finish the other request', async () => (await inflight()) === 0, 10_000);
   }, 30_000);
+
+  it("answers /v1/models/{id}/ready with stock's readiness body: 200 while a worker serves the model, 404 for an unknown one", async () => {
+    const res = await fetch(`${url}/v1/models/tools/ready`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({
+      model: 'tools',
+      ready: true,
+      namespaces: { dynamo: { ready: true, worker_types: { aggregated: { workers: 1, needs: [] } }, present: ['aggregated'], missing_worker_types: [] } },
+    });
+    expect((await fetch(`${url}/v1/models/nope/ready`)).status).toBe(404);
+  });
+
+  it('serves /openapi.json: every route, with the request schemas the routes validate with', async () => {
+    const doc = (await (await fetch(`${url}/openapi.json`)).json()) as { openapi: string; paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: { $ref: string } }> } }>>; components: { schemas: Record<string, { properties?: Record<string, unknown>; required?: string[] }> } };
+    expect(doc.openapi).toBe('3.1.0');
+    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses', '/v1/models', '/v1/models/{model}/ready', '/health', '/metrics']));
+    const chat = doc.components.schemas.CreateChatCompletionRequest!;
+    expect(chat.required).toEqual(expect.arrayContaining(['model', 'messages']));
+    expect(Object.keys(chat.properties!)).toEqual(expect.arrayContaining(['temperature', 'logprobs', 'top_logprobs', 'tools', 'reasoning_effort']));
+    // Every request body names a schema the document has.
+    for (const methods of Object.values(doc.paths)) {
+      for (const op of Object.values(methods)) {
+        const ref = op.requestBody?.content['application/json']?.schema.$ref;
+        if (ref) expect(doc.components.schemas[ref.split('/').at(-1)!]).toBeDefined();
+      }
+    }
+  });
 });

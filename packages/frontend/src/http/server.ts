@@ -12,6 +12,7 @@ import { ANTHROPIC_PATH, countTokensHandler, messagesHandler } from './anthropic
 import { embeddingsHandler } from './embeddings.js';
 import { errorBody, HttpError, RETRY_AFTER_SECS, reasonPhrase, retriable, toHttpError } from './errors.js';
 import { type GenerationDeps, generationHandler } from './generation.js';
+import { openApiDocument } from './openapi.js';
 import { responsesHandler } from './responses.js';
 
 /** How the HTTP server is set up. */
@@ -138,12 +139,40 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
     object: 'list',
     data: registry.all().flatMap((m) => modelEntry(m.name) ?? []),
   }));
-  app.get('/v1/models/*', async (req) => {
+  app.get('/v1/models/*', async (req, reply) => {
     const name = decodeURIComponent((req.params as { '*': string })['*']);
+    // A model literally named ".../ready" wins, as in stock.
+    const readiness = !registry.get(name) && name.endsWith('/ready') ? readinessOf(name.slice(0, -'/ready'.length)) : undefined;
+    if (readiness) return reply.code(readiness.ready ? 200 : 503).send(readiness);
     const entry = modelEntry(name);
     if (!entry) throw new HttpError(404, `Model not found: ${name}`, { param: 'model' });
     return entry;
   });
+
+  /** Stock's readiness body: the model, and per namespace whether an aggregated worker serves it. */
+  const readinessOf = (name: string) => {
+    const model = registry.get(name);
+    if (!model) return undefined;
+    const { ready, namespaces } = model.readiness();
+    const detail = Object.fromEntries(
+      Object.entries(namespaces)
+        .sort(([a], [b]) => a.localeCompare(b))
+        .map(([namespace, n]) => [
+          namespace,
+          {
+            ready: n.ready,
+            ...(!n.ready && { reason: n.workers > 0 ? "the model's files are not loaded yet" : 'missing worker types: aggregated' }),
+            worker_types: { aggregated: { workers: n.workers, needs: [] } },
+            present: n.workers > 0 ? ['aggregated'] : [],
+            missing_worker_types: n.workers > 0 ? [] : ['aggregated'],
+          },
+        ]),
+    );
+    return { model: model.name, ready, ...(!ready && { reason: 'no namespace has all required worker types live' }), namespaces: detail };
+  };
+
+  const openapi = openApiDocument({ anthropicApi: options.anthropicApi });
+  app.get('/openapi.json', async () => openapi);
 
   app.get('/live', async (_req, reply) => {
     if (options.shuttingDown()) return reply.code(503).send({ status: 'shutting_down', message: 'Service is shutting down' });

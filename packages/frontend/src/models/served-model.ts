@@ -165,6 +165,25 @@ export class ServedModel {
     return undefined;
   }
 
+  /**
+   * Whether the model can serve now, per namespace, as stock's `/v1/models/{id}/ready` reports it:
+   * a namespace is ready when a live (aggregated) worker of the model is in it.
+   */
+  readiness(): { ready: boolean; namespaces: Record<string, { ready: boolean; workers: number }> } {
+    const namespaces: Record<string, { ready: boolean; workers: number }> = {};
+    const live = new Set<bigint>();
+    for (const { client, instances } of this.#endpoints.values()) for (const id of client.instanceIds()) if (instances.has(id)) live.add(id);
+    for (const instance of this.#records.values()) {
+      const namespace = instance.endpoint.split('/')[0] ?? '';
+      const entry = (namespaces[namespace] ??= { ready: false, workers: 0 });
+      if (live.has(instance.instanceId)) {
+        entry.workers += 1;
+        entry.ready = this.ready;
+      }
+    }
+    return { ready: Object.values(namespaces).some((n) => n.ready), namespaces };
+  }
+
   /** Every instance with a record of this model (live or not). */
   instances(): ModelInstance[] {
     return [...this.#records.values()];
