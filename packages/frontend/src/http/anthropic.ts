@@ -6,9 +6,9 @@ import { MessageStream, messageId, stopReason, wholeMessage } from '../anthropic
 import { chatMessages, CountTokensRequestSchema, type MessagesRequest, parseMessagesRequest, systemText, toChatRequest } from '../anthropic/request.js';
 import { ChoiceOutput } from './choice-output.js';
 import { ClientRequest } from './client-request.js';
-import { HttpError, toHttpError } from './errors.js';
+import { toHttpError } from './errors.js';
 import { type GenerationDeps, generationAnswer } from './generation.js';
-import type { Answer } from './respond.js';
+import { type Answer, account, gatherChoice } from './respond.js';
 import { SseWriter } from './sse.js';
 
 /** The route prefix of the Anthropic Messages API; errors under it use Anthropic's shape. */
@@ -43,44 +43,27 @@ export function messagesHandler(deps: GenerationDeps) {
   };
 }
 
-/** What a delta says that the Anthropic answer needs: the engine's failure, and the stop string it stopped at. */
-function seen(delta: ChoiceDelta, state: { stopString?: string }): void {
-  if (delta.finishReason === 'error') throw new HttpError(500, `the engine failed: ${delta.error ?? 'unknown error'}`);
-  if (typeof delta.stopReason === 'string') state.stopString = delta.stopReason;
+async function whole(a: Answer, id: string, model: string): Promise<Record<string, unknown>> {
+  let stopString: string | undefined;
+  const choice = await gatherChoice(a, (delta) => (stopString = stopStringOf(delta) ?? stopString));
+  const parts = choice.whole.parts;
+  return wholeMessage(id, model, parts, stopReason(choice.finishReason, stopString, parts.toolCalls.length > 0), a.usage.usage(choice.reasoningTokens));
 }
 
-async function whole(a: Answer, id: string, model: string): Promise<Record<string, unknown>> {
-  const choice = new ChoiceOutput(0, a);
-  const state: { stopString?: string } = {};
-  for (let r = await a.deltas.next(); !r.done; r = await a.deltas.next()) {
-    const delta = r.value;
-    seen(delta, state);
-    a.usage.add(delta);
-    a.tracker.tokens(delta.tokenIds.length, a.promptTokens);
-    choice.gather(choice.parts(delta), delta, undefined);
-    if (delta.openaiFinishReason !== undefined) choice.finish(delta.openaiFinishReason);
-  }
-  if (a.context.isKilled()) throw new HttpError(499, 'client closed the request');
-  if (choice.finishReason === null) {
-    choice.gather(choice.rest(), { index: 0, text: '', tokenIds: [], completionTokens: 0 }, undefined);
-    choice.finish(undefined);
-  }
-  const parts = choice.whole.parts;
-  return wholeMessage(id, model, parts, stopReason(choice.finishReason, state.stopString, parts.toolCalls.length > 0), a.usage.usage(choice.reasoningTokens));
-}
+/** The stop string a delta stopped at, if it did (Anthropic names it in `stop_sequence`). */
+const stopStringOf = (delta: ChoiceDelta): string | undefined => (typeof delta.stopReason === 'string' ? delta.stopReason : undefined);
 
 async function stream(a: Answer, reply: FastifyReply, first: IteratorResult<ChoiceDelta>, id: string, model: string, deps: GenerationDeps): Promise<boolean> {
   const sse = new SseWriter(reply.raw, { 'x-request-id': a.context.id() }, a.keepAliveMs);
   const events = new MessageStream(sse, id, model, a.promptTokens);
   const choice = new ChoiceOutput(0, a);
-  const state: { stopString?: string } = {};
+  let stopString: string | undefined;
   let calls = 0;
   try {
     for (let r = first; !r.done; r = await a.deltas.next()) {
       const delta = r.value;
-      seen(delta, state);
-      a.usage.add(delta);
-      a.tracker.tokens(delta.tokenIds.length, a.promptTokens);
+      account(a, delta);
+      stopString = stopStringOf(delta) ?? stopString;
       const parts = choice.parts(delta);
       calls += parts.toolCalls.length;
       if (delta.openaiFinishReason !== undefined) choice.finish(delta.openaiFinishReason);
@@ -95,7 +78,7 @@ async function stream(a: Answer, reply: FastifyReply, first: IteratorResult<Choi
       events.push(rest);
       choice.finish(undefined);
     }
-    events.end(stopReason(choice.finishReason, state.stopString, calls > 0), a.usage.usage(choice.reasoningTokens));
+    events.end(stopReason(choice.finishReason, stopString, calls > 0), a.usage.usage(choice.reasoningTokens));
     return true;
   } catch (err) {
     const error = toHttpError(err, a.overloadStatus);

@@ -48,9 +48,35 @@ function reasoningTokens(choices: ChoiceOutput[]): number | undefined {
   return counts.length === 0 ? undefined : counts.reduce((sum, n) => sum + n, 0);
 }
 
-/** Throws the engine's error as the request's (an engine that finished with an error). */
-function checkEngineError(delta: ChoiceDelta): void {
+/**
+ * Takes a delta into the answer's accounting (the request metrics, the usage); throws the
+ * engine's error as the request's when the engine finished with one.
+ */
+export function account(a: Answer, delta: ChoiceDelta): void {
+  a.tracker.tokens(delta.tokenIds.length, a.promptTokens);
   if (delta.finishReason === 'error') throw new HttpError(500, `the engine failed: ${delta.error ?? 'unknown error'}`);
+  a.usage.add(delta);
+}
+
+/**
+ * The whole output of a one-choice answer (the Responses and Messages APIs), gathered into its
+ * choice; `seen` looks at each delta too.
+ */
+export async function gatherChoice(a: Answer, seen: (delta: ChoiceDelta) => void = () => {}): Promise<ChoiceOutput> {
+  const choice = new ChoiceOutput(0, a);
+  for (let r = await a.deltas.next(); !r.done; r = await a.deltas.next()) {
+    const delta = r.value;
+    account(a, delta);
+    seen(delta);
+    choice.gather(choice.parts(delta), delta, undefined);
+    if (delta.openaiFinishReason !== undefined) choice.finish(delta.openaiFinishReason);
+  }
+  if (a.context.isKilled()) throw new HttpError(499, 'client closed the request');
+  if (choice.finishReason === null) {
+    choice.gather(choice.rest(), { index: 0, text: '', tokenIds: [], completionTokens: 0 }, undefined);
+    choice.finish(undefined);
+  }
+  return choice;
 }
 
 /** Collects the whole output into one response; an engine error becomes the HTTP error. */
@@ -58,9 +84,7 @@ export async function wholeAnswer(a: Answer): Promise<Record<string, unknown>> {
   const choices = choiceTable(a);
   for (let r = await a.deltas.next(); !r.done; r = await a.deltas.next()) {
     const delta = r.value;
-    a.tracker.tokens(delta.tokenIds.length, a.promptTokens);
-    checkEngineError(delta);
-    a.usage.add(delta);
+    account(a, delta);
     const choice = choices.get(delta.index);
     const parts = choice.parts(delta);
     choice.gather(parts, delta, choice.logprobs(delta, parts));
@@ -94,9 +118,7 @@ export async function streamAnswer(a: Answer, reply: FastifyReply, first: Iterat
   try {
     for (let r = first; !r.done; r = await a.deltas.next()) {
       const delta = r.value;
-      a.tracker.tokens(delta.tokenIds.length, a.promptTokens);
-      checkEngineError(delta);
-      a.usage.add(delta);
+      account(a, delta);
       const choice = choices.get(delta.index);
       const parts = choice.parts(delta);
       const logprobs = choice.logprobs(delta, parts);

@@ -5,9 +5,9 @@ import { type ResponseEcho, responseEcho, ResponseStream, wholeResponse } from '
 import { parseResponsesRequest, type ResponsesRequest, toChatRequest } from '../responses/request.js';
 import { ChoiceOutput } from './choice-output.js';
 import { ClientRequest } from './client-request.js';
-import { HttpError, toHttpError } from './errors.js';
+import { toHttpError } from './errors.js';
 import { type GenerationDeps, generationAnswer } from './generation.js';
-import type { Answer } from './respond.js';
+import { type Answer, account, gatherChoice } from './respond.js';
 import { SseWriter } from './sse.js';
 
 /**
@@ -44,26 +44,8 @@ export function responsesHandler(deps: GenerationDeps) {
   };
 }
 
-/** Throws the engine's error as the request's (an engine that finished with an error). */
-function checkEngineError(delta: ChoiceDelta): void {
-  if (delta.finishReason === 'error') throw new HttpError(500, `the engine failed: ${delta.error ?? 'unknown error'}`);
-}
-
 async function wholeAnswer(a: Answer, echo: ResponseEcho, withReasoning: boolean): Promise<Record<string, unknown>> {
-  const choice = new ChoiceOutput(0, a);
-  for (let r = await a.deltas.next(); !r.done; r = await a.deltas.next()) {
-    const delta = r.value;
-    checkEngineError(delta);
-    a.usage.add(delta);
-    a.tracker.tokens(delta.tokenIds.length, a.promptTokens);
-    choice.gather(choice.parts(delta), delta, undefined);
-    if (delta.openaiFinishReason !== undefined) choice.finish(delta.openaiFinishReason);
-  }
-  if (a.context.isKilled()) throw new HttpError(499, 'client closed the request');
-  if (choice.finishReason === null) {
-    choice.gather(choice.rest(), { index: 0, text: '', tokenIds: [], completionTokens: 0 }, undefined);
-    choice.finish(undefined);
-  }
+  const choice = await gatherChoice(a);
   return wholeResponse(echo, choice.whole.parts, choice.finishReason, a.usage.usage(choice.reasoningTokens), withReasoning);
 }
 
@@ -74,9 +56,7 @@ async function streamAnswer(a: Answer, reply: FastifyReply, first: IteratorResul
   try {
     for (let r = first; !r.done; r = await a.deltas.next()) {
       const delta = r.value;
-      checkEngineError(delta);
-      a.usage.add(delta);
-      a.tracker.tokens(delta.tokenIds.length, a.promptTokens);
+      account(a, delta);
       const wait = stream.push(choice.parts(delta));
       if (delta.openaiFinishReason !== undefined) stream.finish(choice.finish(delta.openaiFinishReason));
       if (wait) await wait;
