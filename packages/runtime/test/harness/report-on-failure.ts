@@ -20,6 +20,6 @@ function failedSuites(task: RunnerTask): RunnerTestSuite[] {
 
 // vitest hands hooks a fixture object first; only the file (the second argument) is used.
 afterAll(({}, file) => {
-  const failed = failedSuites(file).filter((s) => s !== file);
-  if (failed.length > 0) report(`a hook of ${failed.map((s) => `"${s.name}"`).join(', ')} failed`);
+  const failed = failedSuites(file);
+  if (failed.length > 0) report(`a hook of ${failed.map((s) => (s === file ? 'the file' : `"${s.name}"`)).join(', ')} failed`);
 });
