@@ -161,6 +161,12 @@ describe.skipIf('skip' in stock)('examples/llm-worker behind the stock Dynamo 1.
     // Stock 1.6.1 ignores chat_template_kwargs.add_generation_prompt (it always adds the
     // generation prompt); we honour it as transformers and vLLM do (WIRE-NOTES.md §6).
     const differs = new Set(['assistant_last_no_generation_prompt']);
+    // A null content reaches the template as "" for us, as vLLM gives it; stock passes null, which
+    // this template cannot render (docs/compatibility.md).
+    const nullContent = conversations.find((c) => c.name === 'tool_call_content_null')!;
+    expect((await post('/v1/chat/completions', { ...nullContent.body, model: 'qwen3', max_tokens: 1 })).status).toBeGreaterThanOrEqual(400);
+    expect((await pre.preprocessChat(nullContent.body)).request.token_ids.length).toBeGreaterThan(0);
+    differs.add(nullContent.name);
     let compared = 0;
     for (const { name, body } of conversations.filter((c) => !differs.has(c.name))) {
       const ours = await pre.preprocessChat(body).catch(() => undefined);
