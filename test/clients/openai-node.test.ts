@@ -5,7 +5,7 @@ import { Context, type GenerateChunk } from '@dynamo/backend';
 import { LlamaCppEngine } from '@dynamo/llama-cpp';
 import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dynamo/llm';
 import { sampleEmbedding, sampleLogprobs } from '@dynamo/sample-engine';
-import OpenAI from 'openai';
+import OpenAI, { type APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { modelDir, waitForModel } from '../../packages/frontend/test/support/stack.js';
@@ -67,11 +67,11 @@ describe.each(ENGINES)('the OpenAI Node SDK, $name', (engine: Engine) => {
   it('raises NotFoundError naming an unknown model, and BadRequestError naming a bad field', async () => {
     const missing = await client.chat.completions.create({ ...chat(), model: `${engine.model}-nope` }).catch((e: unknown) => e);
     expect(missing).toBeInstanceOf(OpenAI.NotFoundError);
-    expect((missing as OpenAI.APIError).message).toContain(`${engine.model}-nope`);
+    expect((missing as APIError).message).toContain(`${engine.model}-nope`);
     const bad = await client.chat.completions.create({ ...chat(), temperature: 'hot' as unknown as number }).catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
-    expect((bad as OpenAI.APIError).message).toContain('temperature');
-    expect((bad as OpenAI.APIError).param).toBe('temperature');
+    expect((bad as APIError).message).toContain('temperature');
+    expect((bad as APIError).param).toBe('temperature');
   });
 
   it('raises APIError with the message when the stream fails after it started (the worker dies, no migration left)', async () => {
@@ -85,7 +85,7 @@ describe.each(ENGINES)('the OpenAI Node SDK, $name', (engine: Engine) => {
       }
     })().catch((e: unknown) => e);
     expect(failure).toBeInstanceOf(OpenAI.APIError);
-    expect((failure as OpenAI.APIError).message).toMatch(/Stream ended before generation completed|disconnected|ended|closed/i);
+    expect((failure as APIError).message).toMatch(/Stream ended before generation completed|disconnected|ended|closed/i);
     expect(text.length).toBeGreaterThan(0);
   }, 180_000);
 
@@ -265,7 +265,7 @@ describe.each(ENGINES)('embeddings through the OpenAI Node SDK, $name', (engine:
     expect(short.data[0]!.embedding).toHaveLength(8);
     const bad = await client.embeddings.create({ model: engine.embedModel, input: [] }).catch((e: unknown) => e);
     expect(bad).toBeInstanceOf(OpenAI.BadRequestError);
-    expect((bad as OpenAI.APIError).message).toContain('request.input');
+    expect((bad as APIError).message).toContain('request.input');
   });
 });
 
@@ -327,7 +327,7 @@ describe.each(ENGINES)('the Responses API through the OpenAI Node SDK, $name', (
 
   it('refuses previous_response_id with 501, as a stateless frontend', async () => {
     const err = await client.responses.create({ ...body, previous_response_id: 'resp_1' }).catch((e: unknown) => e);
-    expect((err as OpenAI.APIError).status).toBe(501);
-    expect((err as OpenAI.APIError).message).toContain('previous_response_id');
+    expect((err as APIError).status).toBe(501);
+    expect((err as APIError).message).toContain('previous_response_id');
   });
 });

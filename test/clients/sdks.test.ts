@@ -3,7 +3,7 @@
 // ChatOpenAI and the Anthropic SDK (the frontend serves the Messages API with --enable-anthropic-api).
 // The sample engine's rotating tokens are never JSON, so tool calls and objects are SmolLM2's.
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import Anthropic from '@anthropic-ai/sdk';
+import Anthropic, { type APIError } from '@anthropic-ai/sdk';
 import { ChatOpenAI } from '@langchain/openai';
 import { generateObject, generateText, stepCountIs, streamText, tool } from 'ai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -116,8 +116,8 @@ describe.each(ENGINES)('the Anthropic SDK, $name', (engine: Engine) => {
   it('names an unknown model in a NotFoundError of Anthropic\'s shape', async () => {
     const err = await client().messages.create({ ...ask(engine), model: `${engine.model}-nope` }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.NotFoundError);
-    expect((err as Anthropic.APIError).message).toContain(`${engine.model}-nope`);
-    expect((err as Anthropic.APIError).error).toMatchObject({ type: 'error', error: { type: 'not_found_error' } });
+    expect((err as APIError).message).toContain(`${engine.model}-nope`);
+    expect((err as APIError).error).toMatchObject({ type: 'error', error: { type: 'not_found_error' } });
   });
 
   it.runIf(engine === SMOLLM2)('runs a tool_use round trip: the model calls get_weather, then answers from its result', async () => {
@@ -125,18 +125,20 @@ describe.each(ENGINES)('the Anthropic SDK, $name', (engine: Engine) => {
       { name: 'get_weather', description: 'Get the weather of a city', input_schema: { type: 'object', properties: { city: { type: 'string', maxLength: 20 } }, required: ['city'], additionalProperties: false } },
     ];
     const question = { role: 'user' as const, content: 'What is the weather in Paris?' };
-    const first = await client().messages.create({ model: engine.model, system: SYSTEM, max_tokens: 60, temperature: 0, tools, tool_choice: { type: 'tool', name: 'get_weather' }, messages: [question] });
+    // The frontend maps temperature as stock does; this SDK's types no longer list it.
+    const greedy = { temperature: 0 };
+    const first = await client().messages.create({ model: engine.model, system: SYSTEM, max_tokens: 60, ...greedy, tools, tool_choice: { type: 'tool', name: 'get_weather' }, messages: [question] });
     expect(first.stop_reason).toBe('tool_use');
     const call = first.content.find((b): b is Anthropic.ToolUseBlock => b.type === 'tool_use')!;
     expect(call).toMatchObject({ name: 'get_weather', input: { city: 'Paris' } });
     // Streamed, the call arrives as a tool_use block with its input.
-    const streamed = await client().messages.stream({ model: engine.model, system: SYSTEM, max_tokens: 60, temperature: 0, tools, tool_choice: { type: 'tool', name: 'get_weather' }, messages: [question] }).finalMessage();
+    const streamed = await client().messages.stream({ model: engine.model, system: SYSTEM, max_tokens: 60, ...greedy, tools, tool_choice: { type: 'tool', name: 'get_weather' }, messages: [question] }).finalMessage();
     expect(streamed.content.find((b) => b.type === 'tool_use')).toMatchObject({ name: 'get_weather', input: { city: 'Paris' } });
     const second = await client().messages.create({
       model: engine.model,
       system: SYSTEM,
       max_tokens: 60,
-      temperature: 0,
+      ...greedy,
       tools,
       messages: [question, { role: 'assistant', content: first.content }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: call.id, content: '{"temperature_c": 21, "sky": "sunny"}' }] }],
     });
