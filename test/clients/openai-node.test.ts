@@ -1,3 +1,4 @@
+// (scripts/test.sh's Node 22 repeat pass skips these: the client libraries are checked on the first.)
 // The official OpenAI Node SDK against our frontend, with the sample engine and with SmolLM2 on
 // dynamo-llama-cpp behind it: whole and streamed answers, the SDK's typed errors (with their
 // messages, also for a stream that fails midway), n choices, log probabilities, batch prompts, echo.
@@ -11,11 +12,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { modelDir, waitForModel } from '../../packages/frontend/test/support/stack.js';
 import { freePort, waitFor } from '../../packages/runtime/test/harness/free-port.js';
 import { stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
-import { type ClientStack, ENGINES, type Engine, SAMPLE, SMOLLM2, startClientStack } from './stack.js';
+import { type ClientStack, ENGINES, type Engine, repeatPass, SAMPLE, SMOLLM2, skipNote, startClientStack } from './stack.js';
 
 let stack: ClientStack;
 let client: OpenAI;
 beforeAll(async () => {
+  if (repeatPass) return;
   stack = await startClientStack();
   client = new OpenAI({ baseURL: `${stack.url}/v1`, apiKey: 'unused', maxRetries: 0 });
 }, 300_000);
@@ -23,7 +25,7 @@ afterAll(() => stack?.stop());
 
 const FRANCE = 'What is the capital of France?';
 
-describe.each(ENGINES)('the OpenAI Node SDK, $name', (engine: Engine) => {
+describe.skipIf(repeatPass).each(ENGINES)(`the OpenAI Node SDK, $name${skipNote}`, (engine: Engine) => {
   const chat = (extra: Partial<OpenAI.ChatCompletionCreateParamsNonStreaming> = {}) => ({
     model: engine.model,
     messages: engine.messages(FRANCE),
@@ -189,7 +191,7 @@ async function engineFirstTokens(engine: Engine, count: number): Promise<{ ids: 
   }
 }
 
-const stock = stockPython();
+const stock = repeatPass ? { skip: 'the repeat pass; checked on the first' } : stockPython();
 describe.skipIf('skip' in stock)(`n choices and embeddings behind either frontend${'skip' in stock ? ` (skipped: ${stock.skip})` : ''}`, () => {
   let stockUrl = '';
   let stockWorkerModel = '';
@@ -235,7 +237,7 @@ describe.skipIf('skip' in stock)(`n choices and embeddings behind either fronten
   });
 });
 
-describe.each(ENGINES)('embeddings through the OpenAI Node SDK, $name', (engine: Engine) => {
+describe.skipIf(repeatPass).each(ENGINES)(`embeddings through the OpenAI Node SDK, $name${skipNote}`, (engine: Engine) => {
   const inputs = ['The cat sat on the mat.', 'A cat was sitting on a mat.', 'Quarterly revenue rose by four percent.'];
 
   it('embeds a batch of strings, as floats and as base64 decoding to the same vectors', async () => {
@@ -275,7 +277,7 @@ function cosine(a: number[], b: number[]): number {
   return dot / (Math.hypot(...a) * Math.hypot(...b));
 }
 
-describe.each(ENGINES)('the Responses API through the OpenAI Node SDK, $name', (engine: Engine) => {
+describe.skipIf(repeatPass).each(ENGINES)(`the Responses API through the OpenAI Node SDK, $name${skipNote}`, (engine: Engine) => {
   const instructions = engine === SMOLLM2 ? 'You are a helpful assistant.' : undefined;
   const body = { model: engine.model, input: FRANCE, temperature: 0, max_output_tokens: 12, ...(instructions && { instructions }) };
 

@@ -9,11 +9,9 @@ import { sampleEmbedding, sampleLogprobs } from '@dynamo/sample-engine';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
-import { type ClientStack, ENGINES, type Engine, SAMPLE, SMOLLM2, startClientStack } from './stack.js';
+import { type ClientStack, ENGINES, type Engine, repeatPass, SAMPLE, SMOLLM2, startClientStack } from './stack.js';
 
 const script = join(dirname(fileURLToPath(import.meta.url)), 'python', 'openai_client.py');
-// scripts/test.sh's Node 22 pass: the Python client does not depend on the Node version.
-const repeatPass = process.env.DYNAMO_TS_REPEAT_PASS === '1';
 // The OpenAI Python SDK goes into the test venv beside stock Dynamo.
 const venv = repeatPass ? { skip: 'the repeat pass; checked on the first' } : stockPython(['openai==3.57.0']);
 const skip = 'skip' in venv ? ` (skipped: ${venv.skip})` : '';

@@ -55,20 +55,37 @@ export interface ClientStack {
   stop(): Promise<void>;
 }
 
+/** scripts/test.sh's Node 22 pass: the client libraries are checked on the first. */
+export const repeatPass = process.env.DYNAMO_TS_REPEAT_PASS === '1';
+/** The title suffix of a client-test describe: why it is skipped, when it is. */
+export const skipNote = repeatPass ? ' (skipped on the repeat pass: checked on the first)' : '';
+
+/** How {@link startClientStack} sets the deployment up. */
+export interface ClientStackOptions {
+  frontendArgs?: string[];
+  /** Start each engine's embedding worker too (default true). */
+  embeddings?: boolean;
+}
+
 /** Starts the frontend and both engines, and waits until both models are served. */
-export async function startClientStack(frontendArgs: string[] = [], frontendEnv: Record<string, string> = {}): Promise<ClientStack> {
+export async function startClientStack(options: ClientStackOptions = {}): Promise<ClientStack> {
+  const { frontendArgs = [], embeddings = true } = options;
   const modelPath = await smolLm2();
   const deployment = await Deployment.start(SETUPS[0]!);
   deployment.sampleWorker(['--model-name', SAMPLE.model, '--delay-ms', '0']);
   deployment.nodeProcess([llamaCli, '--model-path', modelPath, '--model-name', SMOLLM2.model, '--parallel', '4', '--context-size', '1024']);
-  // Embeddings of the same models, from workers of their own, as embedding workers are deployed.
-  deployment.sampleWorker(['--model-name', SAMPLE.embedModel, '--component', 'sampleembed', '--endpoint-types', 'embedding']);
-  deployment.nodeProcess([llamaCli, '--model-path', modelPath, '--model-name', SMOLLM2.embedModel, '--component', 'llamaembed', '--embedding']);
-  const { url } = await deployment.frontend(['--migration-limit', '0', ...frontendArgs], frontendEnv);
+  if (embeddings) {
+    // Embeddings of the same models, from workers of their own, as embedding workers are deployed.
+    deployment.sampleWorker(['--model-name', SAMPLE.embedModel, '--component', 'sampleembed', '--endpoint-types', 'embedding']);
+    deployment.nodeProcess([llamaCli, '--model-path', modelPath, '--model-name', SMOLLM2.embedModel, '--component', 'llamaembed', '--embedding']);
+  }
+  const { url } = await deployment.frontend(['--migration-limit', '0', ...frontendArgs]);
   await waitForModel(url, SAMPLE.model, 'sample', 1, 60_000);
   await waitForModel(url, SMOLLM2.model, 'llama', 1, 120_000);
-  await waitForModel(url, SAMPLE.embedModel, 'sampleembed', 1, 60_000);
-  await waitForModel(url, SMOLLM2.embedModel, 'llamaembed', 1, 120_000);
+  if (embeddings) {
+    await waitForModel(url, SAMPLE.embedModel, 'sampleembed', 1, 60_000);
+    await waitForModel(url, SMOLLM2.embedModel, 'llamaembed', 1, 120_000);
+  }
   const tokenizer = await (await LocalModel.load(modelDir)).tokenizer();
   const children: Child[] = [];
   return {

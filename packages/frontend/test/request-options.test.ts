@@ -51,7 +51,7 @@ describe('request options through dynamo-frontend', () => {
     replay('vision', ['--custom-jinja-template', template]);
     systemPort = await freePort();
     deployment.sampleWorker(['--model-name', 'slow', '--component', 'slow', '--delay-ms', '400', '--context-length', '40960'], { DYN_SYSTEM_PORT: String(systemPort) });
-    ({ url } = await deployment.frontend(['--mm-max-data-url-mb', '0.001'], { DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS: '150' }));
+    ({ url } = await deployment.frontend(['--mm-max-data-url-mb', '0.001', '--enable-anthropic-api'], { DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS: '150' }));
     for (const model of ['tools', 'vision', 'slow']) await waitForModel(url, model, model, 1, 60_000);
     client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
   }, 120_000);
@@ -177,5 +177,38 @@ describe('request options through dynamo-frontend', () => {
         if (ref) expect(doc.components.schemas[ref.split('/').at(-1)!]).toBeDefined();
       }
     }
+  });
+
+  it('turns reasoning into a Responses reasoning item (with reasoning.summary) and an Anthropic thinking block, whole and streamed', async () => {
+    const reasoning = '\nThe user asks for 2+2. That is 4.\n';
+    const answer = '\n\nThe answer is 4.';
+    const question = `What is 2+2? [case ${seed('think block then answer')}]`;
+    type Item = { type: string; content: Array<{ text: string }> };
+    const response = (await (await post(url, '/v1/responses', { model: 'tools', input: question, reasoning: { summary: 'auto' } })).json()) as { output: Item[] };
+    expect(response.output.map((o) => [o.type, o.content[0]!.text])).toEqual([
+      ['reasoning', reasoning],
+      ['message', answer],
+    ]);
+    const events = (await (await post(url, '/v1/responses', { model: 'tools', input: question, reasoning: { summary: 'auto' }, stream: true })).text())
+      .split('\n\n')
+      .filter((e) => e.startsWith('event: '))
+      .map((e) => JSON.parse(e.slice(e.indexOf('\ndata: ') + 7)) as { type: string; delta?: string });
+    expect(events.filter((e) => e.type === 'response.reasoning_text.delta').map((e) => e.delta).join('')).toBe(reasoning);
+    expect(events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join('')).toBe(answer);
+    // Without reasoning.summary, as in stock, no reasoning item.
+    const plain = (await (await post(url, '/v1/responses', { model: 'tools', input: question })).json()) as { output: Item[] };
+    expect(plain.output.map((o) => o.type)).toEqual(['message']);
+
+    const message = (await (await post(url, '/v1/messages', { model: 'tools', max_tokens: 100, messages: [{ role: 'user', content: question }] })).json()) as { content: Array<{ type: string; thinking?: string; text?: string }> };
+    expect(message.content).toEqual([
+      { type: 'thinking', thinking: reasoning, signature: '' },
+      { type: 'text', text: answer },
+    ]);
+    const stream = (await (await post(url, '/v1/messages', { model: 'tools', max_tokens: 100, stream: true, messages: [{ role: 'user', content: question }] })).text())
+      .split('\n\n')
+      .filter((e) => e.startsWith('event: content_block_delta'))
+      .map((e) => (JSON.parse(e.slice(e.indexOf('\ndata: ') + 7)) as { delta: { type: string; thinking?: string; text?: string } }).delta);
+    expect(stream.filter((d) => d.type === 'thinking_delta').map((d) => d.thinking).join('')).toBe(reasoning);
+    expect(stream.filter((d) => d.type === 'text_delta').map((d) => d.text).join('')).toBe(answer);
   });
 });
