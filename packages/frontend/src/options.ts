@@ -54,6 +54,14 @@ export const FrontendSettingsSchema = z.object({
   bodyLimitBytes: z.number().int().positive().default(45 * 1024 * 1024),
   /** How long a client may take to send a whole request before a 408. */
   requestTimeoutMs: z.number().int().positive().default(30_000),
+  /** How long a connected client may take to send a request's headers before a 408 and the socket closed. */
+  headersTimeoutMs: z.number().int().positive().default(30_000),
+  /** How long an idle keep-alive connection stays open after a response. */
+  keepAliveTimeoutMs: z.number().int().positive().default(5_000),
+  /** Connections open at once from all clients; more are closed at once (0: no limit). */
+  maxConnections: z.number().int().min(0).default(16_384),
+  /** Connections open at once from one address; more are closed at once (0: no limit). */
+  maxConnectionsPerIp: z.number().int().min(0).default(4_096),
   /** How long shutdown waits for in-flight responses before cutting them off. */
   gracefulShutdownMs: z.number().int().min(0).default(5_000),
   /** A local model directory used when a card's files cannot be read where the card says. */

@@ -78,6 +78,8 @@ export async function startFrontend(options: FrontendOptions = {}): Promise<Fron
     maxDataUrlBytes: settings.maxDataUrlBytes,
     bodyLimitBytes: settings.bodyLimitBytes,
     requestTimeoutMs: settings.requestTimeoutMs,
+    keepAliveTimeoutMs: settings.keepAliveTimeoutMs,
+    connections: { headersTimeoutMs: settings.headersTimeoutMs, maxConnections: settings.maxConnections, maxConnectionsPerIp: settings.maxConnectionsPerIp },
     ...(tls ? { tls } : {}),
     shuttingDown: () => shuttingDown,
   });

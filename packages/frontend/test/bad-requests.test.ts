@@ -1,20 +1,24 @@
 // Bad input of every kind through a real dynamo-frontend process (with one sample worker): each
 // gets the right status and Dynamo's JSON error, good requests running at the same time finish,
 // and 10,000 seeded random mutations of valid bodies never produce a 5xx other than 503.
+import { readdirSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
+import type { Child } from '../../runtime/test/harness/child.js';
+import { waitFor } from '../../runtime/test/harness/free-port.js';
 import { Deployment, post, SETUPS, waitForModel } from './support/stack.js';
 
 const MODEL = 'qwen3-sample';
 const chat = { model: MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 4 };
 let deployment: Deployment;
 let url = '';
+let frontend: Child;
 
 beforeAll(async () => {
   deployment = await Deployment.start(SETUPS[0]!);
   deployment.sampleWorker(['--model-name', MODEL, '--delay-ms', '0']);
-  ({ url } = await deployment.frontend(['--http-body-limit-mb', '1', '--http-request-timeout-secs', '2']));
+  ({ url, child: frontend } = await deployment.frontend(['--http-body-limit-mb', '1', '--http-request-timeout-secs', '2', '--http-headers-timeout-secs', '2']));
   await waitForModel(url, MODEL, 'sample', 1);
 }, 60_000);
 afterAll(() => deployment.stop());
@@ -85,6 +89,45 @@ describe('bad requests', () => {
     expect(JSON.parse(received.slice(received.indexOf('\r\n\r\n') + 4))).toMatchObject({ code: 408, type: 'Request Timeout' });
   });
 
+  it('closes 1,000 sockets that send half a request, or nothing, and never read, within the headers timeout, while good requests are answered', async () => {
+    const port = Number(new URL(url).port);
+    const pid = frontend.child.pid!;
+    const fds = () => readdirSync(`/proc/${pid}/fd`).length;
+    const before = fds();
+    // As many as this process may open beside what it has (the machine's open-file limit).
+    const count = Math.min(1000, openFileLimit() - 300);
+    const halves = ['', 'POST /v1/chat/comp', 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n', 'GET /live HTTP/1.1\r\nHo'];
+    // Clients that never read: a server that only ends its side would keep every socket.
+    const sockets = Array.from({ length: count }, (_, i) => {
+      const socket = connect(port, '127.0.0.1');
+      socket.on('error', () => {});
+      socket.on('connect', () => socket.write(halves[i % halves.length]!));
+      return socket;
+    });
+    try {
+      await waitFor('the frontend to accept the sockets', () => fds() >= before + count / 2, 10_000);
+      for (let i = 0; i < 3; i++) expect(await goodStream()).toContain('data: [DONE]');
+      expect(count).toBeGreaterThanOrEqual(500);
+      // The headers timeout is 2 s, then a second for the 408 to go out.
+      await waitFor('the frontend to close them (its open files back to where they were)', () => fds() <= before + 10, 8_000);
+      expect((await fetch(`${url}/live`)).status).toBe(200);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+    }
+  }, 60_000);
+
+  it('closes connections past the per-address limit at once, with a warning that names the flag', async () => {
+    const capped = await deployment.frontend(['--http-max-connections-per-ip', '5']);
+    const port = Number(new URL(capped.url).port);
+    const open = Array.from({ length: 5 }, () => connect(port, '127.0.0.1').on('error', () => {}));
+    await Promise.all(open.map((s) => new Promise((resolve) => s.on('connect', resolve))));
+    const sixth = connect(port, '127.0.0.1').on('error', () => {});
+    await new Promise((resolve) => sixth.on('close', resolve));
+    await waitFor('the warning', () => [...capped.child.lines, capped.child.stderr()].some((l) => /5 connections are open from this address \(raise --http-max-connections-per-ip\)/.test(l)));
+    for (const s of open) s.destroy();
+    await waitFor('a connection to be taken again', async () => (await fetch(`${capped.url}/live`).catch(() => undefined))?.status === 200);
+  }, 30_000);
+
   it('10,000 seeded random mutations of valid bodies produce no 5xx but 503, and the frontend stays up', async () => {
     const random = mulberry32(20261123);
     const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
@@ -144,6 +187,16 @@ describe('bad requests', () => {
     expect(await goodStream()).toContain('data: [DONE]');
   }, 300_000);
 });
+
+/** This process's limit of open files (Linux), or a conservative guess elsewhere. */
+function openFileLimit(): number {
+  try {
+    const line = readFileSync('/proc/self/limits', 'utf8').split('\n').find((l) => l.startsWith('Max open files'));
+    return Number(line?.trim().split(/\s+/)[3] ?? 1024) || 1024;
+  } catch {
+    return 1024;
+  }
+}
 
 /** A small seeded PRNG, so a failing mutation can be replayed. */
 function mulberry32(seed: number): () => number {

@@ -9,6 +9,7 @@ import { anthropicErrorBody } from '../anthropic/output.js';
 import type { FrontendMetrics } from '../metrics.js';
 import type { ModelRegistry } from '../models/registry.js';
 import { ANTHROPIC_PATH, countTokensHandler, messagesHandler } from './anthropic.js';
+import { type ConnectionLimits, guardConnections } from './connection-guard.js';
 import { embeddingsHandler } from './embeddings.js';
 import { errorBody, HttpError, RETRY_AFTER_SECS, reasonPhrase, retriable, toHttpError } from './errors.js';
 import { type GenerationDeps, generationHandler } from './generation.js';
@@ -20,6 +21,10 @@ export interface HttpServerOptions extends GenerationDeps {
   bodyLimitBytes: number;
   /** How long a client may take to send a whole request (headers and body). */
   requestTimeoutMs: number;
+  /** Socket limits: time to a request's headers, connections in all and per address. */
+  connections: ConnectionLimits;
+  /** How long an idle keep-alive socket stays open after a response. */
+  keepAliveTimeoutMs: number;
   tls?: { cert: Buffer; key: Buffer };
   /** True once shutdown began: `/live` and `/health` answer 503. */
   shuttingDown(): boolean;
@@ -62,8 +67,13 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
     return503OnClosing: true,
     serverFactory: (handler) => {
       // Checking every second makes a slow client's timeout land close to its deadline.
-      const settings = { requestTimeout: timeout, headersTimeout: Math.min(timeout, 60_000), connectionsCheckingInterval: Math.min(1000, timeout), noDelay: true };
-      return (options.tls ? httpsServer({ ...settings, ...options.tls }, handler) : httpServer(settings, handler)) as Server;
+      const headersTimeout = Math.min(options.connections.headersTimeoutMs, timeout);
+      const settings = { requestTimeout: timeout, headersTimeout, keepAliveTimeout: options.keepAliveTimeoutMs, connectionsCheckingInterval: Math.min(1000, timeout), noDelay: true };
+      const server = (options.tls ? httpsServer({ ...settings, ...options.tls }, handler) : httpServer(settings, handler)) as Server;
+      guardConnections(server, { ...options.connections, headersTimeoutMs: headersTimeout, tls: options.tls !== undefined }, log, (status, message) =>
+        JSON.stringify(errorBody(status, message, { overloadStatus: options.overloadStatus })),
+      );
+      return server;
     },
     clientErrorHandler: (err: NodeJS.ErrnoException, socket: Socket) => {
       if (err.code === 'ECONNRESET' || !socket.writable) {
