@@ -31,6 +31,12 @@ export interface SampleEngineOptions {
   delayMs?: number;
   /** Context length the card announces (default 2048). */
   contextLength?: number;
+  /**
+   * Continue the prompt instead: token `i` is the prompt's last token + `i` + 1. A request resent
+   * with the tokens generated so far (a migration) then goes on with the very same sequence, so a
+   * client can check it got every token exactly once (default false).
+   */
+  followPrompt?: boolean;
   /** `agg` (default), `prefill` or `decode`. */
   disaggregationMode?: DisaggregationMode;
   /**
@@ -85,6 +91,7 @@ export class SampleEngine extends LLMEngine {
   readonly maxTokens: number;
   readonly delayMs: number;
   readonly contextLength: number;
+  readonly followPrompt: boolean;
   readonly disaggregationMode: DisaggregationMode;
   /** The simulated prefix cache, when enabled. */
   readonly kvCache: PagedPrefixCache | undefined;
@@ -97,6 +104,7 @@ export class SampleEngine extends LLMEngine {
     this.maxTokens = options.maxTokens ?? 16;
     this.delayMs = options.delayMs ?? 10;
     this.contextLength = options.contextLength ?? 2048;
+    this.followPrompt = options.followPrompt ?? false;
     this.disaggregationMode = options.disaggregationMode ?? 'agg';
     if (this.disaggregationMode === 'encode') {
       throw new InvalidArgument('the sample engine does not implement --disaggregation-mode encode (use agg, prefill or decode)');
@@ -117,12 +125,13 @@ export class SampleEngine extends LLMEngine {
       process.stdout.write(sampleEngineHelp());
       process.exit(0);
     }
-    const { modelName, modelPath, maxTokens, delayMs, contextLength, simulateKvCache, kvBlockSize, totalKvBlocks, prefillMsPerToken, ...common } = parsed.values;
+    const { modelName, modelPath, maxTokens, delayMs, contextLength, followPrompt, simulateKvCache, kvBlockSize, totalKvBlocks, prefillMsPerToken, ...common } = parsed.values;
     const engine = new SampleEngine({
       modelName,
       maxTokens,
       delayMs,
       contextLength,
+      followPrompt,
       disaggregationMode: common.disaggregationMode,
       ...(simulateKvCache ? { kvCache: { blockSize: kvBlockSize, totalBlocks: totalKvBlocks, prefillMsPerToken } } : {}),
     });
@@ -188,6 +197,7 @@ export class SampleEngine extends LLMEngine {
     const logprobsOf = (token: number) => (typeof k === 'number' && k >= 0 ? sampleLogprobs(token, k) : {});
     const usageOf = (completion: number) => ({ ...usage(prompt, completion), ...(this.kvCache ? { prompt_tokens_details: { cached_tokens: cachedTokens } } : {}) });
     let maxNew = request.stop_conditions?.max_tokens || this.maxTokens;
+    const first = this.followPrompt ? (request.token_ids.at(-1) ?? 0) : 0;
     if (this.disaggregationMode === 'prefill') maxNew = 1;
     if (this.disaggregationMode === 'decode' && request._HEALTH_CHECK !== true && request.prefill_result == null) {
       throw new InvalidArgument('decode worker requires request.prefill_result (disaggregation mode decode)');
@@ -198,7 +208,7 @@ export class SampleEngine extends LLMEngine {
         return;
       }
       if (this.delayMs > 0) await sleep(this.delayMs);
-      const token = (i + 1) % VOCAB_SIZE;
+      const token = (first + i + 1) % VOCAB_SIZE;
       if (i < maxNew - 1) {
         yield { token_ids: [token], index: 0, ...logprobsOf(token) };
         continue;

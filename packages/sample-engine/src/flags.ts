@@ -28,6 +28,11 @@ export const sampleEngineFlags = {
     description: 'Delay before each token, in milliseconds',
     placeholder: 'MS',
   },
+  followPrompt: {
+    schema: z.boolean().default(false),
+    boolean: true,
+    description: "Continue the prompt: token i is the prompt's last token + i + 1, so a migrated request goes on with the same sequence (for migration and chaos tests)",
+  },
   simulateKvCache: {
     schema: z.boolean().default(false),
     boolean: true,

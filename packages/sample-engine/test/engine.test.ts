@@ -33,6 +33,16 @@ describe('SampleEngine', () => {
     expect(await collect(engine, { token_ids: [1], stop_conditions: { max_tokens: 0 } })).toHaveLength(5);
   });
 
+  it('with followPrompt continues the prompt, so a resent request with the tokens so far goes on with the same sequence', async () => {
+    const engine = new SampleEngine({ delayMs: 0, followPrompt: true });
+    const ids = (chunks: GenerateChunk[]) => chunks.flatMap((c) => c.token_ids);
+    const whole = ids(await collect(engine, { token_ids: [100], stop_conditions: { max_tokens: 6 } }));
+    expect(whole).toEqual([101, 102, 103, 104, 105, 106]);
+    const head = whole.slice(0, 2);
+    const rest = ids(await collect(engine, { token_ids: [100, ...head], stop_conditions: { max_tokens: 4 } }));
+    expect([...head, ...rest]).toEqual(whole);
+  });
+
   it('wraps token ids below 32000', async () => {
     const chunks = await collect(new SampleEngine({ delayMs: 0 }), { token_ids: [1], stop_conditions: { max_tokens: 32001 } });
     expect(chunks[31998]!.token_ids).toEqual([31999]);
