@@ -19,6 +19,7 @@ export class FrontendMetrics {
   readonly itl: Histogram<'model'>;
   readonly migrations: Counter<'model'>;
   readonly disconnects: Counter<'model'>;
+  readonly migrationMaxSeqLenExceeded: Counter<'model'>;
 
   constructor(prefix = 'dynamo_frontend') {
     const registers = [this.registry];
@@ -55,6 +56,12 @@ export class FrontendMetrics {
       registers,
     });
     this.migrations = new Counter({ name: name('model_migration_total'), help: 'Requests resent to another worker after theirs failed', labelNames: ['model'], registers });
+    this.migrationMaxSeqLenExceeded = new Counter({
+      name: name('model_migration_max_seq_len_exceeded_total'),
+      help: 'Requests that grew past the migration max sequence length, so were not migrated any more',
+      labelNames: ['model'],
+      registers,
+    });
     this.disconnects = new Counter({ name: name('disconnected_clients'), help: 'Clients that went away before their response was complete', labelNames: ['model'], registers });
   }
 

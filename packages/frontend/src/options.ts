@@ -45,6 +45,10 @@ export const FrontendSettingsSchema = z.object({
   kvRouter: KvRouterSettingsSchema.prefault({}),
   /** Resends allowed when a worker fails mid-request; overrides the cards' `migration_limit`. */
   migrationLimit: z.number().int().min(0).max(1000).optional(),
+  /** Past this many tokens (prompt and output) a request is not migrated any more; default: the model's context length. */
+  migrationMaxSeqLen: z.number().int().min(1).optional(),
+  /** Silence after which a worker's stream is given up and the request migrated (stock's `DYN_HTTP_BACKEND_STREAM_TIMEOUT_SECS`); 0: never. */
+  backendStreamTimeoutMs: z.number().int().min(0).default(0),
   /** Serve only the models registered in this namespace. */
   namespace: z.string().regex(/^[a-zA-Z0-9_-]+$/, 'must match [a-zA-Z0-9_-]+').optional(),
   /** TLS certificate and key (PEM files); both or neither. */

@@ -69,6 +69,8 @@ export async function startFrontend(options: FrontendOptions = {}): Promise<Fron
     log,
     inflight,
     migrationLimit: settings.migrationLimit,
+    migrationMaxSeqLen: settings.migrationMaxSeqLen,
+    backendStreamTimeoutMs: settings.backendStreamTimeoutMs,
     forceIncludeUsage: settings.forceIncludeUsage,
     ignoreUnknownFields: settings.ignoreUnknownFields,
     reasoningField: settings.reasoningFieldName,

@@ -90,11 +90,11 @@ export function retriable(status: number, overloadStatus = DEFAULT_OVERLOAD_STAT
 }
 
 /** The worker-side kinds that mean "no worker could take or finish this": a 503. */
-const UNAVAILABLE = new Set(['CannotConnect', 'Disconnected', 'ConnectionTimeout', 'EngineShutdown', 'StreamIncomplete']);
+const UNAVAILABLE = new Set(['CannotConnect', 'Disconnected', 'EngineShutdown', 'StreamIncomplete']);
 
 /**
  * The HTTP status and message for anything a request handler throws: the request's own faults
- * (InvalidArgument) are 400, unreachable or vanished workers 503, a cancelled request 499, a worker
+ * (InvalidArgument) are 400, unreachable or vanished workers 503, a silent one 504, a cancelled request 499, a worker
  * with no room (WorkerOverloaded) the overload status (529 unless configured), anything else 500.
  */
 export function toHttpError(err: unknown, overloadStatus = DEFAULT_OVERLOAD_STATUS): HttpError {
@@ -102,6 +102,8 @@ export function toHttpError(err: unknown, overloadStatus = DEFAULT_OVERLOAD_STAT
   if (err instanceof DynamoException) {
     if (err.kind === 'InvalidArgument') return new HttpError(400, err.message, { cause: err });
     if (UNAVAILABLE.has(err.kind)) return new HttpError(503, err.message, { cause: err });
+    // A worker that went silent past the response timeout, as stock answers it.
+    if (err.kind === 'ConnectionTimeout') return new HttpError(504, err.message, { cause: err });
     if (err.kind === 'Cancelled') return new HttpError(499, err.message, { cause: err });
     if (err.kind === 'WorkerOverloaded') return new HttpError(overloadStatus, err.message, { cause: err });
     return new HttpError(500, err.message, { cause: err });

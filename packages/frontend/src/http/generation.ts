@@ -29,6 +29,10 @@ export interface GenerationDeps extends RouteDeps {
   keepAliveMs: number;
   /** Largest `data:` URL in a media part (`DYN_MM_MAX_DATA_URL_MB`). */
   maxDataUrlBytes: number;
+  /** Silence after which a worker's attempt is given up and migrated (`DYN_HTTP_BACKEND_STREAM_TIMEOUT_SECS`; 0: never). */
+  backendStreamTimeoutMs: number;
+  /** Past this many tokens a request is not migrated (`--migration-max-seq-len`; default: the model's context length). */
+  migrationMaxSeqLen: number | undefined;
 }
 
 type Request = ClientRequest<GenerationSurface>;
@@ -106,6 +110,12 @@ async function tokensAnswer(r: Request, deps: GenerationDeps): Promise<Answer> {
       deps.log.warn({ request_id: r.requestId, model: model.name, instance_id: instanceId.toString(16), err: err.message }, 'worker failed mid-request; migrating');
     },
     onFirstOutput: (routeId) => model.router.firstOutput?.(routeId),
+    responseTimeoutMs: deps.backendStreamTimeoutMs,
+    maxSeqLen: deps.migrationMaxSeqLen ?? (model.card.context_length > 0 ? model.card.context_length : undefined),
+    onMaxSeqLen: (length) => {
+      deps.metrics.migrationMaxSeqLenExceeded.inc({ model: model.name.toLowerCase() });
+      deps.log.warn({ request_id: r.requestId, model: model.name, length }, 'the sequence is past the migration max sequence length: no more migrations for this request');
+    },
   };
   const deltas = mergeStreams(
     attempts.map((attempt, at) => {

@@ -11,6 +11,11 @@ export interface AttemptDeps {
   tokenizer: Tokenizer;
   /** Resends allowed when its worker fails mid-stream (only attempts for one choice migrate, as in stock). */
   migrationLimit: number;
+  /** Silence after which an attempt is given up (0: never). */
+  responseTimeoutMs: number;
+  /** Past this many tokens, no more resends. */
+  maxSeqLen: number | undefined;
+  onMaxSeqLen(length: number): void;
   /** The instance for the attempt's next try, avoiding `failed`; `routeId` keys the router's bookkeeping. */
   route(failed: ReadonlySet<bigint>, request: PreprocessedRequest, routeId: string): Candidate;
   onMigrate(error: DynamoException, instanceId: bigint): void;
@@ -20,14 +25,20 @@ export interface AttemptDeps {
 /**
  * The postprocessed output of one attempt (see `planAttempts`) under `context`, each delta
  * tagged with the response's index of its choice; the attempt survives its worker (migration)
- * when it makes one choice.
+ * when it makes one choice and its output is not guided. The postprocessor (detokenizer, stop
+ * strings) runs over the migrated stream as one, so a character split at the seam comes out whole.
  */
 export async function* attemptDeltas(attempt: Attempt, routeId: string, context: Context, deps: AttemptDeps): AsyncGenerator<ChoiceDelta> {
+  // As in stock, guided output is not resumed on another worker (its grammar would start over).
+  const resumable = attempt.choices === 1 && attempt.request.sampling_options?.guided_decoding == null;
   const outputs = migratingStream(attempt.request, {
-    limit: attempt.choices > 1 ? 0 : deps.migrationLimit,
+    limit: resumable ? deps.migrationLimit : 0,
     context,
     route: (failed) => deps.route(failed, attempt.request, routeId),
     onMigrate: deps.onMigrate,
+    responseTimeoutMs: deps.responseTimeoutMs,
+    maxSeqLen: deps.maxSeqLen,
+    onMaxSeqLen: deps.onMaxSeqLen,
   });
   const deltas = postprocessChoices(deps.tokenizer, attempt.request, onFirstOutput(outputs, () => deps.onFirstOutput(routeId)));
   if (attempt.firstIndex === 0) {

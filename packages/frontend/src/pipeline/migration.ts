@@ -1,10 +1,14 @@
 import type { PreprocessedRequest } from '@dynamo/llm';
-import { type Context, DynamoException, dynamoExceptionOf } from '@dynamo/runtime';
+import { ConnectionTimeout, type Context, DynamoException, dynamoExceptionOf } from '@dynamo/runtime';
 
 import type { Candidate } from '../routing/router.js';
 
-/** Failures that mean the worker, not the request, went wrong: another worker may finish it. */
-const MIGRATABLE = new Set(['CannotConnect', 'Disconnected', 'ConnectionTimeout', 'EngineShutdown', 'StreamIncomplete']);
+/**
+ * Failures that mean the worker, not the request, went wrong: another worker may finish it. As in
+ * stock 1.6.1, a worker with no room (`WorkerOverloaded`) and one that went silent (the response
+ * timeout, a `ConnectionTimeout`) count too, each attempt from the same budget.
+ */
+const MIGRATABLE = new Set(['CannotConnect', 'Disconnected', 'ConnectionTimeout', 'EngineShutdown', 'StreamIncomplete', 'WorkerOverloaded']);
 
 /** Whether a failed attempt may be resent to another worker. */
 export function isMigratable(err: unknown): err is DynamoException {
@@ -20,6 +24,42 @@ export interface MigrationOptions {
   route(failed: ReadonlySet<bigint>): Candidate;
   /** Called before each resend with the error that ended the previous attempt. */
   onMigrate(error: DynamoException, instanceId: bigint): void;
+  /**
+   * Silence after which an attempt is given up (stock's `DYN_HTTP_BACKEND_STREAM_TIMEOUT_SECS`):
+   * from the request's dispatch to the worker's first output and between outputs; 0 waits forever.
+   */
+  responseTimeoutMs?: number;
+  /**
+   * Past this many tokens (prompt and output) the request is not migrated any more (stock's
+   * `--migration-max-seq-len`): the next worker could not hold it.
+   */
+  maxSeqLen?: number | undefined;
+  /** Called once when the sequence passes `maxSeqLen`. */
+  onMaxSeqLen?(length: number): void;
+}
+
+/** The next item of an attempt, or a `ConnectionTimeout` when the worker says nothing for `ms`. */
+async function nextWithin<T>(it: AsyncIterator<T>, ms: number, stop: AbortController): Promise<IteratorResult<T>> {
+  if (ms <= 0) return it.next();
+  let timer: NodeJS.Timeout | undefined;
+  const next = it.next();
+  try {
+    return await Promise.race([
+      next,
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new ConnectionTimeout(`the worker sent nothing for ${ms / 1000} s (backend response inactivity timeout)`)), ms);
+      }),
+    ]);
+  } catch (err) {
+    if (err instanceof ConnectionTimeout && !stop.signal.aborted) {
+      // The worker's stream is killed; its pending read ends with that, unheard.
+      next.catch(() => {});
+      stop.abort();
+    }
+    throw err;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**
@@ -49,21 +89,33 @@ export async function* migratingStream(request: PreprocessedRequest, options: Mi
   let current = request;
   const generated: number[] = [];
   const failed = new Set<bigint>();
+  const promptLength = request.token_ids.length;
+  const maxSeqLen = options.maxSeqLen;
+  let tooLong = maxSeqLen !== undefined && promptLength > maxSeqLen;
+  if (tooLong && options.limit > 0) options.onMaxSeqLen?.(promptLength);
   for (;;) {
     const target = options.route(failed);
+    const stop = new AbortController();
+    const attempt = target.client.directBatches(current, target.instanceId, { context: options.context, signal: stop.signal })[Symbol.asyncIterator]();
     try {
-      for await (const batch of target.client.directBatches(current, target.instanceId, { context: options.context })) {
+      for (;;) {
+        const next = await nextWithin(attempt, options.responseTimeoutMs ?? 0, stop);
+        if (next.done) return;
+        const batch = next.value;
         if (options.limit > 0) {
           for (const chunk of batch) {
             const ids = (chunk as { token_ids?: unknown } | null)?.token_ids;
             if (Array.isArray(ids)) for (const id of ids) generated.push(id as number);
           }
+          if (maxSeqLen !== undefined && !tooLong && promptLength + generated.length > maxSeqLen) {
+            tooLong = true;
+            options.onMaxSeqLen?.(promptLength + generated.length);
+          }
         }
         yield batch;
       }
-      return;
     } catch (err) {
-      if (!isMigratable(err) || options.context.isStopped()) throw err;
+      if (!isMigratable(err) || options.context.isStopped() || tooLong) throw err;
       if (budget === 0) {
         if (options.limit === 0) throw err;
         throw dynamoExceptionOf(err.kind, `Migration limit exhausted after ${options.limit} resend(s): ${err.message}`, { cause: err });
@@ -77,6 +129,9 @@ export async function* migratingStream(request: PreprocessedRequest, options: Mi
         yield [{ token_ids: [], finish_reason: 'length' }];
         return;
       }
+    } finally {
+      // An attempt left early (a timeout, the consumer gone) is closed, so its worker is told.
+      void attempt.return?.(undefined).catch(() => {});
     }
   }
 }
