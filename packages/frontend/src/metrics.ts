@@ -1,3 +1,4 @@
+import { processMetrics } from '@dynamo/runtime';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 /** Which OpenAI surface a request came through (the `endpoint` label). */
@@ -22,6 +23,8 @@ export class FrontendMetrics {
   readonly migrationMaxSeqLenExceeded: Counter<'model'>;
 
   constructor(prefix = 'dynamo_frontend') {
+    // The process's own metrics (memory, fds, event-loop delay) follow ours on /metrics; made now, so the delay is measured from the start.
+    processMetrics();
     const registers = [this.registry];
     const name = (suffix: string) => `${prefix}_${suffix}`;
     this.requests = new Counter({ name: name('requests_total'), help: 'Total number of LLM requests processed', labelNames: ['model', 'endpoint', 'request_type', 'status'], registers });
@@ -63,6 +66,11 @@ export class FrontendMetrics {
       registers,
     });
     this.disconnects = new Counter({ name: name('disconnected_clients'), help: 'Clients that went away before their response was complete', labelNames: ['model'], registers });
+  }
+
+  /** Prometheus text of every metric here, then the process's own (memory, fds, handles, event-loop delay). */
+  async expose(): Promise<string> {
+    return (await this.registry.metrics()) + (await processMetrics().metrics());
   }
 
   /** Starts observing one request; call the returned tracker's methods as it progresses. */

@@ -161,5 +161,10 @@ describe.each(SETUPS)('frontend + two sample workers, $name', (setup) => {
     }
     expect(text).toMatch(/dynamo_frontend_requests_total\{model="qwen3-sample",endpoint="chat_completions",request_type="unary",status="success"\} [1-9]/);
     expect(text).toMatch(/dynamo_frontend_inflight_requests\{model="qwen3-sample"\} 0/);
+    // The process's own, under Prometheus' standard names, to watch for leaks.
+    expect(Number(text.match(/^process_resident_memory_bytes (\d+)/m)?.[1])).toBeGreaterThan(10 * 2 ** 20);
+    expect(Number(text.match(/^process_open_fds (\d+)/m)?.[1])).toBeGreaterThan(0);
+    for (const name of ['nodejs_heap_size_used_bytes', 'nodejs_external_memory_bytes', 'nodejs_active_handles_total', 'nodejs_eventloop_lag_p99_seconds']) expect(text).toMatch(new RegExp(`^${name} [0-9.e+-]+$`, 'm'));
+    expect(text.match(/^# TYPE process_resident_memory_bytes /gm)).toHaveLength(1);
   });
 });

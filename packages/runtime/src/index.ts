@@ -24,6 +24,7 @@ export { envFlag, loadRuntimeConfig, type RuntimeConfig, type RuntimeConfigOverr
 export { validateName, parseEndpointPath, type EndpointPath } from './names.js';
 export { createLogging, parseLogFilter, type Log, type Logging, type LoggingOptions, type LogFilter } from './logger.js';
 export { registerPrometheus, type RegisterPrometheusOptions, RuntimeMetrics } from './metrics.js';
+export { processMetrics } from './process-metrics.js';
 export { parseJson, stringifyJson, hexId, parseHexId } from './json.js';
 export { Discovery, type InstanceEvent, type ModelEvent } from './discovery/discovery.js';
 export {

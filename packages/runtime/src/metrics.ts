@@ -1,5 +1,7 @@
 import { Counter, Gauge, Histogram, type MetricObjectWithValues, type MetricValue, Registry } from 'prom-client';
 
+import { processMetrics } from './process-metrics.js';
+
 /** Labels Dynamo attaches to every endpoint metric. */
 export interface EndpointLabels {
   dynamo_namespace: string;
@@ -101,6 +103,8 @@ export class RuntimeMetrics {
   readonly cancellations = new Counter({ name: 'dynamo_component_cancellation_total', help: 'Requests cancelled by the caller', labelNames: endpointLabels, registers: [this.registry] });
 
   constructor() {
+    // Made now, so the event-loop delay is measured from the start.
+    processMetrics();
     const started = this.#started;
     new Gauge({
       name: 'dynamo_component_uptime_seconds',
@@ -115,11 +119,11 @@ export class RuntimeMetrics {
   /** Labels added to the metrics of {@link registerPrometheus}'s registries (the worker sets its endpoint and model). */
   engineLabels: Readonly<Record<string, string>> = {};
 
-  /** Prometheus text exposition of every metric, then those of {@link registerPrometheus}'s registries. */
+  /** Prometheus text exposition of every metric, the process's own ({@link processMetrics}), then those of {@link registerPrometheus}'s registries. */
   async expose(): Promise<string> {
-    const own = await this.registry.metrics();
+    const own = (await this.registry.metrics()) + (await processMetrics().metrics());
     if (foreign.size === 0) return own;
-    const taken = new Set(this.registry.getMetricsAsArray().map((m) => m.name));
+    const taken = new Set([this.registry, processMetrics()].flatMap((r) => r.getMetricsAsArray().map((m) => m.name)));
     return own + (await foreignMetrics(taken, this.engineLabels));
   }
 }

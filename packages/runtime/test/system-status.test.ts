@@ -47,6 +47,8 @@ describe('system status server (DYN_SYSTEM_PORT)', () => {
       expect(metrics).toContain(`dynamo_component_request_duration_seconds_bucket{le="0.005",${labels}}`);
       expect(metrics).toContain('dynamo_component_response_bytes_total');
       expect(metrics).toContain('dynamo_component_uptime_seconds');
+      expect(metrics).toMatch(/^process_resident_memory_bytes \d+$/m);
+      expect(metrics).toMatch(/^nodejs_eventloop_lag_p99_seconds [0-9.e+-]+$/m);
       expect((await fetch(`${base}/nope`)).status).toBe(404);
     } finally {
       await caller.shutdown();
@@ -63,8 +65,9 @@ describe('system status server (DYN_SYSTEM_PORT)', () => {
     new Gauge({ name: 'unrelated_gauge', help: 'Not under a shown prefix', registers: [engine] }).set(1);
     // A name the runtime already uses must not appear twice.
     new Gauge({ name: 'dynamo_component_uptime_seconds', help: 'Clashes with the runtime', registers: [engine] }).set(-1);
+    new Gauge({ name: 'process_open_fds', help: "Clashes with the process's own", registers: [engine] }).set(-1);
     tokens.inc({ dp_rank: '0' }, 7);
-    const off = registerPrometheus(engine, { prefixes: ['myengine_', 'dynamo_component_'], excludePrefixes: ['myengine_internal'] });
+    const off = registerPrometheus(engine, { prefixes: ['myengine_', 'dynamo_component_', 'process_'], excludePrefixes: ['myengine_internal'] });
     try {
       const base = `http://127.0.0.1:${worker.systemPort}`;
       const shown = await (await fetch(`${base}/metrics`)).text();
@@ -74,6 +77,7 @@ describe('system status server (DYN_SYSTEM_PORT)', () => {
       expect(shown).not.toContain('myengine_internal_queue');
       expect(shown).not.toContain('unrelated_gauge');
       expect(shown.match(/# TYPE dynamo_component_uptime_seconds /g)).toHaveLength(1);
+      expect(shown.match(/# TYPE process_open_fds /g)).toHaveLength(1);
       expect(shown).not.toMatch(/^dynamo_component_uptime_seconds -1$/m);
       off();
       expect(await (await fetch(`${base}/metrics`)).text()).not.toContain('myengine_generated_tokens_total');

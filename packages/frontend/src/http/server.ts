@@ -198,7 +198,7 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
     return reply.code(status === 'healthy' ? 200 : 503).type('application/json').send(stringifyJson(body));
   });
 
-  app.get('/metrics', async (_req, reply) => reply.type(metrics.registry.contentType).send(await metrics.registry.metrics()));
+  app.get('/metrics', async (_req, reply) => reply.type(metrics.registry.contentType).send(await metrics.expose()));
 
   return app;
 }
