@@ -15,7 +15,7 @@ import { Deployment, modelDir, post, SETUPS, waitForModel } from '../../packages
 import type { Child } from '../../packages/runtime/test/harness/child.js';
 
 const MODEL = 'chaos';
-const VOCAB = 32_000;
+export const VOCAB = 32_000;
 
 const count = (max: number) => z.coerce.number().int().min(1, 'must be at least 1').max(max);
 const chaosFlags = {
@@ -53,7 +53,7 @@ const percentile = (sorted: number[], p: number) => (sorted.length === 0 ? 0 : s
 const between = (min: number, max: number) => min + Math.random() * Math.max(0, max - min);
 
 /** The text the workers answer prompt [first] with: tokens first+1 .. first+n. */
-function expectedText(tokenizer: Tokenizer, first: number, n: number): string {
+export function expectedText(tokenizer: Tokenizer, first: number, n: number): string {
   return tokenizer.decode(Uint32Array.from({ length: n }, (_, i) => (first + i + 1) % VOCAB), false);
 }
 

@@ -42,6 +42,43 @@ export async function renderChart(points: ChartPoint[], title: string): Promise<
     },
     resolve: { scale: { y: 'independent' } },
   };
+  return toPng(spec);
+}
+
+/** One reading of a series: `metric` of `series` at `t`. */
+export interface SeriesPoint {
+  metric: string;
+  series: string;
+  /** Minutes since the start. */
+  t: number;
+  value: number;
+}
+
+/** A PNG column of line charts over time: a row per metric (each its own scale), a line per series. */
+export async function renderLines(points: SeriesPoint[], title: string): Promise<Buffer> {
+  const order = (key: 'metric' | 'series') => [...new Set(points.map((p) => p[key]))];
+  return toPng({
+    $schema: 'https://vega.github.io/schema/vega-lite/v6.json',
+    title: { text: title, anchor: 'start', fontSize: 15 },
+    data: { values: points },
+    config: { font: 'DejaVu Sans' },
+    facet: { row: { field: 'metric', type: 'nominal', title: null, sort: order('metric'), header: { labelAngle: 0, labelAlign: 'left', labelFontSize: 12 } } },
+    spec: {
+      width: 640,
+      height: 110,
+      mark: { type: 'line', strokeWidth: 1.5 },
+      encoding: {
+        x: { field: 't', type: 'quantitative', title: 'minutes' },
+        y: { field: 'value', type: 'quantitative', title: null, axis: { tickCount: 4 } },
+        color: { field: 'series', type: 'nominal', sort: order('series'), legend: { orient: 'bottom', title: null, columns: 5 } },
+      },
+    },
+    resolve: { scale: { y: 'independent' } },
+  });
+}
+
+/** Renders a vega-lite spec to PNG with the shipped fonts. */
+async function toPng(spec: TopLevelSpec): Promise<Buffer> {
   const view = new View(parse(compile(spec).spec), { renderer: 'none' });
   const svg = await view.toSVG();
   view.finalize();

@@ -151,7 +151,7 @@ export function once(at: number, act: () => void): (count: number) => void {
   };
 }
 
-/** Reads an SSE completions stream: its text, finish reasons, whether it ended with [DONE], and the message of its error frame, if any. */
+/** Reads an SSE completions or chat stream: its text, finish reasons, whether it ended with [DONE], and the message of its error frame, if any. */
 export async function readStream(res: Response, onChunk?: (count: number) => void): Promise<{ text: string; finishes: string[]; done: boolean; error?: string }> {
   const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';
@@ -170,14 +170,14 @@ export async function readStream(res: Response, onChunk?: (count: number) => voi
       buffer = buffer.slice(cut + 2);
       if (block === 'data: [DONE]') done = true;
       else if (block.startsWith('data: ')) {
-        const data = JSON.parse(block.slice(6)) as { choices?: Array<{ text: string; finish_reason: string | null }>; error?: { message: string } };
+        const data = JSON.parse(block.slice(6)) as { choices?: Array<{ text?: string; delta?: { content?: string | null }; finish_reason: string | null }>; error?: { message: string } };
         if (data.error) {
           error = data.error.message;
           continue;
         }
         const choice = data.choices?.[0];
         if (!choice) continue;
-        text += choice.text;
+        text += choice.text ?? choice.delta?.content ?? '';
         if (choice.finish_reason) finishes.push(choice.finish_reason);
         onChunk?.(++count);
       }
