@@ -7,6 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { Child } from '../../runtime/test/harness/child.js';
 import { waitFor } from '../../runtime/test/harness/free-port.js';
+import { seededRandom } from './support/seeded-random.js';
 import { Deployment, post, SETUPS, waitForModel } from './support/stack.js';
 
 const MODEL = 'qwen3-sample';
@@ -73,6 +74,22 @@ describe('bad requests', () => {
     expect(good).toContain('data: [DONE]');
   });
 
+  it('a body nested 100 levels deep is served, in template arguments and in a tool schema; one level deeper is a 400 naming the limit', async () => {
+    const kwargs = (depth: number) => `${JSON.stringify(chat).slice(0, -1)},"chat_template_kwargs":{"x":${'['.repeat(depth - 2)}${']'.repeat(depth - 2)}}}`;
+    // body, tools, the tool, function, parameters, then the properties' levels
+    const tools = (depth: number) =>
+      `${JSON.stringify(chat).slice(0, -1)},"tools":[{"type":"function","function":{"name":"f","parameters":${'{"properties":'.repeat(depth - 5)}{}${'}'.repeat(depth - 5)}}}]}`;
+    for (const body of [kwargs(100), tools(100)]) {
+      const served = await raw('/v1/chat/completions', body);
+      expect(served.status, await served.clone().text()).toBe(200);
+    }
+    for (const body of [kwargs(101), tools(101)]) {
+      const deeper = await raw('/v1/chat/completions', body);
+      expect(deeper.status).toBe(400);
+      expect(((await deeper.json()) as { message: string }).message).toBe('request body nests arrays and objects deeper than 100 levels');
+    }
+  });
+
   it('a slow-loris client gets a 408 JSON error after the request timeout, and others are served meanwhile', async () => {
     const socket = connect(Number(new URL(url).port), '127.0.0.1');
     let received = '';
@@ -129,7 +146,7 @@ describe('bad requests', () => {
   }, 30_000);
 
   it('10,000 seeded random mutations of valid bodies produce no 5xx but 503, and the frontend stays up', async () => {
-    const random = mulberry32(20261123);
+    const random = seededRandom(20261123);
     const pick = <T>(items: readonly T[]): T => items[Math.floor(random() * items.length)]!;
     const values = [null, true, false, 0, -1, 1.5, 1e308, -1e308, 2 ** 53 + 1, '', 'x', '\u0000', '\ud800', [], [1, 'a'], {}, { a: { b: [] } }, 'qwen3-sample'];
     const bases: Array<[string, Record<string, unknown>]> = [
@@ -196,16 +213,4 @@ function openFileLimit(): number {
   } catch {
     return 1024;
   }
-}
-
-/** A small seeded PRNG, so a failing mutation can be replayed. */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
 }

@@ -20,6 +20,9 @@ const ALLOWED: Record<GenerationSurface, ReadonlySet<string>> = {
   completions: new Set([...COMMON, 'prompt', 'suffix', 'echo', 'prompt_embeds']),
 };
 
+/** The most unknown fields an error names. */
+const MAX_NAMED = 20;
+
 /**
  * Refuses what the frontend cannot honour, as stock Dynamo does: unknown top-level fields (400,
  * unless `ignoreUnknown`) and the deprecated `functions` / `function_call` (501).
@@ -30,7 +33,12 @@ export function checkRequestFields(surface: GenerationSurface, body: Record<stri
   }
   if (!ignoreUnknown) {
     const unknown = Object.keys(body).filter((key) => !ALLOWED[surface].has(key)).sort();
-    if (unknown.length > 0) throw new HttpError(400, `Validation: Unsupported parameter(s): ${unknown.map((k) => `\`${k}\``).join(', ')}`, { param: unknown[0]! });
+    if (unknown.length > 0) {
+      // A body of thousands of unknown keys gets a readable message, not all of them back.
+      const named = unknown.slice(0, MAX_NAMED).map((k) => `\`${k}\``).join(', ');
+      const more = unknown.length > MAX_NAMED ? ` and ${unknown.length - MAX_NAMED} more` : '';
+      throw new HttpError(400, `Validation: Unsupported parameter(s): ${named}${more}`, { param: unknown[0]! });
+    }
   }
 }
 

@@ -1,8 +1,7 @@
-import { isUtf8 } from 'node:buffer';
 import { createServer as httpServer, type IncomingMessage, type Server } from 'node:http';
 import { createServer as httpsServer } from 'node:https';
 import type { Socket } from 'node:net';
-import { DynamoException, type Log, parseJson, stringifyJson } from '@dynamo/runtime';
+import { DynamoException, type Log, stringifyJson } from '@dynamo/runtime';
 import Fastify, { type FastifyInstance } from 'fastify';
 
 import { anthropicErrorBody } from '../anthropic/output.js';
@@ -13,6 +12,7 @@ import { type ConnectionLimits, guardConnections } from './connection-guard.js';
 import { embeddingsHandler } from './embeddings.js';
 import { errorBody, HttpError, RETRY_AFTER_SECS, reasonPhrase, retriable, toHttpError } from './errors.js';
 import { type GenerationDeps, generationHandler } from './generation.js';
+import { parseJsonBody } from './json-body.js';
 import { openApiDocument } from './openapi.js';
 import { responsesHandler } from './responses.js';
 
@@ -89,12 +89,10 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
 
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'buffer' }, (_req, body: Buffer, done) => {
-    if (body.length === 0) return done(new HttpError(400, 'request body is empty; expected a JSON object'), undefined);
-    if (!isUtf8(body)) return done(new HttpError(400, 'request body is not valid UTF-8'), undefined);
     try {
-      done(null, parseJson(body.toString('utf8')));
+      done(null, parseJsonBody(body));
     } catch (err) {
-      done(new HttpError(400, `Failed to parse the JSON body: ${(err as Error).message}`), undefined);
+      done(err as HttpError, undefined);
     }
   });
 
