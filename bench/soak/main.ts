@@ -4,7 +4,7 @@
 // minutes. Every 10 s it reads each process's /metrics (RSS, V8 heap, external memory, open fds,
 // active handles, event-loop delay p99) and at the end writes a table with the growth after warm-up
 // and a chart of the series (bench/results/soak.{md,png,json}).
-import { writeFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -32,6 +32,7 @@ const soakFlags = {
   delayMs: { schema: z.coerce.number().min(0).max(10_000).default(5), description: "The workers' delay before each token", placeholder: 'MS' },
   setup: { schema: z.enum(['file', 'etcd']).default('file'), description: 'file (file discovery + tcp, the embedded default) or etcd (etcd + NATS, servers started here)', placeholder: 'KIND' },
   out: { schema: z.string().default(resultsDir), description: 'Where soak.md, soak.png and soak.json go', placeholder: 'DIR' },
+  from: { schema: z.string().optional(), description: "Run nothing: write soak.md and soak.png from an earlier run's soak.json (its settings, this run's --warmup-minutes)", placeholder: 'PATH' },
 };
 type SoakOptions = z.output<z.ZodObject<{ [K in keyof typeof soakFlags]: (typeof soakFlags)[K]['schema'] }>>;
 
@@ -176,7 +177,7 @@ function report(options: SoakOptions, readings: Reading[], tally: Tally, restart
     const from = name === 'frontend' ? options.warmupMinutes : own[0]!.t + lifetime / 5;
     const after = own.filter((r) => r.t >= from);
     const last = own.at(-1)!;
-    return `| ${name} | ${fmt(own[0]!.t)}–${fmt(last.t)} | ${fmt(after[0]?.rssMiB)} → ${fmt(last.rssMiB)} | ${fmt(growth(own, 'rssMiB', from))}% | ${fmt(after[0]?.heapMiB)} → ${fmt(last.heapMiB)} | ${fmt(growth(own, 'heapMiB', from))}% | ${fmt(growth(own, 'externalMiB', from))}% | ${range(after.map((r) => r.fds))} | ${range(after.map((r) => r.handles))} | ${fmt(Math.max(...after.map((r) => r.eldP99Ms)))} |`;
+    return `| ${name} | ${fmt(own[0]!.t)}–${fmt(last.t)} | ${fmt(after[0]?.rssMiB)} → ${fmt(last.rssMiB)} | ${fmt(growth(own, 'rssMiB', from))}% | ${fmt(after[0]?.heapMiB)} → ${fmt(last.heapMiB)} | ${fmt(growth(own, 'heapMiB', from))}% | ${fmt(growth(own, 'externalMiB', from))}% | ${range(after.map((r) => r.fds))} | ${fmt(growth(own, 'fds', from))}% | ${range(after.map((r) => r.handles))} | ${fmt(growth(own, 'handles', from))}% | ${fmt(Math.max(...after.map((r) => r.eldP99Ms)))} |`;
   });
   return [
     `# pnpm soak, ${when}`,
@@ -185,8 +186,8 @@ function report(options: SoakOptions, readings: Reading[], tally: Tally, restart
     '',
     `Growth is the least-squares line's rise over the readings after warm-up (the frontend: from minute ${options.warmupMinutes}; a worker: after the first fifth of its life), in % of where the line starts. fds, handles and event-loop delay are over the same readings.`,
     '',
-    '| process | minutes | RSS MiB after warm-up → end | RSS growth | heap MiB after warm-up → end | heap growth | external growth | open fds | active handles | event-loop p99 max (ms) |',
-    '| --- | --- | --- | ---: | --- | ---: | ---: | --- | --- | ---: |',
+    '| process | minutes | RSS MiB after warm-up → end | RSS growth | heap MiB after warm-up → end | heap growth | external growth | open fds | fds growth | active handles | handles growth | event-loop p99 max (ms) |',
+    '| --- | --- | --- | ---: | --- | ---: | ---: | --- | ---: | --- | ---: | ---: |',
     ...rows,
     '',
     `Good requests: ${tally.good}, answered: ${tally.answered} (${tally.disconnected} of them hung up by the client after the first chunk, the rest in full), failed: ${tally.failed}. Malformed: ${tally.malformed}, rejected with a 4xx: ${tally.malformedRejected}.`,
@@ -197,6 +198,26 @@ function report(options: SoakOptions, readings: Reading[], tally: Tally, restart
   ].join('\n');
 }
 
+/** A finished run, as soak.json keeps it. */
+interface Run {
+  options: SoakOptions;
+  /** When it ended (UTC, minutes). */
+  when: string;
+  tally: Tally;
+  restarts: number;
+  readings: Reading[];
+}
+
+/** Writes soak.md and soak.png of `run` into `dir`, and prints the report. */
+async function writeReport(run: Run, dir: string): Promise<void> {
+  const { options, when, tally, restarts, readings } = run;
+  const md = report(options, readings, tally, restarts, when);
+  writeFileSync(join(dir, 'soak.md'), md);
+  const points: SeriesPoint[] = readings.flatMap((r) => SERIES.map(([key, metric]) => ({ metric, series: r.process, t: r.t, value: r[key] as number })));
+  writeFileSync(join(dir, 'soak.png'), await renderLines(points, `pnpm soak, ${when}: ${options.minutes} min at c=${options.concurrency}, ${restarts} worker restarts`));
+  process.stdout.write(md);
+}
+
 /** Runs `pnpm soak` with `argv`; returns whether every good request was answered and every malformed one rejected. */
 export async function soak(argv: string[]): Promise<boolean> {
   const parsed = parseFlags(soakFlags, argv, {});
@@ -205,6 +226,11 @@ export async function soak(argv: string[]): Promise<boolean> {
     return true;
   }
   const options = parsed.values;
+  if (options.from !== undefined) {
+    const run = JSON.parse(readFileSync(options.from, 'utf8')) as Run;
+    await writeReport({ ...run, options: { ...run.options, warmupMinutes: options.warmupMinutes } }, options.out);
+    return run.tally.failed === 0 && run.tally.malformedRejected === run.tally.malformed;
+  }
   const tokenizer = await (await LocalModel.load(modelDir)).tokenizer();
   const deployment = await Deployment.start(SETUPS.find((s) => s.discovery === options.setup)!, { DYN_FILE_KV_TTL_SECS: '2', DYN_LOG: 'error' });
   const workers: Array<{ child: Child; url: string; name: string }> = [];
@@ -224,6 +250,8 @@ export async function soak(argv: string[]): Promise<boolean> {
     const ends = t0 + options.minutes * 60_000;
     const readings: Reading[] = [];
     const sampler = setInterval(() => {
+      // Readings taken while the last requests drain would not show the steady state.
+      if (performance.now() >= ends) return;
       const t = minutes();
       void Promise.all([read(url, 'frontend', t), ...workers.map((w) => read(w.url, w.name, t))]).then((rs) => {
         for (const r of rs) if (r) readings.push(r);
@@ -267,13 +295,9 @@ export async function soak(argv: string[]): Promise<boolean> {
     );
     await restarter;
     clearInterval(sampler);
-    const when = new Date().toISOString().slice(0, 16).replace('T', ' ');
-    const md = report(options, readings, tally, restarts, when);
-    writeFileSync(join(options.out, 'soak.md'), md);
-    writeFileSync(join(options.out, 'soak.json'), JSON.stringify({ options, tally, restarts, readings }, null, 1));
-    const points: SeriesPoint[] = readings.flatMap((r) => SERIES.map(([key, metric]) => ({ metric, series: r.process, t: r.t, value: r[key] as number })));
-    writeFileSync(join(options.out, 'soak.png'), await renderLines(points, `pnpm soak, ${when}: ${options.minutes} min at c=${options.concurrency}, ${restarts} worker restarts`));
-    process.stdout.write(md);
+    const run: Run = { options, when: new Date().toISOString().slice(0, 16).replace('T', ' '), tally, restarts, readings };
+    writeFileSync(join(options.out, 'soak.json'), JSON.stringify(run, null, 1));
+    await writeReport(run, options.out);
     return tally.failed === 0 && tally.malformedRejected === tally.malformed;
   } finally {
     await deployment.stop();
