@@ -92,6 +92,40 @@ describe('runtime in one process (mem discovery, tcp)', () => {
       await worker.shutdown();
     }
   });
+
+  it("answers a new request's first item while another stream's handler yields without pause (one item per stream per loop turn)", async () => {
+    const space = new MemKvSpace();
+    const worker = await memRuntime(space);
+    const caller = await memRuntime(space);
+    try {
+      const sent = { a: 0 };
+      await worker.endpoint('test.burst.generate').serveEndpoint(async function* (request: { count: number; tag: 'a' | 'b' }) {
+        for (let i = 0; i < request.count; i++) {
+          if (request.tag === 'a') sent.a = i + 1;
+          yield { i };
+        }
+      });
+      const client = await caller.endpoint('test.burst.generate').client();
+      await client.waitForInstances();
+      const count = 20_000;
+      let firstOfA!: () => void;
+      const aStarted = new Promise<void>((resolve) => (firstOfA = resolve));
+      const a = (async () => {
+        let n = 0;
+        for await (const _ of client.generate({ count, tag: 'a' })) if (++n === 1) firstOfA();
+        return n;
+      })();
+      await aStarted;
+      let sentOfAWhenBAnswered = -1;
+      for await (const _ of client.generate({ count: 1, tag: 'b' })) sentOfAWhenBAnswered = sent.a;
+      expect(await a).toBe(count);
+      // Without the round-robin, b waited until a's handler had run to its end.
+      expect(sentOfAWhenBAnswered).toBeLessThan(count / 2);
+    } finally {
+      await caller.shutdown();
+      await worker.shutdown();
+    }
+  });
 });
 
 describe('bad requests at an endpoint', () => {

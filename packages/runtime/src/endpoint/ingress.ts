@@ -10,6 +10,7 @@ import { callHome, type ResponseSender } from '../response-plane/call-home.js';
 import { parseTraceparent, TRACEPARENT, TRACESTATE, type TraceContext } from '../trace.js';
 import { itemJson } from '../response-plane/frames.js';
 import { annotatedErrorJson, annotatedJson } from './annotated.js';
+import { StreamTurns } from './fair-turns.js';
 import { type EndpointHandler, invokeHandler } from './handler.js';
 
 /** Limits of one served endpoint. */
@@ -150,7 +151,10 @@ export class EndpointIngress {
     let failed = false;
     try {
       await sender.prologue(null);
+      const turns = new StreamTurns();
       for (let next = await first; !next.done; next = await iterator.next()) {
+        const wait = turns.take();
+        if (wait) await wait;
         if (sender.killed) break;
         const json = this.#itemJson(next.value);
         responseBytes += json.length;
