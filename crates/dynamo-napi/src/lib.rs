@@ -6,6 +6,7 @@ mod checksum;
 mod conformance;
 mod detokenizer;
 mod gguf;
+mod heap;
 mod js_engine;
 mod kernels;
 mod kv_router;

@@ -33,7 +33,11 @@ fn id_lists(v: Vec<Vec<u32>>) -> Vec<Uint32Array> {
 #[napi(ts_return_type = "Promise<Tokenizer>")]
 pub fn load_tokenizer(tokenizer_json: String, tokenizer_config_json: Option<String>) -> AsyncTask<Work<Core, Tokenizer>> {
     AsyncTask::new(Work::new(
-        move || Core::from_files(&PathBuf::from(tokenizer_json), tokenizer_config_json.map(PathBuf::from).as_deref()),
+        move || {
+            let loaded = Core::from_files(&PathBuf::from(tokenizer_json), tokenizer_config_json.map(PathBuf::from).as_deref());
+            crate::heap::release_freed();
+            loaded
+        },
         wrap,
     ))
 }
@@ -42,7 +46,14 @@ pub fn load_tokenizer(tokenizer_json: String, tokenizer_config_json: Option<Stri
 /// SentencePiece).
 #[napi(ts_return_type = "Promise<Tokenizer>")]
 pub fn load_gguf_tokenizer(path: String) -> AsyncTask<Work<Core, Tokenizer>> {
-    AsyncTask::new(Work::new(move || dynamo_llm_core::gguf::tokenizer_from_file(&PathBuf::from(path)), wrap))
+    AsyncTask::new(Work::new(
+        move || {
+            let loaded = dynamo_llm_core::gguf::tokenizer_from_file(&PathBuf::from(path));
+            crate::heap::release_freed();
+            loaded
+        },
+        wrap,
+    ))
 }
 
 #[napi]

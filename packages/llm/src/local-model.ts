@@ -1,4 +1,5 @@
-import { readFile, stat } from 'node:fs/promises';
+import { constants } from 'node:fs';
+import { access, readFile, stat } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 
 import { type ChatTemplateSources, fileChecksumBlake3, loadGgufTokenizer, loadTokenizer, PromptFormatter, readGgufMetadataJson, type Tokenizer } from '@dynamo/core';
@@ -97,15 +98,19 @@ export class LocalModel {
       // The card names these, so frontends that read only Hugging Face files serve the model too.
       const written = await writeGgufHfFiles(source.path, files.gguf.checksum);
       for (const slot of ['config', 'tokenizer', 'tokenizerConfig'] as const) {
-        texts[slot] = await readFile(written[slot], 'utf8');
+        if (slot !== 'tokenizer') texts[slot] = await readFile(written[slot], 'utf8');
         files[slot] = await checkedFile(written[slot]);
       }
     } else {
       for (const [slot, name] of Object.entries(FILE_NAMES) as Array<[keyof typeof FILE_NAMES, string]>) {
         const path = join(source.path, name);
-        const text = await readOptional(path);
-        if (text === undefined) continue;
-        texts[slot] = text;
+        if (slot === 'tokenizer') {
+          if (!(await present(path))) continue;
+        } else {
+          const text = await readOptional(path);
+          if (text === undefined) continue;
+          texts[slot] = text;
+        }
         files[slot] = await checkedFile(path);
       }
       for (const required of ['config', 'tokenizer'] as const) {
@@ -192,6 +197,17 @@ async function readOptional(path: string): Promise<string | undefined> {
     return await readFile(path, 'utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw new InvalidArgument(`cannot read ${path}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+/** Whether a file exists. */
+async function present(path: string): Promise<boolean> {
+  try {
+    await access(path, constants.R_OK);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
     throw new InvalidArgument(`cannot read ${path}: ${(err as Error).message}`, { cause: err });
   }
 }
