@@ -1,8 +1,7 @@
 import { KvRouter as CoreKvRouter, type KvRouterOptions } from '@dynamo/core';
 import type { ModelDeploymentCard } from '@dynamo/llm';
-import type { DistributedRuntime, EventScope, EventSubscriber, Log } from '@dynamo/runtime';
+import { type DistributedRuntime, type EventScope, type EventSubscriber, type Log, WorkerOverloaded } from '@dynamo/runtime';
 
-import { HttpError } from '../http/errors.js';
 import type { KvRouterMetrics } from './kv-metrics.js';
 import { KvSourceRecovery } from './kv-recovery.js';
 import { type Candidate, fresh, type RouteRequest, type Router } from './router.js';
@@ -99,7 +98,7 @@ export class KvAwareRouter implements Router {
     metrics.overheadMs.observe(labels, performance.now() - started);
     if (decision === null) {
       metrics.busyRejections.inc(labels);
-      throw new HttpError(529, `every worker of model ${this.#model} is busy; retry later`);
+      throw new WorkerOverloaded(`every worker of model ${this.#model} is busy; retry later`);
     }
     const chosen = pool.find((c) => c.instanceId === decision.workerId)!;
     const blockSize = this.#core.blockSize;

@@ -1,6 +1,5 @@
 import type { ModelDeploymentCard } from '@dynamo/llm';
-import type { Client, EventScope } from '@dynamo/runtime';
-import { HttpError } from '../http/errors.js';
+import { type Client, type EventScope, InvalidArgument } from '@dynamo/runtime';
 import { KvAwareRouter, type KvRouterDeps, type KvRouterSettings } from './kv-router.js';
 
 /** An instance that can take a request for a model now, and the client that reaches it. */
@@ -86,8 +85,7 @@ export class DirectRouter implements Router {
   readonly mode = 'direct';
 
   select(): Candidate {
-    throw new HttpError(
-      400,
+    throw new InvalidArgument(
       'router mode "direct" needs the instance in the request: the x-dynamo-worker-instance-id header or nvext.backend_instance_id',
     );
   }
