@@ -41,7 +41,8 @@ export { MemKvStore, MemKvSpace, type MemKvStoreOptions } from './discovery/mem.
 export { FileKvStore, type FileKvStoreOptions } from './discovery/file.js';
 export { EtcdKvStore, type EtcdKvStoreOptions } from './discovery/etcd.js';
 export type { Transport, RequestPlaneClient, RequestPlaneServer, RequestAcceptor } from './request-plane/request-plane.js';
-export { TcpRequestPlaneServer, TcpRequestPlaneClient, type TcpRequestPlaneServerOptions, type TcpRequestPlaneClientOptions } from './request-plane/tcp.js';
+export { TcpRequestPlaneServer, type TcpRequestPlaneServerOptions } from './request-plane/tcp-server.js';
+export { TcpRequestPlaneClient, type TcpRequestPlaneClientOptions } from './request-plane/tcp-client.js';
 export { NatsRequestPlaneServer, NatsRequestPlaneClient } from './request-plane/nats.js';
 export { encodeTwoPart, TwoPartDecoder, type TwoPartFrame } from './request-plane/envelope.js';
 export { controlHeader, encodeRequestEnvelope, decodeRequestEnvelope, type ControlHeader, type ConnectionInfo } from './request-plane/control.js';

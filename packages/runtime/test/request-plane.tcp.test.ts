@@ -4,7 +4,9 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CannotConnect, InvalidArgument } from '../src/errors.js';
 import { encodeTwoPartText } from '../src/request-plane/envelope.js';
 import type { RequestAcceptor, Transport } from '../src/request-plane/request-plane.js';
-import { TcpRequestPlaneClient, TcpRequestPlaneServer, type PlaneLogger } from '../src/request-plane/tcp.js';
+import type { PlaneLogger } from '../src/request-plane/socket-helpers.js';
+import { TcpRequestPlaneClient } from '../src/request-plane/tcp-client.js';
+import { TcpRequestPlaneServer } from '../src/request-plane/tcp-server.js';
 import { freePort, waitFor } from './harness/free-port.js';
 import { trackProcess } from './harness/processes.js';
 

@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Cancelled, CannotConnect, Disconnected } from '../src/errors.js';
 import type { ConnectionInfo } from '../src/request-plane/control.js';
 import { encodeTwoPartText, TwoPartDecoder } from '../src/request-plane/envelope.js';
-import type { PlaneLogger } from '../src/request-plane/tcp.js';
+import type { PlaneLogger } from '../src/request-plane/socket-helpers.js';
 import { callHome, type ResponseSender } from '../src/response-plane/call-home.js';
 import { ResponseProtocolError } from '../src/response-plane/frames.js';
 import { ResponseStreamServer, type PendingResponse } from '../src/response-plane/stream-server.js';

@@ -5,7 +5,7 @@ import type { Log } from '../logger.js';
 import type { EndpointLabels, ErrorType, RuntimeMetrics } from '../metrics.js';
 import { decodeRequestEnvelope, type RequestEnvelope } from '../request-plane/control.js';
 import type { RequestAcceptor } from '../request-plane/request-plane.js';
-import { SERVER_OVERLOADED, SERVER_UNAVAILABLE } from '../request-plane/tcp.js';
+import { SERVER_OVERLOADED, SERVER_UNAVAILABLE } from '../request-plane/socket-helpers.js';
 import { callHome, type ResponseSender } from '../response-plane/call-home.js';
 import { parseTraceparent, TRACEPARENT, TRACESTATE, type TraceContext } from '../trace.js';
 import { itemJson } from '../response-plane/frames.js';

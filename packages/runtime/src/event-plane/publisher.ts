@@ -3,7 +3,7 @@ import { Publisher as ZmqPublisher } from 'zeromq';
 import type { KvStore } from '../discovery/kv-store.js';
 import type { Log } from '../logger.js';
 import type { NatsConnection } from '../request-plane/nats-connection.js';
-import { advertisedHost } from '../request-plane/tcp.js';
+import { advertisedHost } from '../request-plane/socket-helpers.js';
 import { EVENT_CHANNELS_BUCKET, eventChannelRecord, type EventTransport } from './records.js';
 import { type EventScope, eventRecordKey, eventSubject } from './subject.js';
 import { zmqFrames } from './zmq-frames.js';

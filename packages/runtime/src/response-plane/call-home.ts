@@ -9,7 +9,7 @@ import { connect, type Socket } from 'node:net';
 import { Cancelled, CannotConnect } from '../errors.js';
 import type { ConnectionInfo } from '../request-plane/control.js';
 import { TwoPartDecoder, type TwoPartFrame } from '../request-plane/envelope.js';
-import { type BatchedWriter, silentLogger, splitHostPort, tickBatchedWriter, type PlaneLogger } from '../request-plane/tcp.js';
+import { type BatchedWriter, silentLogger, splitHostPort, tickBatchedWriter, type PlaneLogger } from '../request-plane/socket-helpers.js';
 import { controlWord, encodeHandshake, encodeItemFrame, encodePrologue, END_FRAME, itemJson, SENTINEL_FRAME } from './frames.js';
 
 /** Options of {@link callHome}. */

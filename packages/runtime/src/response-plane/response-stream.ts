@@ -7,7 +7,7 @@ import type { Socket } from 'node:net';
 import { CannotConnect, Disconnected } from '../errors.js';
 import type { ConnectionInfo } from '../request-plane/control.js';
 import type { TwoPartFrame } from '../request-plane/envelope.js';
-import type { PlaneLogger } from '../request-plane/tcp.js';
+import type { PlaneLogger } from '../request-plane/socket-helpers.js';
 import { controlWord, KILL_FRAME, parseDataFrame, parsePrologue, ResponseProtocolError, STOP_FRAME } from './frames.js';
 import type { PendingResponse } from './stream-server.js';
 

@@ -10,7 +10,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { CannotConnect, Disconnected } from '../errors.js';
 import type { ConnectionInfo } from '../request-plane/control.js';
 import { DEFAULT_MAX_FRAME_BYTES, TwoPartDecoder, type TwoPartFrame } from '../request-plane/envelope.js';
-import { advertisedHost, formatHostPort, silentLogger, type PlaneLogger } from '../request-plane/tcp.js';
+import { advertisedHost, formatHostPort, silentLogger, type PlaneLogger } from '../request-plane/socket-helpers.js';
 import { ResponseStream } from './response-stream.js';
 import { parseHandshake } from './frames.js';
 

@@ -1,0 +1,94 @@
+// Pieces the TCP request plane and the response plane share: the planes' logger, host:port
+// text, the address a listener advertises, and a socket writer that batches per event-loop turn.
+
+import { isIPv6, type Socket } from 'node:net';
+import { networkInterfaces } from 'node:os';
+import { InvalidArgument } from '../errors.js';
+
+/**
+ * The logging the planes need. A pino logger (or child) fits; the planes log recovered faults
+ * (a bad frame, a peer that went away) at `warn`, connection-level detail at `debug`.
+ */
+export interface PlaneLogger {
+  warn(obj: object, msg?: string): void;
+  debug(obj: object, msg?: string): void;
+  error(obj: object, msg?: string): void;
+}
+
+/** A logger that drops everything (the default when none is passed). */
+export const silentLogger: PlaneLogger = { warn() {}, debug() {}, error() {} };
+
+/** Longest endpoint path a request frame may name. */
+export const MAX_PATH_BYTES = 1024;
+
+/** Dynamo's default cap on one request-plane message (`DYN_TCP_MAX_MESSAGE_SIZE`). */
+export const DEFAULT_MAX_MESSAGE_SIZE = 32 * 1024 * 1024;
+
+/** Reply prefix the client classifies as "worker overloaded" (queue full). */
+export const SERVER_OVERLOADED = 'Server overloaded: ';
+/** Reply prefix the client classifies as "worker unavailable" (unknown endpoint, shutting down). */
+export const SERVER_UNAVAILABLE = 'Server unavailable: ';
+
+/** Writes `host:port`, bracketing IPv6 literals the way Rust's `SocketAddr` does. */
+export function formatHostPort(host: string, port: number): string {
+  return isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+/** Splits `host:port` (or `[v6]:port`); throws `InvalidArgument` when it is not one. */
+export function splitHostPort(address: string): { host: string; port: number } {
+  const colon = address.lastIndexOf(':');
+  const port = Number(address.slice(colon + 1));
+  let host = address.slice(0, colon);
+  if (host.startsWith('[') && host.endsWith(']')) host = host.slice(1, -1);
+  if (colon <= 0 || host === '' || !Number.isInteger(port) || port <= 0 || port > 65535) {
+    throw new InvalidArgument(`not a HOST:PORT address: '${address}'`);
+  }
+  return { host, port };
+}
+
+/**
+ * The host to advertise for a server bound to `bindHost`: `advertiseHost` when set; the bind host
+ * unless it is a wildcard (nobody can dial `0.0.0.0`); else this machine's first external IPv4
+ * address, falling back to loopback.
+ */
+export function advertisedHost(bindHost: string, advertiseHost?: string): string {
+  if (advertiseHost) return advertiseHost;
+  if (bindHost !== '0.0.0.0' && bindHost !== '::' && bindHost !== '') return bindHost;
+  for (const addrs of Object.values(networkInterfaces())) {
+    for (const a of addrs ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  }
+  return '127.0.0.1';
+}
+
+/** Writes to one socket, batched per tick (see {@link tickBatchedWriter}). */
+export interface BatchedWriter {
+  /** Queues `chunk`; returns `socket.write`'s back-pressure flag. */
+  write(chunk: Uint8Array): boolean;
+  /** Sends what is queued now instead of at the end of the tick. */
+  flush(): void;
+}
+
+/**
+ * A writer for `socket` that batches everything written in the same tick (pipelined requests, a
+ * burst of stream items) into one `writev` instead of one syscall per write: the first write of a
+ * tick corks the socket and a `nextTick` uncorks it.
+ */
+export function tickBatchedWriter(socket: Socket): BatchedWriter {
+  let corked = false;
+  const flush = () => {
+    if (!corked) return;
+    corked = false;
+    socket.uncork();
+  };
+  return {
+    write(chunk) {
+      if (!corked) {
+        corked = true;
+        socket.cork();
+        process.nextTick(flush);
+      }
+      return socket.write(chunk);
+    },
+    flush,
+  };
+}
