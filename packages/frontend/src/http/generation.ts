@@ -117,12 +117,9 @@ async function tokensAnswer(r: Request, deps: GenerationDeps): Promise<Answer> {
       deps.log.warn({ request_id: r.requestId, model: model.name, length }, 'the sequence is past the migration max sequence length: no more migrations for this request');
     },
   };
-  const deltas = mergeStreams(
-    attempts.map((attempt, at) => {
-      const id = single ? r.requestId : `${r.requestId}-${at}`;
-      return attemptDeltas(attempt, id, single ? context : attemptContext(context, id), attemptDeps);
-    }),
-  );
+  const deltas = single
+    ? attemptDeltas(attempts[0]!, r.requestId, context, attemptDeps)
+    : mergeStreams(attempts.map((attempt, at) => attemptDeltas(attempt, `${r.requestId}-${at}`, attemptContext(context, `${r.requestId}-${at}`), attemptDeps)));
   const parses = surface === 'chat' && (model.parsers.toolCallParser || model.parsers.reasoningParser || fields.tool_choice !== undefined);
   return answerOf(r, deps, {
     choices: prompts.length * n,

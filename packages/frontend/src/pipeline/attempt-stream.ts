@@ -2,7 +2,6 @@ import { type ChoiceDelta, type PreprocessedRequest, postprocessChoices, type To
 import { Context, type DynamoException } from '@dynamo/runtime';
 
 import type { Candidate } from '../routing/router.js';
-import { onFirstOutput } from './first-output.js';
 import { migratingStream } from './migration.js';
 import type { Attempt } from './plan.js';
 
@@ -27,8 +26,9 @@ export interface AttemptDeps {
  * tagged with the response's index of its choice; the attempt survives its worker (migration)
  * when it makes one choice and its output is not guided. The postprocessor (detokenizer, stop
  * strings) runs over the migrated stream as one, so a character split at the seam comes out whole.
+ * A plain function, not a generator: each stacked async generator costs a promise hop per token.
  */
-export async function* attemptDeltas(attempt: Attempt, routeId: string, context: Context, deps: AttemptDeps): AsyncGenerator<ChoiceDelta> {
+export function attemptDeltas(attempt: Attempt, routeId: string, context: Context, deps: AttemptDeps): AsyncIterable<ChoiceDelta> {
   // As in stock, guided output is not resumed on another worker (its grammar would start over).
   const resumable = attempt.choices === 1 && attempt.request.sampling_options?.guided_decoding == null;
   const outputs = migratingStream(attempt.request, {
@@ -39,14 +39,16 @@ export async function* attemptDeltas(attempt: Attempt, routeId: string, context:
     responseTimeoutMs: deps.responseTimeoutMs,
     maxSeqLen: deps.maxSeqLen,
     onMaxSeqLen: deps.onMaxSeqLen,
+    onFirstOutput: () => deps.onFirstOutput(routeId),
   });
-  const deltas = postprocessChoices(deps.tokenizer, attempt.request, onFirstOutput(outputs, () => deps.onFirstOutput(routeId)));
-  if (attempt.firstIndex === 0) {
-    yield* deltas;
-    return;
-  }
+  const deltas = postprocessChoices(deps.tokenizer, attempt.request, outputs);
+  return attempt.firstIndex === 0 ? deltas : shifted(deltas, attempt.firstIndex);
+}
+
+/** `deltas` with their choice indexes moved up by `by`. */
+async function* shifted(deltas: AsyncIterable<ChoiceDelta>, by: number): AsyncGenerator<ChoiceDelta> {
   for await (const delta of deltas) {
-    delta.index += attempt.firstIndex;
+    delta.index += by;
     yield delta;
   }
 }

@@ -36,6 +36,8 @@ export interface MigrationOptions {
   maxSeqLen?: number | undefined;
   /** Called once when the sequence passes `maxSeqLen`. */
   onMaxSeqLen?(length: number): void;
+  /** Called when the first batch of output arrives (from whichever attempt). */
+  onFirstOutput?(): void;
 }
 
 /** The next item of an attempt, or a `ConnectionTimeout` when the worker says nothing for `ms`. */
@@ -93,6 +95,7 @@ export async function* migratingStream(request: PreprocessedRequest, options: Mi
   const maxSeqLen = options.maxSeqLen;
   let tooLong = maxSeqLen !== undefined && promptLength > maxSeqLen;
   if (tooLong && options.limit > 0) options.onMaxSeqLen?.(promptLength);
+  let first = true;
   for (;;) {
     const target = options.route(failed);
     const stop = new AbortController();
@@ -102,6 +105,10 @@ export async function* migratingStream(request: PreprocessedRequest, options: Mi
         const next = await nextWithin(attempt, options.responseTimeoutMs ?? 0, stop);
         if (next.done) return;
         const batch = next.value;
+        if (first) {
+          first = false;
+          options.onFirstOutput?.();
+        }
         if (options.limit > 0) {
           for (const chunk of batch) {
             const ids = (chunk as { token_ids?: unknown } | null)?.token_ids;

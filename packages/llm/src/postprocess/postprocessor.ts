@@ -265,13 +265,18 @@ export function postprocessBatches(tokenizer: Tokenizer, request: PreprocessedRe
   return deltas(new OutputPostprocessor(tokenizer, request), batches, (batch) => batch);
 }
 
-async function* deltas<T>(output: OutputPostprocessor, source: AsyncIterable<T>, chunksOf: (item: T) => readonly unknown[]): AsyncGenerator<TextDelta> {
+/** The deltas of `source`'s chunks; each is tagged with choice `index` when one is given. */
+async function* deltas<T>(output: OutputPostprocessor, source: AsyncIterable<T>, chunksOf: (item: T) => readonly unknown[], index?: number): AsyncGenerator<TextDelta> {
   for await (const item of source) {
     const delta = output.push(chunksOf(item));
-    if (delta) yield delta;
+    if (delta) {
+      if (index !== undefined) (delta as ChoiceDelta).index = index;
+      yield delta;
+    }
     if (output.finished) return;
   }
   const tail = output.end();
+  if (tail && index !== undefined) (tail as ChoiceDelta).index = index;
   if (tail) yield tail;
 }
 
@@ -297,15 +302,14 @@ function choiceOf(raw: unknown, n: number): number {
  * tagged with its index. Ends once every choice finished (the engine is told to stop) or the
  * engine's stream ends. A chunk whose index is not below `n` fails with `InvalidArgument`.
  */
-export async function* postprocessChoices(tokenizer: Tokenizer, request: PreprocessedRequest, batches: AsyncIterable<readonly unknown[]>): AsyncGenerator<ChoiceDelta> {
+export function postprocessChoices(tokenizer: Tokenizer, request: PreprocessedRequest, batches: AsyncIterable<readonly unknown[]>): AsyncGenerator<ChoiceDelta> {
   const n = Math.max(1, request.sampling_options?.n ?? 1);
-  if (n === 1) {
-    for await (const delta of postprocessBatches(tokenizer, request, batches)) {
-      (delta as ChoiceDelta).index = 0;
-      yield delta as ChoiceDelta;
-    }
-    return;
-  }
+  // One choice: one generator, not one wrapped in another (a promise hop per token each).
+  if (n === 1) return deltas(new OutputPostprocessor(tokenizer, request), batches, (batch) => batch, 0) as AsyncGenerator<ChoiceDelta>;
+  return interleavedChoices(tokenizer, request, batches, n);
+}
+
+async function* interleavedChoices(tokenizer: Tokenizer, request: PreprocessedRequest, batches: AsyncIterable<readonly unknown[]>, n: number): AsyncGenerator<ChoiceDelta> {
   const outputs = Array.from({ length: n }, () => new OutputPostprocessor(tokenizer, request));
   let finished = 0;
   for await (const batch of batches) {
