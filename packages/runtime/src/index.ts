@@ -62,7 +62,8 @@ export {
   type EventTransport,
 } from './event-plane/records.js';
 export { zmqFrames, parseZmqFrames, type ZmqMessage } from './event-plane/zmq-frames.js';
-export { ResponseStreamServer, type PendingResponse } from './response-plane/stream-server.js';
+export { ResponseStreamServer } from './response-plane/stream-server.js';
+export type { PendingResponse } from './response-plane/response-stream.js';
 export { callHome, ResponseSender } from './response-plane/call-home.js';
 export { ResponseProtocolError } from './response-plane/frames.js';
 export { Context, type ContextOptions } from './context.js';

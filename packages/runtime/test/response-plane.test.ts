@@ -6,7 +6,8 @@ import { encodeTwoPartText, TwoPartDecoder } from '../src/request-plane/envelope
 import type { PlaneLogger } from '../src/request-plane/socket-helpers.js';
 import { callHome, type ResponseSender } from '../src/response-plane/call-home.js';
 import { ResponseProtocolError } from '../src/response-plane/frames.js';
-import { ResponseStreamServer, type PendingResponse } from '../src/response-plane/stream-server.js';
+import type { PendingResponse } from '../src/response-plane/response-stream.js';
+import { ResponseStreamServer } from '../src/response-plane/stream-server.js';
 import { waitFor } from './harness/free-port.js';
 
 function recordingLogger() {

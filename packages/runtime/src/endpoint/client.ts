@@ -8,7 +8,8 @@ import type { Log } from '../logger.js';
 import type { EndpointPath } from '../names.js';
 import { controlHeader, encodeRequestEnvelope } from '../request-plane/control.js';
 import type { RequestPlaneClient } from '../request-plane/request-plane.js';
-import type { PendingResponse, ResponseStreamServer } from '../response-plane/stream-server.js';
+import type { PendingResponse } from '../response-plane/response-stream.js';
+import type { ResponseStreamServer } from '../response-plane/stream-server.js';
 import { traceHeaders } from '../trace.js';
 import { unwrapAnnotated } from './annotated.js';
 

@@ -9,29 +9,54 @@ import type { ConnectionInfo } from '../request-plane/control.js';
 import type { TwoPartFrame } from '../request-plane/envelope.js';
 import type { PlaneLogger } from '../request-plane/socket-helpers.js';
 import { controlWord, KILL_FRAME, parseDataFrame, parsePrologue, ResponseProtocolError, STOP_FRAME } from './frames.js';
-import type { PendingResponse } from './stream-server.js';
+import { ItemQueue } from './item-queue.js';
 
-// Dynamo buffers 64 items per response channel; beyond that we stop reading the socket so the
-// worker feels TCP back-pressure instead of our memory growing.
-const HIGH_WATER = 64;
-const LOW_WATER = 16;
-
+/** Where the worker's side of the stream is. */
 type Phase =
   | 'waiting' // registered; the worker has not called home
   | 'prologue' // handshake seen; waiting for the prologue
   | 'streaming' // prologue ok; data frames flowing
   | 'complete' // complete_final seen; waiting for the sentinel
-  | 'closed'; // no socket any more
+  | 'closed'; // no socket any more, or its frames are dropped
 
-interface Waiter {
-  /** Wants every queued item at once rather than the next one. */
-  batch: boolean;
-  resolve(result: IteratorResult<unknown>): void;
-  reject(err: unknown): void;
+/**
+ * What the caller asked of the worker: nothing yet, a stop (`wanted` until the stop frame could be
+ * sent on a connected socket, then `sent`), or a kill (the stream is over for the caller).
+ */
+type Ask = 'none' | 'wanted' | 'sent' | 'killed';
+
+/**
+ * What a response stream is to its caller: where its items come from, and the controls that
+ * reach the worker. {@link ResponseStreamServer} makes them.
+ */
+export interface PendingResponse {
+  /** Goes into the request's control header as `connection_info`. */
+  readonly connectionInfo: ConnectionInfo;
+  /**
+   * The response items (each data frame's `data`, parsed once), in order. Ends after the worker's
+   * `complete_final`, or silently after {@link stop}/{@link kill}. Throws `CannotConnect` for an
+   * error prologue, `Disconnected` when the stream ends without `complete_final` (the migration
+   * trigger) or the worker never calls home, `ResponseProtocolError` for malformed frames.
+   * Leaving a `for await` early kills the stream. Iterate it once.
+   */
+  readonly stream: AsyncIterable<unknown>;
+  /**
+   * The same items as {@link stream}, read as batches: each batch is every item that had arrived
+   * when the reader asked (at least one), so a reader that falls behind catches up in one step.
+   * The first batch is the first item alone, so a backlog never delays the first token. Iterate
+   * one of the two, once.
+   */
+  readonly batches: AsyncIterable<unknown[]>;
+  /** Asks the worker to stop generating (`"stop"`); items keep arriving until it ends the stream. */
+  stop(): void;
+  /** Kills the stream (`"kill"`): the worker stops at once and the stream ends now, silently. */
+  kill(): void;
+  /**
+   * Abandons the stream because its request never reached a worker (e.g. the request-plane send
+   * failed): drops the registration and ends the stream, throwing `error` if one is given.
+   */
+  cancel(error?: Error): void;
 }
-
-/** What the consumer gets next: an iterator result, or the stream's error. */
-type Taken = { result: IteratorResult<unknown> } | { error: Error };
 
 const DONE: IteratorResult<unknown> = { done: true, value: undefined };
 
@@ -45,33 +70,22 @@ export interface ResponseStreamInit {
   unregister(): void;
 }
 
-/** See {@link PendingResponse}; the server feeds it frames and socket events. */
+/**
+ * See {@link PendingResponse}; the server feeds it frames and socket events. Two state machines
+ * drive it: the worker's side (`Phase`) and the caller's wish (`Ask`); the consumer's side is an
+ * {@link ItemQueue}.
+ */
 export class ResponseStream implements PendingResponse, AsyncIterableIterator<unknown> {
   readonly connectionInfo: ConnectionInfo;
   readonly #log: PlaneLogger;
   readonly #unregister: () => void;
   readonly #signal: AbortSignal | undefined;
   readonly #onAbort = () => this.kill();
+  readonly #queue = new ItemQueue();
   #phase: Phase = 'waiting';
+  #ask: Ask = 'none';
   #socket: Socket | undefined;
   #timer: NodeJS.Timeout | undefined;
-  #stopRequested = false;
-  #stopSent = false;
-  #killed = false;
-  #paused = false;
-  // Consumer side: a queue read from `#head`, then either an error or the end.
-  #items: unknown[] = [];
-  #head = 0;
-  #error: Error | undefined;
-  #ended = false;
-  #delivered = false; // the consumer has seen the end or the error
-  #taken = false; // the consumer has had an item
-  #waiter: Waiter | undefined;
-  #wakeScheduled = false;
-  readonly #wake = () => {
-    this.#wakeScheduled = false;
-    this.#settle();
-  };
 
   constructor(init: ResponseStreamInit) {
     this.connectionInfo = init.connectionInfo;
@@ -81,7 +95,7 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
     this.#timer = setTimeout(() => {
       this.#unregister();
       // A caller that already asked to stop gets the early end it wanted, not an error.
-      if (this.#stopRequested) {
+      if (this.#ask !== 'none') {
         this.#end();
         return;
       }
@@ -102,7 +116,7 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
   get batches(): AsyncIterable<unknown[]> {
     return {
       [Symbol.asyncIterator]: () => ({
-        next: () => this.#read(true) as Promise<IteratorResult<unknown[]>>,
+        next: () => this.#queue.read(true) as Promise<IteratorResult<unknown[]>>,
         return: () => this.return() as Promise<IteratorResult<unknown[]>>,
       }),
     };
@@ -110,40 +124,38 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
 
   /** True once no more items or errors will be queued. */
   get settled(): boolean {
-    return this.#ended;
+    return this.#queue.settled;
   }
 
   // ---- caller controls --------------------------------------------------------------------
 
   stop(): void {
-    if (this.#stopRequested || this.#ended) return;
-    this.#stopRequested = true;
+    if (this.#ask !== 'none' || this.#queue.settled) return;
+    this.#ask = 'wanted';
     this.#sendStop();
   }
 
   kill(): void {
-    if (this.#killed) return;
-    this.#dropQueue();
-    this.#error = undefined;
-    this.#end();
+    if (this.#ask === 'killed') return;
+    this.#queue.abort();
+    this.#release();
     this.#abandon();
   }
 
   cancel(error?: Error): void {
-    if (!error || this.#ended) {
+    if (!error || this.#queue.settled) {
       this.kill();
       return;
     }
-    this.#dropQueue();
+    this.#queue.discard();
     this.#fail(error);
     this.#abandon();
   }
 
   /** Forgets the registration and tells a connected worker to stop at once. */
   #abandon(): void {
-    if (this.#killed) return;
-    this.#killed = true;
-    this.#stopRequested = true;
+    if (this.#ask === 'killed') return;
+    this.#ask = 'killed';
     this.#unregister();
     const socket = this.#socket;
     if (socket && !socket.destroyed && (this.#phase === 'prologue' || this.#phase === 'streaming')) {
@@ -161,73 +173,13 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
   }
 
   next(): Promise<IteratorResult<unknown>> {
-    return this.#read(false);
-  }
-
-  #read(batch: boolean): Promise<IteratorResult<unknown>> {
-    const taken = this.#take(batch);
-    if (taken) return 'error' in taken ? Promise.reject(taken.error) : Promise.resolve(taken.result);
-    return new Promise((resolve, reject) => {
-      this.#waiter = { batch, resolve, reject };
-    });
-  }
-
-  /** The next item (or all queued ones), then the error or the end; undefined while none is ready. */
-  #take(batch: boolean): Taken | undefined {
-    if (this.#head < this.#items.length) {
-      let value: unknown;
-      // The first item goes alone, even to a batch reader: it is the caller's time to first
-      // token, and a backlog read with it (a fast engine's whole output) would hold it back.
-      if (batch && this.#taken) {
-        value = this.#head === 0 ? this.#items : this.#items.slice(this.#head);
-        this.#items = [];
-        this.#head = 0;
-      } else {
-        value = this.#items[this.#head];
-        if (batch) value = [value];
-        this.#items[this.#head++] = undefined;
-        if (this.#head === this.#items.length) {
-          this.#items = [];
-          this.#head = 0;
-        }
-      }
-      this.#taken = true;
-      if (this.#paused && this.#items.length - this.#head <= LOW_WATER) {
-        this.#paused = false;
-        this.#socket?.resume();
-      }
-      return { result: { done: false, value } };
-    }
-    if (this.#error) {
-      const error = this.#error;
-      this.#error = undefined;
-      this.#delivered = true;
-      return { error };
-    }
-    if (this.#ended) {
-      this.#delivered = true;
-      return { result: DONE };
-    }
-    return undefined;
-  }
-
-  /** Gives a waiting consumer what is ready. */
-  #settle(): void {
-    const waiter = this.#waiter;
-    if (!waiter) return;
-    const taken = this.#take(waiter.batch);
-    if (!taken) return;
-    this.#waiter = undefined;
-    if ('error' in taken) waiter.reject(taken.error);
-    else waiter.resolve(taken.result);
+    return this.#queue.read(false);
   }
 
   /** Called when a `for await` exits early: the caller no longer wants the response. */
   return(): Promise<IteratorResult<unknown>> {
-    if (!this.#ended) this.kill();
-    this.#dropQueue();
-    this.#error = undefined;
-    this.#delivered = true;
+    if (!this.#queue.settled) this.kill();
+    this.#queue.leave();
     return Promise.resolve(DONE);
   }
 
@@ -237,13 +189,14 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
   attach(socket: Socket): void {
     clearTimeout(this.#timer);
     this.#socket = socket;
-    if (this.#killed) {
+    if (this.#ask === 'killed') {
       // Killed before the worker called home: tell it, so it stops generating.
       socket.end(KILL_FRAME);
       this.#phase = 'closed';
       return;
     }
     this.#phase = 'prologue';
+    this.#queue.setSource(socket);
     this.#sendStop();
   }
 
@@ -260,7 +213,7 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
         this.#phase = 'complete';
         this.#end();
       } else {
-        this.#push(parsed.data);
+        this.#queue.push(parsed.data);
       }
       return;
     }
@@ -316,8 +269,9 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
     this.#phase = 'closed';
     this.#socket = undefined;
     this.#signal?.removeEventListener('abort', this.#onAbort);
-    if (phase === 'complete' || this.#ended) return;
-    if (this.#stopRequested) {
+    this.#queue.setSource(undefined);
+    if (phase === 'complete' || this.#queue.settled) return;
+    if (this.#ask !== 'none') {
       // The caller asked for the stop; an early end is what it wanted.
       this.#end();
       return;
@@ -334,51 +288,32 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
   // ---- internals ----------------------------------------------------------------------------
 
   #sendStop(): void {
-    if (!this.#stopRequested || this.#stopSent || this.#killed) return;
+    if (this.#ask !== 'wanted') return;
     const socket = this.#socket;
     if (!socket || socket.destroyed || (this.#phase !== 'prologue' && this.#phase !== 'streaming')) return;
-    this.#stopSent = true;
+    this.#ask = 'sent';
     socket.write(STOP_FRAME);
-  }
-
-  #push(item: unknown): void {
-    this.#items.push(item);
-    const waiter = this.#waiter;
-    if (waiter) {
-      // A batch reader is woken after the frames of this socket read are all queued.
-      if (!waiter.batch) this.#settle();
-      else if (!this.#wakeScheduled) {
-        this.#wakeScheduled = true;
-        queueMicrotask(this.#wake);
-      }
-    }
-    if (!this.#paused && this.#items.length - this.#head >= HIGH_WATER) {
-      this.#paused = true;
-      this.#socket?.pause();
-    }
   }
 
   /** No more items: the consumer gets the queued ones, then the end. */
   #end(): void {
-    if (this.#ended) return;
-    this.#ended = true;
-    clearTimeout(this.#timer);
-    this.#signal?.removeEventListener('abort', this.#onAbort);
-    this.#settle();
+    if (this.#queue.end()) this.#release();
   }
 
   /** The stream failed: the consumer gets the queued items, then `err`. */
   #fail(err: Error): void {
     // A killed stream ends silently, and a stream fails at most once.
-    if (this.#killed || this.#delivered || this.#error) {
+    if (this.#ask === 'killed' || !this.#queue.fail(err)) {
       this.#log.debug({ subject: this.connectionInfo.info.subject, err }, 'response stream error after the stream was over');
       return;
     }
-    this.#error = err;
-    this.#ended = true;
+    this.#release();
+  }
+
+  /** Nothing more is queued: the call-home timer and the abort listener go. */
+  #release(): void {
     clearTimeout(this.#timer);
     this.#signal?.removeEventListener('abort', this.#onAbort);
-    this.#settle();
   }
 
   #protocolError(reason: string): void {
@@ -388,18 +323,11 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
     this.#phase = 'closed';
   }
 
-  #dropQueue(): void {
-    this.#items = [];
-    this.#head = 0;
-  }
-
   #closeSocket(): void {
     const socket = this.#socket;
     if (!socket || socket.destroyed) return;
-    if (this.#paused) {
-      this.#paused = false;
-      socket.resume();
-    }
+    this.#queue.setSource(undefined);
+    if (socket.isPaused()) socket.resume();
     socket.end();
     // A worker that never closes its side must not keep the socket forever.
     // Cleared on close: an armed timer keeps the closed socket reachable for 10 s (50k sockets,

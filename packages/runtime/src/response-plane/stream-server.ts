@@ -11,7 +11,7 @@ import { CannotConnect, Disconnected } from '../errors.js';
 import type { ConnectionInfo } from '../request-plane/control.js';
 import { DEFAULT_MAX_FRAME_BYTES, TwoPartDecoder, type TwoPartFrame } from '../request-plane/envelope.js';
 import { advertisedHost, formatHostPort, silentLogger, type PlaneLogger } from '../request-plane/socket-helpers.js';
-import { ResponseStream } from './response-stream.js';
+import { type PendingResponse, ResponseStream } from './response-stream.js';
 import { parseHandshake } from './frames.js';
 
 /** Options of {@link ResponseStreamServer}; the runtime fills them from `DYN_TCP_RESPONSE_STREAM_*`. */
@@ -37,36 +37,6 @@ export interface RegisterOptions {
   signal?: AbortSignal;
   /** Overrides the server's call-home timeout for this stream. */
   callHomeTimeoutMs?: number;
-}
-
-/** One registered response stream, as handed to the code that sends the request. */
-export interface PendingResponse {
-  /** Goes into the request's control header as `connection_info`. */
-  readonly connectionInfo: ConnectionInfo;
-  /**
-   * The response items (each data frame's `data`, parsed once), in order. Ends after the worker's
-   * `complete_final`, or silently after {@link stop}/{@link kill}. Throws `CannotConnect` for an
-   * error prologue, `Disconnected` when the stream ends without `complete_final` (the migration
-   * trigger) or the worker never calls home, `ResponseProtocolError` for malformed frames.
-   * Leaving a `for await` early kills the stream. Iterate it once.
-   */
-  readonly stream: AsyncIterable<unknown>;
-  /**
-   * The same items as {@link stream}, read as batches: each batch is every item that had arrived
-   * when the reader asked (at least one), so a reader that falls behind catches up in one step.
-   * The first batch is the first item alone, so a backlog never delays the first token. Iterate
-   * one of the two, once.
-   */
-  readonly batches: AsyncIterable<unknown[]>;
-  /** Asks the worker to stop generating (`"stop"`); items keep arriving until it ends the stream. */
-  stop(): void;
-  /** Kills the stream (`"kill"`): the worker stops at once and the stream ends now, silently. */
-  kill(): void;
-  /**
-   * Abandons the stream because its request never reached a worker (e.g. the request-plane send
-   * failed): drops the registration and ends the stream, throwing `error` if one is given.
-   */
-  cancel(error?: Error): void;
 }
 
 /**
