@@ -1,6 +1,8 @@
 import { processMetrics } from '@dynamo/runtime';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
+import { type LocalHistogram, TokenHistogram } from './token-histogram.js';
+
 /** Which OpenAI surface a request came through (the `endpoint` label). */
 export type EndpointLabel = 'chat_completions' | 'completions' | 'embeddings' | 'responses' | 'messages';
 
@@ -17,7 +19,7 @@ export class FrontendMetrics {
   readonly inputTokens: Histogram<'model'>;
   readonly outputTokens: Histogram<'model'>;
   readonly ttft: Histogram<'model'>;
-  readonly itl: Histogram<'model'>;
+  readonly itl: TokenHistogram;
   readonly migrations: Counter<'model'>;
   readonly disconnects: Counter<'model'>;
   readonly migrationMaxSeqLenExceeded: Counter<'model'>;
@@ -51,13 +53,7 @@ export class FrontendMetrics {
       buckets: [0, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 240, 480],
       registers,
     });
-    this.itl = new Histogram({
-      name: name('inter_token_latency_seconds'),
-      help: 'Inter-token latency in seconds',
-      labelNames: ['model'],
-      buckets: [0, 0.001, 0.005, 0.01, 0.015, 0.02, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2],
-      registers,
-    });
+    this.itl = new TokenHistogram(name('inter_token_latency_seconds'), 'Inter-token latency in seconds', [0, 0.001, 0.005, 0.01, 0.015, 0.02, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2], this.registry);
     this.migrations = new Counter({ name: name('model_migration_total'), help: 'Requests resent to another worker after theirs failed', labelNames: ['model'], registers });
     this.migrationMaxSeqLenExceeded = new Counter({
       name: name('model_migration_max_seq_len_exceeded_total'),
@@ -86,8 +82,8 @@ export class RequestTracker {
   readonly #endpoint: EndpointLabel;
   readonly #streaming: boolean;
   readonly #start = performance.now();
-  /** Bound once per request: the per-token histogram observes allocate no label objects. */
-  readonly #itl: { observe(value: number): void };
+  /** The request's own ITL counts, added to the shared histogram every 64 tokens and at the end. */
+  readonly #itl: LocalHistogram;
   #last = 0;
   #outputTokens = 0;
   #done = false;
@@ -97,7 +93,7 @@ export class RequestTracker {
     this.#model = model;
     this.#endpoint = endpoint;
     this.#streaming = streaming;
-    this.#itl = metrics.itl.labels(model);
+    this.#itl = metrics.itl.local(model);
     metrics.inflight.inc({ model });
   }
 
@@ -109,8 +105,7 @@ export class RequestTracker {
       this.#metrics.ttft.observe({ model: this.#model }, (now - this.#start) / 1000);
       this.#metrics.inputTokens.observe({ model: this.#model }, inputTokens);
     } else {
-      const itl = (now - this.#last) / 1000 / tokens;
-      for (let i = 0; i < tokens; i++) this.#itl.observe(itl);
+      this.#itl.observe((now - this.#last) / 1000 / tokens, tokens);
     }
     this.#last = now;
     this.#outputTokens += tokens;
@@ -120,6 +115,7 @@ export class RequestTracker {
   finish(ok: boolean): void {
     if (this.#done) return;
     this.#done = true;
+    this.#itl.flush();
     const model = this.#model;
     this.#metrics.inflight.dec({ model });
     this.#metrics.requests.inc({ model, endpoint: this.#endpoint, request_type: this.#streaming ? 'stream' : 'unary', status: ok ? 'success' : 'error' });
