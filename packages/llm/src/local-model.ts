@@ -7,6 +7,7 @@ import { InvalidArgument } from '@dynamo/runtime';
 
 import { writeGgufHfFiles } from './gguf-hf-files.js';
 import { type ResolvedModelPath, type ResolveOptions, resolveModelPath } from './model-path/index.js';
+import { sharedTokenizer } from './shared-tokenizers.js';
 
 /** The model files a card can refer to, by their card slot. */
 export type FileSlot = 'config' | 'tokenizer' | 'tokenizerConfig' | 'chatTemplateJinja' | 'chatTemplateJson' | 'generationConfig' | 'customTemplate' | 'gguf';
@@ -180,10 +181,13 @@ export class LocalModel {
     }
   }
 
-  /** The model's tokenizer, loaded once off the JS thread. */
+  /** The model's tokenizer, loaded once off the JS thread and shared with models whose tokenizer files are the same. */
   tokenizer(): Promise<Tokenizer> {
+    const { gguf, tokenizer, tokenizerConfig } = this.files;
     this.#tokenizer ??= (
-      this.gguf ? loadGgufTokenizer(this.source.path) : loadTokenizer(this.files.tokenizer!.path, this.files.tokenizerConfig?.path)
+      gguf
+        ? sharedTokenizer(`gguf ${gguf.checksum}`, () => loadGgufTokenizer(this.source.path))
+        : sharedTokenizer(`hf ${tokenizer!.checksum} ${tokenizerConfig?.checksum ?? '-'}`, () => loadTokenizer(tokenizer!.path, tokenizerConfig?.path))
     ).catch((err: unknown) => {
       this.#tokenizer = undefined;
       throw new InvalidArgument((err as Error).message, { cause: err });

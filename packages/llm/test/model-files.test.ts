@@ -1,4 +1,4 @@
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -78,5 +78,19 @@ describe('the tokenizer', () => {
     const tok = await (await LocalModel.load(modelDir())).tokenizer();
     expect(Array.from(tok.encodeSync('<|im_start|>user', false))).toEqual([151644, 872]);
     expect(tok.decode(Uint32Array.of(151644, 872), true)).toBe('user');
+  });
+
+  it('is loaded once for models whose tokenizer files are the same, and apart when they differ', async () => {
+    const [a, b, c] = [modelDir(), modelDir(), modelDir()];
+    const config = JSON.parse(readFileSync(join(c, 'tokenizer_config.json'), 'utf8')) as { added_tokens_decoder: Record<string, { content: string }> };
+    config.added_tokens_decoder['151644']!.content = '<|start|>';
+    writeFileSync(join(c, 'tokenizer_config.json'), JSON.stringify(config));
+    const [ta, tb, tc] = await Promise.all([a, b, c].map(async (dir) => (await LocalModel.load(dir)).tokenizer()));
+    expect(tb).toBe(ta);
+    expect(tc).not.toBe(ta);
+    expect(ta!.tokenToId('<|start|>')).toBeNull();
+    expect(tc!.tokenToId('<|start|>')).toEqual(expect.any(Number));
+    // Loaded after the first load finished, too.
+    expect(await (await LocalModel.load(b)).tokenizer()).toBe(ta);
   });
 });
