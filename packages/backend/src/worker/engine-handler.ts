@@ -111,17 +111,12 @@ export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions):
   /** The engine's stream for one `generate` call, every chunk checked (see above). */
   async function* checked(request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
     let stream: AsyncIterator<unknown> | undefined;
-    // A killed request stops waiting for the engine: one that hangs must not hold its caller, nor
-    // the worker's in-flight count, forever.
-    const killed = context.killed().then((): never => {
-      throw new Cancelled(`request ${context.id()} was killed`);
-    });
-    killed.catch(() => {});
     try {
       stream = engine.generate(request, context)[Symbol.asyncIterator]();
+      const nextChunk = killable(stream, context);
       let terminal: GenerateChunk | undefined;
       for (let index = 0; ; index++) {
-        const next = await Promise.race([stream.next(), killed]);
+        const next = await nextChunk();
         if (next.done) break;
         if (terminal) fail(context, `yielded chunk ${index} after its terminal chunk (finish_reason ${JSON.stringify(terminal.finish_reason)})`);
         const plain = plainChunk(next.value);
@@ -154,6 +149,25 @@ export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions):
       if (!context.isKilled()) await closing;
     }
   }
+}
+
+/**
+ * The `next()` of an engine's stream, given up with `Cancelled` once the request is killed: an
+ * engine that hangs must not hold its caller, nor the worker's in-flight count, forever. One kill
+ * listener serves the whole stream; racing each `next()` against the kill would add a reaction to
+ * the kill's promise per chunk, all kept until the request ends.
+ */
+function killable<T>(stream: AsyncIterator<T>, context: Context): () => Promise<IteratorResult<T>> {
+  const killedError = () => new Cancelled(`request ${context.id()} was killed`);
+  let interrupt: ((err: Cancelled) => void) | undefined;
+  void context.killed().then(() => interrupt?.(killedError()));
+  return () => {
+    if (context.isKilled()) return Promise.reject(killedError());
+    return new Promise((resolve, reject) => {
+      interrupt = reject;
+      stream.next().then(resolve, reject);
+    });
+  };
 }
 
 /** The `sampling_options.n` a request asks for (1 unless a whole number above 1). */
