@@ -8,7 +8,7 @@ import { callHome, type ResponseSender } from '../src/response-plane/call-home.j
 import { ResponseProtocolError } from '../src/response-plane/frames.js';
 import type { PendingResponse } from '../src/response-plane/response-stream.js';
 import { ResponseStreamServer } from '../src/response-plane/stream-server.js';
-import { waitFor } from './harness/free-port.js';
+import { freePort, waitFor } from './harness/free-port.js';
 
 function recordingLogger() {
   const lines: { level: string; msg: string }[] = [];
@@ -142,6 +142,49 @@ describe('call-home response plane', () => {
     await reading;
     // The first token is not held back by the backlog that arrived with it.
     expect(batches).toEqual([[1], [2, 3], [4, 5]]);
+  });
+
+  it('read as batches, a backlog comes at most 16 items at a time, in order', async () => {
+    const p = server.register('req-batch-cap');
+    const batches: unknown[][] = [];
+    const reading = (async () => {
+      for await (const batch of p.batches) batches.push(batch);
+    })();
+    const w = await rawWorker(p.connectionInfo);
+    const n = 100;
+    w.socket.write(Buffer.concat([handshake(p.connectionInfo), prologueOk, ...Array.from({ length: n }, (_, i) => item(i)), end, sentinel]));
+    await reading;
+    expect(batches.flat()).toEqual(Array.from({ length: n }, (_, i) => i));
+    expect(Math.max(...batches.map((b) => b.length))).toBe(16);
+  });
+
+  it('spreads registrations over several listening sockets, each of which takes its streams', async () => {
+    const pending = Array.from({ length: 16 }, (_, i) => server.register(`req-spread-${i}`));
+    const addresses = new Set(pending.map((p) => p.connectionInfo.info.address));
+    expect(addresses.size).toBe(8);
+    expect(server.address).toBe(pending[0]!.connectionInfo.info.address);
+    const answers = pending.map((p) => drain(p));
+    await Promise.all(
+      pending.map(async (p, i) => {
+        const s = await worker(p.connectionInfo);
+        await s.prologue(null);
+        await s.send({ i });
+        await s.complete();
+      }),
+    );
+    expect((await Promise.all(answers)).map((a) => a.items)).toEqual(pending.map((_, i) => [{ i }]));
+  });
+
+  it('listens on one socket when its port is fixed', async () => {
+    const port = await freePort();
+    const fixed = new ResponseStreamServer({ host: '127.0.0.1', port });
+    try {
+      expect(await fixed.listen()).toBe(`127.0.0.1:${port}`);
+      const addresses = new Set(Array.from({ length: 4 }, (_, i) => fixed.register(`req-fixed-${i}`).connectionInfo.info.address));
+      expect([...addresses]).toEqual([`127.0.0.1:${port}`]);
+    } finally {
+      await fixed.close();
+    }
   });
 
   it('read as batches, a worker abort gives the items sent, then Disconnected', async () => {

@@ -12,6 +12,7 @@ import type { PendingResponse } from '../response-plane/response-stream.js';
 import type { ResponseStreamServer } from '../response-plane/stream-server.js';
 import { traceHeaders } from '../trace.js';
 import { unwrapAnnotated } from './annotated.js';
+import { StreamTurns } from './fair-turns.js';
 
 /** What a client needs from its runtime, created on first use. */
 export interface ClientPlanes {
@@ -191,8 +192,14 @@ export class Client {
 
   async *#batches<Res>(pick: () => bigint, request: unknown, options: CallOptions): AsyncGenerator<Res[]> {
     const call = await this.#send(pick, request, options);
+    // Streams whose frames are already read take turns with the rest of the loop: a fast
+    // worker's backlogs, handled in one go, kept new requests' call-home connections and first
+    // tokens waiting (TTFT p50 at c64, zero delay: ~205 -> ~110 ms, with MAX_BATCH).
+    const turns = new StreamTurns();
     try {
       for await (const items of call.pending.batches) {
+        const wait = turns.take();
+        if (wait) await wait;
         const data: Res[] = [];
         for (const item of items) {
           const unwrapped = unwrapAnnotated(item);

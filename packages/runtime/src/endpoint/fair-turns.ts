@@ -1,14 +1,14 @@
 /**
- * Round-robin between a worker's response streams, a time slice per turn of the event loop. A
- * handler whose items come without waiting on I/O (an engine at zero delay, a batch of ready
- * tokens) would otherwise run to its end in microtasks while the loop cannot read new requests,
- * so their first tokens waited behind every running stream's last ones. A stream may send its
- * first item of a turn at once, and more while the turn is younger than {@link SLICE_MS}; past
- * that it waits for the next turn, after the loop has read its sockets. (One item per stream per
- * turn made a lone fast stream three times slower: a loop turn per item.)
+ * Round-robin between a process's streams, a time slice per turn of the event loop. A stream
+ * whose items come without waiting on I/O (an engine at zero delay, a backlog of frames already
+ * read) would otherwise run to its end in microtasks while the loop cannot read new requests or
+ * accept connections, so new requests' first tokens waited behind every running stream's last
+ * ones. A stream may take its first step of a turn at once, and more while the turn is younger
+ * than {@link SLICE_MS}; past that it waits for the next turn, after the loop has read its sockets.
+ * (One item per stream per turn made a lone fast stream three times slower: a loop turn per item.)
  */
 
-/** How long streams may keep sending before the loop gets to read new requests. */
+/** How long streams may keep going before the loop gets to read its sockets. */
 const SLICE_MS = 1;
 
 /** Turns of the event loop in which some stream sent, counted at the check phase that ends each. */
@@ -29,11 +29,11 @@ function endOfTurn(): Promise<void> {
   return turnEnd;
 }
 
-/** One stream's place in the round: call {@link StreamTurns.take} before each item it sends. */
+/** One stream's place in the round: call {@link StreamTurns.take} before each step it takes. */
 export class StreamTurns {
   #sentIn = -1;
 
-  /** `undefined` when the stream may send now, else a promise for the next turn. */
+  /** `undefined` when the stream may go on now, else a promise for the next turn. */
   take(): Promise<void> | undefined {
     if (this.#sentIn !== turn) {
       this.#sentIn = turn;

@@ -1,5 +1,5 @@
 /**
- * The caller side of Dynamo's call-home response plane. A process runs one TCP server; for each
+ * The caller side of Dynamo's call-home response plane. A process runs a TCP server; for each
  * request it registers a pending stream under a fresh subject, sends the subject and its address
  * in the request's control header, and waits for the worker to dial back, identify itself with a
  * handshake, and stream the response frames.
@@ -31,6 +31,15 @@ export interface ResponseStreamServerOptions {
   log?: PlaneLogger;
 }
 
+/**
+ * Listening sockets on an OS-chosen port. Node's event loop (libuv 1.46) accepts one connection
+ * per listening socket per loop turn, and every request is a new call-home connection: at c64
+ * with busy ~10 ms turns, workers' connections waited ~190 ms in the accept queue, most of the
+ * time to first token. Requests are spread over several sockets, each accepting one per turn.
+ * A fixed port (`DYN_TCP_RESPONSE_STREAM_PORT`) gets one socket.
+ */
+const EPHEMERAL_LISTENERS = 8;
+
 /** Options for one registration. */
 export interface RegisterOptions {
   /** Aborting it kills the stream (the caller no longer wants the response). */
@@ -53,9 +62,11 @@ export class ResponseStreamServer {
   readonly #log: PlaneLogger;
   readonly #pending = new Map<string, ResponseStream>();
   readonly #sockets = new Set<Socket>();
-  #server: Server | undefined;
+  #servers: Server[] = [];
   #listening: Promise<string> | undefined;
-  #address: string | undefined;
+  /** The advertised `HOST:PORT` of each listening socket; registrations take turns. */
+  #addresses: string[] = [];
+  #nextAddress = 0;
   #closed = false;
 
   constructor(options: ResponseStreamServerOptions = {}) {
@@ -68,9 +79,9 @@ export class ResponseStreamServer {
     this.#log = options.log ?? silentLogger;
   }
 
-  /** The advertised `HOST:PORT` workers dial, once listening. */
+  /** The advertised `HOST:PORT` workers dial (the first, when there are several), once listening. */
   get address(): string | undefined {
-    return this.#address;
+    return this.#addresses[0];
   }
 
   /** Streams registered and not yet claimed by a worker's handshake. */
@@ -78,23 +89,35 @@ export class ResponseStreamServer {
     return this.#pending.size;
   }
 
-  /** Starts listening (idempotent); resolves with the advertised `HOST:PORT`. */
+  /** Starts listening (idempotent); resolves with the (first) advertised `HOST:PORT`. */
   listen(): Promise<string> {
     if (this.#closed) return Promise.reject(new CannotConnect('response stream server is closed'));
-    this.#listening ??= new Promise((resolve, reject) => {
+    this.#listening ??= (async () => {
+      const count = this.#port === 0 ? EPHEMERAL_LISTENERS : 1;
+      for (let i = 0; i < count; i++) this.#addresses.push(await this.#listenOne());
+      this.#log.debug({ addresses: this.#addresses }, 'response stream server listening');
+      return this.#addresses[0]!;
+    })().catch(async (err: unknown) => {
+      this.#addresses = [];
+      await this.#closeServers();
+      throw err;
+    });
+    return this.#listening;
+  }
+
+  /** One listening socket; resolves with its advertised `HOST:PORT`. */
+  #listenOne(): Promise<string> {
+    return new Promise((resolve, reject) => {
       const server = createServer({ noDelay: true }, (socket) => this.#onConnection(socket));
-      this.#server = server;
+      this.#servers.push(server);
       server.once('error', reject);
       server.listen(this.#port, this.#host, () => {
         server.off('error', reject);
         server.on('error', (err) => this.#log.error({ err }, 'response stream server error'));
         const { port } = server.address() as { port: number };
-        this.#address = formatHostPort(advertisedHost(this.#host, this.#advertiseHost), port);
-        this.#log.debug({ address: this.#address }, 'response stream server listening');
-        resolve(this.#address);
+        resolve(formatHostPort(advertisedHost(this.#host, this.#advertiseHost), port));
       });
     });
-    return this.#listening;
   }
 
   /**
@@ -103,13 +126,14 @@ export class ResponseStreamServer {
    * @throws CannotConnect when the server is not listening or closed.
    */
   register(contextId: string, options: RegisterOptions = {}): PendingResponse {
-    if (this.#closed || this.#address === undefined) {
+    const addresses = this.#addresses;
+    if (this.#closed || this.#listening === undefined || addresses.length === 0) {
       throw new CannotConnect(this.#closed ? 'response stream server is closed' : 'response stream server is not listening; await listen() first');
     }
     const subject = randomUUID();
     const connectionInfo: ConnectionInfo = {
       transport: 'tcp_server',
-      info: { address: this.#address, subject, context: contextId, stream_type: 'response' },
+      info: { address: addresses[this.#nextAddress++ % addresses.length]!, subject, context: contextId, stream_type: 'response' },
     };
     const stream = new ResponseStream({
       connectionInfo,
@@ -131,8 +155,13 @@ export class ResponseStreamServer {
     for (const stream of [...this.#pending.values()]) stream.cancel(new Disconnected('response stream server closed'));
     this.#pending.clear();
     for (const socket of this.#sockets) socket.destroy();
-    const server = this.#server;
-    if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
+    await this.#closeServers();
+  }
+
+  async #closeServers(): Promise<void> {
+    const servers = this.#servers;
+    this.#servers = [];
+    await Promise.all(servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
   }
 
   #onConnection(socket: Socket): void {
