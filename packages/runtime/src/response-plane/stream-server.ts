@@ -94,7 +94,11 @@ export class ResponseStreamServer {
     if (this.#closed) return Promise.reject(new CannotConnect('response stream server is closed'));
     this.#listening ??= (async () => {
       const count = this.#port === 0 ? EPHEMERAL_LISTENERS : 1;
-      for (let i = 0; i < count; i++) this.#addresses.push(await this.#listenOne());
+      for (let i = 0; i < count; i++) {
+        // close() during listen() must not leave sockets opened after it.
+        if (this.#closed) throw new CannotConnect('response stream server is closed');
+        this.#addresses.push(await this.#listenOne());
+      }
       this.#log.debug({ addresses: this.#addresses }, 'response stream server listening');
       return this.#addresses[0]!;
     })().catch(async (err: unknown) => {
@@ -127,7 +131,7 @@ export class ResponseStreamServer {
    */
   register(contextId: string, options: RegisterOptions = {}): PendingResponse {
     const addresses = this.#addresses;
-    if (this.#closed || this.#listening === undefined || addresses.length === 0) {
+    if (this.#closed || addresses.length === 0) {
       throw new CannotConnect(this.#closed ? 'response stream server is closed' : 'response stream server is not listening; await listen() first');
     }
     const subject = randomUUID();
