@@ -18,7 +18,11 @@ pub struct ApproxConfig {
 
 impl Default for ApproxConfig {
     fn default() -> Self {
-        Self { ttl_ms: 120_000, max_tree_size: 1 << 20, prune_target_ratio: 0.8 }
+        Self {
+            ttl_ms: 120_000,
+            max_tree_size: 1 << 20,
+            prune_target_ratio: 0.8,
+        }
     }
 }
 
@@ -36,18 +40,43 @@ pub struct ApproxCache {
 
 impl ApproxCache {
     pub fn new(config: ApproxConfig) -> Self {
-        Self { config, expiry: HashMap::new(), heap: BinaryHeap::new() }
+        Self {
+            config,
+            expiry: HashMap::new(),
+            heap: BinaryHeap::new(),
+        }
     }
 
     /// Takes the request's blocks as cached on `worker` from `now_ms`: `tokens_hashes` match
     /// requests, `sequence_hashes` name the blocks.
-    pub fn insert(&mut self, index: &mut RadixIndex, worker: WorkerKey, tokens_hashes: &[u64], sequence_hashes: &[u64], now_ms: u64) {
+    pub fn insert(
+        &mut self,
+        index: &mut RadixIndex,
+        worker: WorkerKey,
+        tokens_hashes: &[u64],
+        sequence_hashes: &[u64],
+        now_ms: u64,
+    ) {
         let expires = now_ms + self.config.ttl_ms;
-        let blocks = tokens_hashes.iter().zip(sequence_hashes).map(|(&t, &s)| StoredBlock { block_hash: s, tokens_hash: t }).collect();
-        index.apply(worker, &KvEventData::Stored { parent_hash: None, blocks });
+        let blocks = tokens_hashes
+            .iter()
+            .zip(sequence_hashes)
+            .map(|(&t, &s)| StoredBlock {
+                block_hash: s,
+                tokens_hash: t,
+            })
+            .collect();
+        index.apply(
+            worker,
+            &KvEventData::Stored {
+                parent_hash: None,
+                blocks,
+            },
+        );
         for (depth, &seq) in sequence_hashes.iter().enumerate() {
             self.expiry.insert((worker, seq), expires);
-            self.heap.push(Reverse((expires, Reverse(depth as u32), worker, seq)));
+            self.heap
+                .push(Reverse((expires, Reverse(depth as u32), worker, seq)));
         }
         self.prune(index);
     }
@@ -79,10 +108,17 @@ impl ApproxCache {
 
     /// Removes the earliest-expiring guess, if it is still current.
     fn pop(&mut self, index: &mut RadixIndex) {
-        let Some(Reverse((at, _, worker, seq))) = self.heap.pop() else { return };
+        let Some(Reverse((at, _, worker, seq))) = self.heap.pop() else {
+            return;
+        };
         if self.expiry.get(&(worker, seq)) == Some(&at) {
             self.expiry.remove(&(worker, seq));
-            index.apply(worker, &KvEventData::Removed { block_hashes: vec![seq] });
+            index.apply(
+                worker,
+                &KvEventData::Removed {
+                    block_hashes: vec![seq],
+                },
+            );
         }
     }
 }

@@ -57,7 +57,9 @@ impl Children {
     /// Heap bytes beyond the node itself.
     pub(crate) fn heap_bytes(&self) -> usize {
         match self {
-            Children::Many(map) => std::mem::size_of::<IdMap<u64, u32>>() + map.capacity() * (8 + 4 + 1),
+            Children::Many(map) => {
+                std::mem::size_of::<IdMap<u64, u32>>() + map.capacity() * (8 + 4 + 1)
+            }
             _ => 0,
         }
     }
@@ -74,13 +76,19 @@ pub(crate) struct Holders {
 
 impl Default for Holders {
     fn default() -> Self {
-        Self { first: NONE, rest: None }
+        Self {
+            first: NONE,
+            rest: None,
+        }
     }
 }
 
 impl Holders {
     pub(crate) fn iter(&self) -> impl Iterator<Item = u32> + '_ {
-        (self.first != NONE).then_some(self.first).into_iter().chain(self.rest.iter().flat_map(|r| r.iter().copied()))
+        (self.first != NONE)
+            .then_some(self.first)
+            .into_iter()
+            .chain(self.rest.iter().flat_map(|r| r.iter().copied()))
     }
 
     pub(crate) fn contains(&self, slot: u32) -> bool {

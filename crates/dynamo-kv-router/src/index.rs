@@ -22,8 +22,13 @@ pub struct StoredBlock {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KvEventData {
     /// `blocks` now follow the block `parent_hash` (or start a sequence when `None`).
-    Stored { parent_hash: Option<u64>, blocks: Vec<StoredBlock> },
-    Removed { block_hashes: Vec<u64> },
+    Stored {
+        parent_hash: Option<u64>,
+        blocks: Vec<StoredBlock>,
+    },
+    Removed {
+        block_hashes: Vec<u64>,
+    },
     Cleared,
 }
 
@@ -70,8 +75,19 @@ impl Default for RadixIndex {
 
 impl RadixIndex {
     pub fn new() -> Self {
-        let root = Node { tokens_hash: 0, parent: FREE, children: Children::None, workers: Holders::default() };
-        Self { nodes: vec![root], free_nodes: Vec::new(), workers: Vec::new(), free_slots: Vec::new(), slot_of: Default::default() }
+        let root = Node {
+            tokens_hash: 0,
+            parent: FREE,
+            children: Children::None,
+            workers: Holders::default(),
+        };
+        Self {
+            nodes: vec![root],
+            free_nodes: Vec::new(),
+            workers: Vec::new(),
+            free_slots: Vec::new(),
+            slot_of: Default::default(),
+        }
     }
 
     /// Blocks in the tree (nodes other than the root).
@@ -81,7 +97,10 @@ impl RadixIndex {
 
     /// How many blocks `worker` holds.
     pub fn worker_blocks(&self, worker: WorkerKey) -> usize {
-        self.slot_of.get(&worker).and_then(|&s| self.workers[s as usize].as_ref()).map_or(0, |w| w.blocks.len())
+        self.slot_of
+            .get(&worker)
+            .and_then(|&s| self.workers[s as usize].as_ref())
+            .map_or(0, |w| w.blocks.len())
     }
 
     /// Blocks held, summed over workers (a block two workers hold counts twice).
@@ -97,7 +116,10 @@ impl RadixIndex {
     /// Applies one event of `worker`.
     pub fn apply(&mut self, worker: WorkerKey, data: &KvEventData) -> ApplyOutcome {
         match data {
-            KvEventData::Stored { parent_hash, blocks } => self.store(worker, *parent_hash, blocks),
+            KvEventData::Stored {
+                parent_hash,
+                blocks,
+            } => self.store(worker, *parent_hash, blocks),
             KvEventData::Removed { block_hashes } => {
                 if let Some(&slot) = self.slot_of.get(&worker) {
                     for &hash in block_hashes {
@@ -115,7 +137,10 @@ impl RadixIndex {
 
     /// Forgets every block of `worker` (all its ranks when `dp_rank` is `None`), and the worker.
     pub fn remove_worker(&mut self, worker_id: u64, dp_rank: Option<u32>) {
-        let keys: Vec<WorkerKey> = self.workers().filter(|k| k.worker_id == worker_id && dp_rank.is_none_or(|r| r == k.dp_rank)).collect();
+        let keys: Vec<WorkerKey> = self
+            .workers()
+            .filter(|k| k.worker_id == worker_id && dp_rank.is_none_or(|r| r == k.dp_rank))
+            .collect();
         for key in keys {
             self.clear(key);
             let slot = self.slot_of.remove(&key).expect("listed worker has a slot");
@@ -132,7 +157,9 @@ impl RadixIndex {
         let mut node = ROOT;
         let mut matched = 0u32;
         for hash in tokens_hashes {
-            let Some(child) = self.nodes[node as usize].children.get(*hash) else { break };
+            let Some(child) = self.nodes[node as usize].children.get(*hash) else {
+                break;
+            };
             let holders = &self.nodes[child as usize].workers;
             if matched == 0 {
                 active.extend(holders.iter());
@@ -160,20 +187,35 @@ impl RadixIndex {
     pub fn memory_bytes(&self) -> usize {
         let map_entry = 8 + 4 + 1; // key, value, control byte
         let nodes = self.nodes.capacity() * std::mem::size_of::<Node>();
-        let children: usize = self.nodes.iter().map(|n| n.children.heap_bytes() + n.workers.heap_bytes()).sum();
-        let workers: usize = self.workers.iter().flatten().map(|w| w.blocks.capacity() * map_entry).sum();
+        let children: usize = self
+            .nodes
+            .iter()
+            .map(|n| n.children.heap_bytes() + n.workers.heap_bytes())
+            .sum();
+        let workers: usize = self
+            .workers
+            .iter()
+            .flatten()
+            .map(|w| w.blocks.capacity() * map_entry)
+            .sum();
         nodes + children + workers
     }
 
     fn key(&self, slot: u32) -> WorkerKey {
-        self.workers[slot as usize].as_ref().expect("active slot").key
+        self.workers[slot as usize]
+            .as_ref()
+            .expect("active slot")
+            .key
     }
 
     fn slot(&mut self, worker: WorkerKey) -> u32 {
         if let Some(&slot) = self.slot_of.get(&worker) {
             return slot;
         }
-        let entry = Some(WorkerEntry { key: worker, blocks: IdMap::default() });
+        let entry = Some(WorkerEntry {
+            key: worker,
+            blocks: IdMap::default(),
+        });
         let slot = match self.free_slots.pop() {
             Some(slot) => {
                 self.workers[slot as usize] = entry;
@@ -188,7 +230,12 @@ impl RadixIndex {
         slot
     }
 
-    fn store(&mut self, worker: WorkerKey, parent_hash: Option<u64>, blocks: &[StoredBlock]) -> ApplyOutcome {
+    fn store(
+        &mut self,
+        worker: WorkerKey,
+        parent_hash: Option<u64>,
+        blocks: &[StoredBlock],
+    ) -> ApplyOutcome {
         let slot = self.slot(worker);
         let mut parent = match parent_hash {
             None => ROOT,
@@ -216,7 +263,9 @@ impl RadixIndex {
     }
 
     fn clear(&mut self, worker: WorkerKey) {
-        let Some(&slot) = self.slot_of.get(&worker) else { return };
+        let Some(&slot) = self.slot_of.get(&worker) else {
+            return;
+        };
         let hashes: Vec<u64> = self.entry(slot).blocks.keys().copied().collect();
         for hash in hashes {
             self.remove_block(slot, hash);
@@ -224,7 +273,9 @@ impl RadixIndex {
     }
 
     fn remove_block(&mut self, slot: u32, hash: u64) {
-        let Some(node) = self.entry_mut(slot).blocks.remove(&hash) else { return };
+        let Some(node) = self.entry_mut(slot).blocks.remove(&hash) else {
+            return;
+        };
         self.nodes[node as usize].workers.remove(slot);
         self.prune_up(node);
     }
@@ -248,7 +299,12 @@ impl RadixIndex {
     }
 
     fn new_node(&mut self, parent: u32, tokens_hash: u64) -> u32 {
-        let node = Node { tokens_hash, parent, children: Children::None, workers: Holders::default() };
+        let node = Node {
+            tokens_hash,
+            parent,
+            children: Children::None,
+            workers: Holders::default(),
+        };
         let id = match self.free_nodes.pop() {
             Some(id) => {
                 self.nodes[id as usize] = node;

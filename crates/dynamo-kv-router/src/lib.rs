@@ -10,19 +10,21 @@ mod envelope;
 mod hasher;
 mod index;
 mod local;
-mod sequences;
 mod selector;
+mod sequences;
 mod vllm;
 mod wire;
 
 pub use approx::{ApproxCache, ApproxConfig};
+pub use envelope::{ActiveLoad, Envelope};
 pub use index::{ApplyOutcome, KvEventData, RadixIndex, StoredBlock};
 pub use local::{LocalIndexer, QueryRequest};
-pub use sequences::{ActiveSequences, Load};
 pub use selector::{Candidate, CostConfig, Scored};
-pub use envelope::{ActiveLoad, Envelope};
+pub use sequences::{ActiveSequences, Load};
 pub use vllm::{decode_vllm_batch, VllmBatch, VllmEvent};
-pub use wire::{decode_event_batch, decode_recovery_reply, encode_event_batch, RecoveryReply, WireEvent};
+pub use wire::{
+    decode_event_batch, decode_recovery_reply, encode_event_batch, RecoveryReply, WireEvent,
+};
 
 use std::collections::HashMap;
 
@@ -92,7 +94,14 @@ pub struct KvRouter {
 impl KvRouter {
     /// A router fed by KV events (`approx` None) or guessing from its own decisions.
     pub fn new(cost: CostConfig, approx: Option<ApproxConfig>) -> Self {
-        Self { cost, index: RadixIndex::new(), sequences: ActiveSequences::new(), approx: approx.map(ApproxCache::new), last_event: HashMap::new(), reported_blocks: HashMap::new() }
+        Self {
+            cost,
+            index: RadixIndex::new(),
+            sequences: ActiveSequences::new(),
+            approx: approx.map(ApproxCache::new),
+            last_event: HashMap::new(),
+            reported_blocks: HashMap::new(),
+        }
     }
 
     pub fn cost_config(&self) -> &CostConfig {
@@ -108,35 +117,72 @@ impl KvRouter {
     }
 
     /// Applies event `event_id` of `worker`, noting a gap in its ids.
-    pub fn apply_event(&mut self, worker: WorkerKey, event_id: u64, data: &KvEventData) -> EventReport {
+    pub fn apply_event(
+        &mut self,
+        worker: WorkerKey,
+        event_id: u64,
+        data: &KvEventData,
+    ) -> EventReport {
         let missed = match self.last_event.insert(worker, event_id) {
             Some(last) if event_id > last + 1 => Some(event_id - last - 1),
             _ => None,
         };
-        EventReport { outcome: self.index.apply(worker, data), missed }
+        EventReport {
+            outcome: self.index.apply(worker, data),
+            missed,
+        }
     }
 
     /// Chooses a worker among `candidates` and counts the request on it until
     /// [`KvRouter::free`]. `random` is a uniform draw in [0, 1); `now_ms` the clock for guesses.
-    pub fn route(&mut self, request: &RouteRequest, candidates: &[WorkerInfo], random: f64, now_ms: u64) -> Result<Decision, NoWorker> {
+    pub fn route(
+        &mut self,
+        request: &RouteRequest,
+        candidates: &[WorkerInfo],
+        random: f64,
+        now_ms: u64,
+    ) -> Result<Decision, NoWorker> {
         let decision = self.decide(request, candidates, random, now_ms)?;
-        let prefill = request.isl_tokens.saturating_sub(u64::from(decision.overlap_blocks) * u64::from(self.cost.block_size));
-        self.sequences.add(request.request_id, decision.worker, request.sequence_hashes.to_vec(), prefill);
+        let prefill = request
+            .isl_tokens
+            .saturating_sub(u64::from(decision.overlap_blocks) * u64::from(self.cost.block_size));
+        self.sequences.add(
+            request.request_id,
+            decision.worker,
+            request.sequence_hashes.to_vec(),
+            prefill,
+        );
         if let Some(approx) = &mut self.approx {
-            approx.insert(&mut self.index, decision.worker, request.tokens_hashes, request.sequence_hashes, now_ms);
+            approx.insert(
+                &mut self.index,
+                decision.worker,
+                request.tokens_hashes,
+                request.sequence_hashes,
+                now_ms,
+            );
         }
         Ok(decision)
     }
 
     /// What [`KvRouter::route`] would choose, without counting the request.
-    pub fn decide(&mut self, request: &RouteRequest, candidates: &[WorkerInfo], random: f64, now_ms: u64) -> Result<Decision, NoWorker> {
+    pub fn decide(
+        &mut self,
+        request: &RouteRequest,
+        candidates: &[WorkerInfo],
+        random: f64,
+        now_ms: u64,
+    ) -> Result<Decision, NoWorker> {
         if candidates.is_empty() {
             return Err(NoWorker::NoCandidates);
         }
         if let Some(approx) = &mut self.approx {
             approx.expire(&mut self.index, now_ms);
         }
-        let overlaps: HashMap<WorkerKey, u32> = self.index.overlaps(request.tokens_hashes).into_iter().collect();
+        let overlaps: HashMap<WorkerKey, u32> = self
+            .index
+            .overlaps(request.tokens_hashes)
+            .into_iter()
+            .collect();
         let all: Vec<Candidate> = candidates
             .iter()
             .map(|w| Candidate {
@@ -153,7 +199,13 @@ impl KvRouter {
             .copied()
             .filter(|c| {
                 let reported = self.reported_blocks.get(&c.worker).copied().unwrap_or(0);
-                !self.cost.is_busy(&Candidate { load: Load { decode_blocks: c.load.decode_blocks.max(reported), ..c.load }, ..*c })
+                !self.cost.is_busy(&Candidate {
+                    load: Load {
+                        decode_blocks: c.load.decode_blocks.max(reported),
+                        ..c.load
+                    },
+                    ..*c
+                })
             })
             .collect();
         if free.is_empty() {
@@ -161,23 +213,41 @@ impl KvRouter {
         }
         let scores = self.cost.score(request.isl_tokens, &free);
         let chosen = scores[self.cost.pick(&scores, random)];
-        Ok(Decision { worker: chosen.worker, overlap_blocks: chosen.overlap_blocks, logit: chosen.logit, scores })
+        Ok(Decision {
+            worker: chosen.worker,
+            overlap_blocks: chosen.overlap_blocks,
+            logit: chosen.logit,
+            scores,
+        })
     }
 
     /// Applies a worker rank's reply to a recovery query: replayed events in order, or a dump
     /// that replaces what the index held for the rank. Event ids continue from the reply's
     /// `last_event_id`. Returns the events applied.
-    pub fn apply_recovery(&mut self, worker: WorkerKey, reply: &RecoveryReply) -> Result<usize, String> {
+    pub fn apply_recovery(
+        &mut self,
+        worker: WorkerKey,
+        reply: &RecoveryReply,
+    ) -> Result<usize, String> {
         let (events, last, reset) = match reply {
-            RecoveryReply::Events { events, last_event_id } => (events, *last_event_id, false),
-            RecoveryReply::TreeDump { events, last_event_id } => (events, *last_event_id, true),
+            RecoveryReply::Events {
+                events,
+                last_event_id,
+            } => (events, *last_event_id, false),
+            RecoveryReply::TreeDump {
+                events,
+                last_event_id,
+            } => (events, *last_event_id, true),
             RecoveryReply::Refused(why) => return Err(why.clone()),
         };
         if reset {
             self.index.apply(worker, &KvEventData::Cleared);
         }
         let mut applied = 0;
-        for event in events.iter().filter(|e| e.worker == worker && e.storage_tier == "device") {
+        for event in events
+            .iter()
+            .filter(|e| e.worker == worker && e.storage_tier == "device")
+        {
             self.index.apply(worker, &event.data);
             applied += 1;
         }
@@ -194,7 +264,10 @@ impl KvRouter {
     /// A worker's load report: its KV blocks in use (`kv_used_blocks`, else
     /// `active_decode_blocks`) count toward the busy threshold.
     pub fn apply_load(&mut self, load: &ActiveLoad) {
-        let worker = WorkerKey { worker_id: load.worker_id, dp_rank: load.dp_rank };
+        let worker = WorkerKey {
+            worker_id: load.worker_id,
+            dp_rank: load.dp_rank,
+        };
         match load.kv_used_blocks.or(load.active_decode_blocks) {
             Some(blocks) => self.reported_blocks.insert(worker, blocks),
             None => self.reported_blocks.remove(&worker),

@@ -67,29 +67,54 @@ impl CostConfig {
     /// Whether the candidate is past a busy threshold.
     pub fn is_busy(&self, c: &Candidate) -> bool {
         let decode = match (self.active_decode_blocks_threshold, c.total_blocks) {
-            (Some(frac), Some(total)) if total > 0 => c.load.decode_blocks as f64 / total as f64 > frac,
+            (Some(frac), Some(total)) if total > 0 => {
+                c.load.decode_blocks as f64 / total as f64 > frac
+            }
             _ => false,
         };
-        decode || self.active_prefill_tokens_threshold.is_some_and(|t| c.load.prefill_tokens > t)
+        decode
+            || self
+                .active_prefill_tokens_threshold
+                .is_some_and(|t| c.load.prefill_tokens > t)
     }
 
     /// Each candidate's cost for a request of `isl_tokens` prompt tokens.
     pub fn score(&self, isl_tokens: u64, candidates: &[Candidate]) -> Vec<Scored> {
         let bs = f64::from(self.block_size.max(1));
-        let min_prefill = candidates.iter().map(|c| c.load.prefill_tokens).min().unwrap_or(0);
+        let min_prefill = candidates
+            .iter()
+            .map(|c| c.load.prefill_tokens)
+            .min()
+            .unwrap_or(0);
         candidates
             .iter()
             .map(|c| {
                 let raw_prefill_blocks = (c.load.prefill_tokens + isl_tokens) as f64 / bs;
                 // 1 / (1 + decay × excess), excess in request-equivalents: decay 1 halves the
                 // credit of a worker one whole request behind the least loaded.
-                let excess = if isl_tokens == 0 { 0.0 } else { (c.load.prefill_tokens - min_prefill) as f64 / isl_tokens as f64 };
-                let credit = self.overlap_score_credit / (1.0 + self.overlap_score_credit_decay * excess) * f64::from(c.overlap_blocks);
+                let excess = if isl_tokens == 0 {
+                    0.0
+                } else {
+                    (c.load.prefill_tokens - min_prefill) as f64 / isl_tokens as f64
+                };
+                let credit = self.overlap_score_credit
+                    / (1.0 + self.overlap_score_credit_decay * excess)
+                    * f64::from(c.overlap_blocks);
                 let prefill = (raw_prefill_blocks - credit).max(0.0);
-                let request_blocks = if self.assume_kv_reuse { c.new_blocks } else { isl_tokens / u64::from(self.block_size.max(1)) };
+                let request_blocks = if self.assume_kv_reuse {
+                    c.new_blocks
+                } else {
+                    isl_tokens / u64::from(self.block_size.max(1))
+                };
                 let decode = (c.load.decode_blocks + request_blocks) as f64;
-                let logit = self.prefill_load_scale * prefill + decode + self.decode_active_request_weight * f64::from(c.load.requests);
-                Scored { worker: c.worker, overlap_blocks: c.overlap_blocks, logit }
+                let logit = self.prefill_load_scale * prefill
+                    + decode
+                    + self.decode_active_request_weight * f64::from(c.load.requests);
+                Scored {
+                    worker: c.worker,
+                    overlap_blocks: c.overlap_blocks,
+                    logit,
+                }
             })
             .collect()
     }
@@ -100,12 +125,20 @@ impl CostConfig {
         assert!(!scored.is_empty(), "pick needs a candidate");
         let min = scored.iter().map(|s| s.logit).fold(f64::INFINITY, f64::min);
         if self.temperature <= 0.0 {
-            let best: Vec<usize> = (0..scored.len()).filter(|&i| scored[i].logit == min).collect();
+            let best: Vec<usize> = (0..scored.len())
+                .filter(|&i| scored[i].logit == min)
+                .collect();
             return best[((random * best.len() as f64) as usize).min(best.len() - 1)];
         }
-        let max = scored.iter().map(|s| s.logit).fold(f64::NEG_INFINITY, f64::max);
+        let max = scored
+            .iter()
+            .map(|s| s.logit)
+            .fold(f64::NEG_INFINITY, f64::max);
         let span = if max > min { max - min } else { 1.0 };
-        let weights: Vec<f64> = scored.iter().map(|s| (-(s.logit - min) / span / self.temperature).exp()).collect();
+        let weights: Vec<f64> = scored
+            .iter()
+            .map(|s| (-(s.logit - min) / span / self.temperature).exp())
+            .collect();
         let total: f64 = weights.iter().sum();
         let mut target = random * total;
         for (i, w) in weights.iter().enumerate() {

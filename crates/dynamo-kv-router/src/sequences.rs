@@ -44,7 +44,13 @@ impl ActiveSequences {
 
     /// Records a request routed to `worker`: `blocks` are its sequence hashes and
     /// `prefill_tokens` the prompt tokens the worker must compute. A known id is replaced.
-    pub fn add(&mut self, request_id: &str, worker: WorkerKey, blocks: Vec<u64>, prefill_tokens: u64) {
+    pub fn add(
+        &mut self,
+        request_id: &str,
+        worker: WorkerKey,
+        blocks: Vec<u64>,
+        prefill_tokens: u64,
+    ) {
         self.free(request_id);
         let load = self.workers.entry(worker).or_default();
         for &b in &blocks {
@@ -52,7 +58,14 @@ impl ActiveSequences {
         }
         load.prefill_tokens += prefill_tokens;
         load.requests += 1;
-        self.requests.insert(request_id.to_owned(), ActiveRequest { worker, blocks, prefill_tokens });
+        self.requests.insert(
+            request_id.to_owned(),
+            ActiveRequest {
+                worker,
+                blocks,
+                prefill_tokens,
+            },
+        );
     }
 
     /// The first output token arrived: the request no longer counts as prefill load.
@@ -67,8 +80,12 @@ impl ActiveSequences {
 
     /// The request ended (finished, failed or cancelled). Unknown ids are ignored.
     pub fn free(&mut self, request_id: &str) {
-        let Some(r) = self.requests.remove(request_id) else { return };
-        let Some(load) = self.workers.get_mut(&r.worker) else { return };
+        let Some(r) = self.requests.remove(request_id) else {
+            return;
+        };
+        let Some(load) = self.workers.get_mut(&r.worker) else {
+            return;
+        };
         for b in &r.blocks {
             if let Some(count) = load.blocks.get_mut(b) {
                 *count -= 1;
@@ -89,7 +106,11 @@ impl ActiveSequences {
 
     /// The worker's load now.
     pub fn load(&self, worker: WorkerKey) -> Load {
-        self.workers.get(&worker).map_or(Load::default(), |w| Load { decode_blocks: w.blocks.len() as u64, prefill_tokens: w.prefill_tokens, requests: w.requests })
+        self.workers.get(&worker).map_or(Load::default(), |w| Load {
+            decode_blocks: w.blocks.len() as u64,
+            prefill_tokens: w.prefill_tokens,
+            requests: w.requests,
+        })
     }
 
     /// Blocks of `blocks` the worker does not hold active yet (what the request would add).

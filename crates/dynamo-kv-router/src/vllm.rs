@@ -34,8 +34,15 @@ impl ExternalHash {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum VllmEvent {
     /// Full blocks of `block_size` tokens, `token_ids` all of them in order.
-    Stored { block_hashes: Vec<u64>, parent_hash: Option<u64>, token_ids: Vec<u32>, block_size: u32 },
-    Removed { block_hashes: Vec<u64> },
+    Stored {
+        block_hashes: Vec<u64>,
+        parent_hash: Option<u64>,
+        token_ids: Vec<u32>,
+        block_size: u32,
+    },
+    Removed {
+        block_hashes: Vec<u64>,
+    },
     Cleared,
 }
 
@@ -47,7 +54,11 @@ pub struct VllmBatch {
 }
 
 #[derive(Deserialize)]
-struct RawBatch(f64, Vec<Vec<rmpv_like::Value>>, #[serde(default)] Option<u32>);
+struct RawBatch(
+    f64,
+    Vec<Vec<rmpv_like::Value>>,
+    #[serde(default)] Option<u32>,
+);
 
 /// A tiny dynamic msgpack value: enough to read the tagged event arrays.
 mod rmpv_like {
@@ -69,10 +80,13 @@ use rmpv_like::Value;
 
 fn hashes(v: Option<&Value>, field: &str) -> Result<Vec<u64>, String> {
     match v {
-        Some(Value::List(items)) => items.iter().map(|i| match i {
-            Value::Hash(h) => Ok(h.id()),
-            _ => Err(format!("{field}: every entry must be an int or bytes hash")),
-        }).collect(),
+        Some(Value::List(items)) => items
+            .iter()
+            .map(|i| match i {
+                Value::Hash(h) => Ok(h.id()),
+                _ => Err(format!("{field}: every entry must be an int or bytes hash")),
+            })
+            .collect(),
         _ => Err(format!("{field}: must be a list of hashes")),
     }
 }
@@ -90,31 +104,61 @@ fn event(fields: &[Value]) -> Result<VllmEvent, String> {
                 _ => return Err("BlockStored.parent_block_hash: must be a hash or nil".into()),
             };
             let token_ids = match fields.get(3) {
-                Some(Value::List(items)) => items.iter().map(|i| match i {
-                    Value::Hash(ExternalHash::Unsigned(n)) if *n <= u64::from(u32::MAX) => Ok(*n as u32),
-                    _ => Err("BlockStored.token_ids: every entry must be a token id (u32)".to_owned()),
-                }).collect::<Result<Vec<u32>, String>>()?,
+                Some(Value::List(items)) => items
+                    .iter()
+                    .map(|i| match i {
+                        Value::Hash(ExternalHash::Unsigned(n)) if *n <= u64::from(u32::MAX) => {
+                            Ok(*n as u32)
+                        }
+                        _ => Err(
+                            "BlockStored.token_ids: every entry must be a token id (u32)"
+                                .to_owned(),
+                        ),
+                    })
+                    .collect::<Result<Vec<u32>, String>>()?,
                 _ => return Err("BlockStored.token_ids: must be a list".into()),
             };
             let block_size = match fields.get(4) {
-                Some(Value::Hash(ExternalHash::Unsigned(n))) if *n > 0 && *n <= u64::from(u32::MAX) => *n as u32,
+                Some(Value::Hash(ExternalHash::Unsigned(n)))
+                    if *n > 0 && *n <= u64::from(u32::MAX) =>
+                {
+                    *n as u32
+                }
                 _ => return Err("BlockStored.block_size: must be a positive int".into()),
             };
             let block_hashes = hashes(fields.get(1), "BlockStored.block_hashes")?;
             if token_ids.len() != block_hashes.len() * block_size as usize {
-                return Err(format!("BlockStored: {} token ids do not fill {} blocks of {block_size}", token_ids.len(), block_hashes.len()));
+                return Err(format!(
+                    "BlockStored: {} token ids do not fill {} blocks of {block_size}",
+                    token_ids.len(),
+                    block_hashes.len()
+                ));
             }
-            Ok(VllmEvent::Stored { block_hashes, parent_hash, token_ids, block_size })
+            Ok(VllmEvent::Stored {
+                block_hashes,
+                parent_hash,
+                token_ids,
+                block_size,
+            })
         }
-        "BlockRemoved" => Ok(VllmEvent::Removed { block_hashes: hashes(fields.get(1), "BlockRemoved.block_hashes")? }),
+        "BlockRemoved" => Ok(VllmEvent::Removed {
+            block_hashes: hashes(fields.get(1), "BlockRemoved.block_hashes")?,
+        }),
         "AllBlocksCleared" => Ok(VllmEvent::Cleared),
-        other => Err(format!("unknown event type {other:?} (expected BlockStored, BlockRemoved or AllBlocksCleared)")),
+        other => Err(format!(
+            "unknown event type {other:?} (expected BlockStored, BlockRemoved or AllBlocksCleared)"
+        )),
     }
 }
 
 /// Decodes one vLLM batch; the error names the event and field that did not match.
 pub fn decode_vllm_batch(bytes: &[u8]) -> Result<VllmBatch, String> {
-    let RawBatch(_ts, raw, dp_rank) = rmp_serde::from_slice(bytes).map_err(|e| format!("not a vLLM KV event batch (msgpack [ts, events, dp_rank]): {e}"))?;
-    let events = raw.iter().enumerate().map(|(i, fields)| event(fields).map_err(|e| format!("event {i}: {e}"))).collect::<Result<_, _>>()?;
+    let RawBatch(_ts, raw, dp_rank) = rmp_serde::from_slice(bytes)
+        .map_err(|e| format!("not a vLLM KV event batch (msgpack [ts, events, dp_rank]): {e}"))?;
+    let events = raw
+        .iter()
+        .enumerate()
+        .map(|(i, fields)| event(fields).map_err(|e| format!("event {i}: {e}")))
+        .collect::<Result<_, _>>()?;
     Ok(VllmBatch { events, dp_rank })
 }

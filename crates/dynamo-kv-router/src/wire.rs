@@ -63,12 +63,27 @@ struct Removed {
 impl From<RouterEvent> for WireEvent {
     fn from(e: RouterEvent) -> Self {
         WireEvent {
-            worker: WorkerKey { worker_id: e.worker_id, dp_rank: e.event.dp_rank },
+            worker: WorkerKey {
+                worker_id: e.worker_id,
+                dp_rank: e.event.dp_rank,
+            },
             event_id: e.event.event_id,
             storage_tier: e.storage_tier.unwrap_or_else(|| "device".to_owned()),
             data: match e.event.data {
-                Data::Stored(s) => KvEventData::Stored { parent_hash: s.parent_hash, blocks: s.blocks.into_iter().map(|b| StoredBlock { block_hash: b.block_hash, tokens_hash: b.tokens_hash }).collect() },
-                Data::Removed(r) => KvEventData::Removed { block_hashes: r.block_hashes },
+                Data::Stored(s) => KvEventData::Stored {
+                    parent_hash: s.parent_hash,
+                    blocks: s
+                        .blocks
+                        .into_iter()
+                        .map(|b| StoredBlock {
+                            block_hash: b.block_hash,
+                            tokens_hash: b.tokens_hash,
+                        })
+                        .collect(),
+                },
+                Data::Removed(r) => KvEventData::Removed {
+                    block_hashes: r.block_hashes,
+                },
                 Data::Cleared => KvEventData::Cleared,
             },
         }
@@ -77,7 +92,8 @@ impl From<RouterEvent> for WireEvent {
 
 /// Decodes a `kv-events` payload. The error names what did not match stock's format.
 pub fn decode_event_batch(payload: &[u8]) -> Result<Vec<WireEvent>, String> {
-    let events: Vec<RouterEvent> = rmp_serde::from_slice(payload).map_err(|e| format!("not a KV event batch (msgpack array of RouterEvent): {e}"))?;
+    let events: Vec<RouterEvent> = rmp_serde::from_slice(payload)
+        .map_err(|e| format!("not a KV event batch (msgpack array of RouterEvent): {e}"))?;
     Ok(events.into_iter().map(WireEvent::from).collect())
 }
 
@@ -85,9 +101,15 @@ pub fn decode_event_batch(payload: &[u8]) -> Result<Vec<WireEvent>, String> {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RecoveryReply {
     /// The events asked for, with their ids.
-    Events { events: Vec<WireEvent>, last_event_id: u64 },
+    Events {
+        events: Vec<WireEvent>,
+        last_event_id: u64,
+    },
     /// The worker's whole cache (ids meaningless), as of `last_event_id`.
-    TreeDump { events: Vec<WireEvent>, last_event_id: u64 },
+    TreeDump {
+        events: Vec<WireEvent>,
+        last_event_id: u64,
+    },
     /// Why the worker could not answer (`TooNew`, `InvalidRange`, `Error`, ...).
     Refused(String),
 }
@@ -101,17 +123,34 @@ struct RawEvents {
 /// Decodes a worker's JSON reply to a recovery query (stock's externally tagged
 /// `WorkerKvQueryResponse`); replies other than events or a dump come back as `Refused`.
 pub fn decode_recovery_reply(json: &str) -> Result<RecoveryReply, String> {
-    let value: serde_json::Value = serde_json::from_str(json).map_err(|e| format!("recovery reply is not JSON: {e}"))?;
-    let Some((tag, body)) = value.as_object().filter(|o| o.len() == 1).and_then(|o| o.iter().next()) else {
-        return Err(format!("not a WorkerKvQueryResponse (an object with one variant): {value}"));
+    let value: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| format!("recovery reply is not JSON: {e}"))?;
+    let Some((tag, body)) = value
+        .as_object()
+        .filter(|o| o.len() == 1)
+        .and_then(|o| o.iter().next())
+    else {
+        return Err(format!(
+            "not a WorkerKvQueryResponse (an object with one variant): {value}"
+        ));
     };
     let events = |body: &serde_json::Value| -> Result<(Vec<WireEvent>, u64), String> {
-        let raw: RawEvents = serde_json::from_value(body.clone()).map_err(|e| format!("{tag}: {e}"))?;
-        Ok((raw.events.into_iter().map(WireEvent::from).collect(), raw.last_event_id))
+        let raw: RawEvents =
+            serde_json::from_value(body.clone()).map_err(|e| format!("{tag}: {e}"))?;
+        Ok((
+            raw.events.into_iter().map(WireEvent::from).collect(),
+            raw.last_event_id,
+        ))
     };
     Ok(match tag.as_str() {
-        "Events" => events(body).map(|(events, last_event_id)| RecoveryReply::Events { events, last_event_id })?,
-        "TreeDump" => events(body).map(|(events, last_event_id)| RecoveryReply::TreeDump { events, last_event_id })?,
+        "Events" => events(body).map(|(events, last_event_id)| RecoveryReply::Events {
+            events,
+            last_event_id,
+        })?,
+        "TreeDump" => events(body).map(|(events, last_event_id)| RecoveryReply::TreeDump {
+            events,
+            last_event_id,
+        })?,
         other => RecoveryReply::Refused(format!("{other}: {body}")),
     })
 }
@@ -134,8 +173,14 @@ struct OutCacheEvent<'a> {
 #[derive(Serialize)]
 #[serde(rename_all = "snake_case")]
 enum OutData<'a> {
-    Stored { parent_hash: Option<u64>, start_position: Option<u32>, blocks: Vec<OutBlock> },
-    Removed { block_hashes: &'a [u64] },
+    Stored {
+        parent_hash: Option<u64>,
+        start_position: Option<u32>,
+        blocks: Vec<OutBlock>,
+    },
+    Removed {
+        block_hashes: &'a [u64],
+    },
     Cleared,
 }
 
@@ -159,10 +204,20 @@ pub(crate) fn out_events(events: &[WireEvent]) -> Vec<OutEvent<'_>> {
                 event_id: e.event_id,
                 dp_rank: e.worker.dp_rank,
                 data: match &e.data {
-                    KvEventData::Stored { parent_hash, blocks } => OutData::Stored {
+                    KvEventData::Stored {
+                        parent_hash,
+                        blocks,
+                    } => OutData::Stored {
                         parent_hash: *parent_hash,
                         start_position: None,
-                        blocks: blocks.iter().map(|b| OutBlock { block_hash: b.block_hash, tokens_hash: b.tokens_hash, mm_extra_info: None }).collect(),
+                        blocks: blocks
+                            .iter()
+                            .map(|b| OutBlock {
+                                block_hash: b.block_hash,
+                                tokens_hash: b.tokens_hash,
+                                mm_extra_info: None,
+                            })
+                            .collect(),
                     },
                     KvEventData::Removed { block_hashes } => OutData::Removed { block_hashes },
                     KvEventData::Cleared => OutData::Cleared,

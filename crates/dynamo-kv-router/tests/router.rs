@@ -1,13 +1,22 @@
 //! Load tracking, the cost function, approximate mode and the router as a whole.
 
-use dynamo_kv_router::{ActiveLoad, ActiveSequences, ApproxConfig, Candidate, CostConfig, KvEventData, KvRouter, Load, NoWorker, RouteRequest, StoredBlock, WorkerInfo, WorkerKey};
+use dynamo_kv_router::{
+    ActiveLoad, ActiveSequences, ApproxConfig, Candidate, CostConfig, KvEventData, KvRouter, Load,
+    NoWorker, RouteRequest, StoredBlock, WorkerInfo, WorkerKey,
+};
 
 fn w(id: u64) -> WorkerKey {
-    WorkerKey { worker_id: id, dp_rank: 0 }
+    WorkerKey {
+        worker_id: id,
+        dp_rank: 0,
+    }
 }
 
 fn info(id: u64) -> WorkerInfo {
-    WorkerInfo { worker: w(id), total_blocks: Some(100) }
+    WorkerInfo {
+        worker: w(id),
+        total_blocks: Some(100),
+    }
 }
 
 #[test]
@@ -15,12 +24,26 @@ fn active_sequences_share_blocks_and_drop_prefill_at_the_first_token() {
     let mut seqs = ActiveSequences::new();
     seqs.add("a", w(1), vec![10, 11, 12], 48);
     seqs.add("b", w(1), vec![10, 11, 13], 16);
-    assert_eq!(seqs.load(w(1)), Load { decode_blocks: 4, prefill_tokens: 64, requests: 2 });
+    assert_eq!(
+        seqs.load(w(1)),
+        Load {
+            decode_blocks: 4,
+            prefill_tokens: 64,
+            requests: 2
+        }
+    );
     assert_eq!(seqs.new_blocks(w(1), &[10, 14, 15]), 2);
     seqs.prefill_done("a");
     assert_eq!(seqs.load(w(1)).prefill_tokens, 16);
     seqs.free("a");
-    assert_eq!(seqs.load(w(1)), Load { decode_blocks: 3, prefill_tokens: 16, requests: 1 });
+    assert_eq!(
+        seqs.load(w(1)),
+        Load {
+            decode_blocks: 3,
+            prefill_tokens: 16,
+            requests: 1
+        }
+    );
     seqs.free("b");
     seqs.free("unknown");
     assert_eq!(seqs.load(w(1)), Load::default());
@@ -31,23 +54,62 @@ fn active_sequences_share_blocks_and_drop_prefill_at_the_first_token() {
 /// and 8 blocks; decode loads 10, 5 and 9 blocks → costs 18, 10 and 11, and worker 2 wins.
 #[test]
 fn cost_weighs_uncached_prompt_blocks_against_decode_load() {
-    let config = CostConfig { block_size: 16, ..Default::default() };
+    let config = CostConfig {
+        block_size: 16,
+        ..Default::default()
+    };
     let candidates: Vec<Candidate> = [(1, 2, 10), (2, 5, 5), (3, 8, 9)]
         .into_iter()
-        .map(|(id, overlap, decode)| Candidate { worker: w(id), overlap_blocks: overlap, load: Load { decode_blocks: decode, prefill_tokens: 0, requests: 0 }, new_blocks: 0, total_blocks: None })
+        .map(|(id, overlap, decode)| Candidate {
+            worker: w(id),
+            overlap_blocks: overlap,
+            load: Load {
+                decode_blocks: decode,
+                prefill_tokens: 0,
+                requests: 0,
+            },
+            new_blocks: 0,
+            total_blocks: None,
+        })
         .collect();
     let scores = config.score(160, &candidates);
-    assert_eq!(scores.iter().map(|s| s.logit).collect::<Vec<_>>(), vec![18.0, 10.0, 11.0]);
+    assert_eq!(
+        scores.iter().map(|s| s.logit).collect::<Vec<_>>(),
+        vec![18.0, 10.0, 11.0]
+    );
     assert_eq!(config.pick(&scores, 0.99), 1);
     // Half the prefill weight makes the cache-rich, busier worker 3 lose by less but still lose.
-    let half = CostConfig { prefill_load_scale: 0.5, ..config.clone() };
-    assert_eq!(half.score(160, &candidates).iter().map(|s| s.logit).collect::<Vec<_>>(), vec![14.0, 7.5, 10.0]);
+    let half = CostConfig {
+        prefill_load_scale: 0.5,
+        ..config.clone()
+    };
+    assert_eq!(
+        half.score(160, &candidates)
+            .iter()
+            .map(|s| s.logit)
+            .collect::<Vec<_>>(),
+        vec![14.0, 7.5, 10.0]
+    );
 }
 
 #[test]
 fn credit_decays_on_a_worker_behind_in_prefill_and_ties_break_by_the_draw() {
-    let config = CostConfig { block_size: 16, overlap_score_credit_decay: 1.0, ..Default::default() };
-    let c = |id, overlap, prefill| Candidate { worker: w(id), overlap_blocks: overlap, load: Load { decode_blocks: 0, prefill_tokens: prefill, requests: 0 }, new_blocks: 0, total_blocks: None };
+    let config = CostConfig {
+        block_size: 16,
+        overlap_score_credit_decay: 1.0,
+        ..Default::default()
+    };
+    let c = |id, overlap, prefill| Candidate {
+        worker: w(id),
+        overlap_blocks: overlap,
+        load: Load {
+            decode_blocks: 0,
+            prefill_tokens: prefill,
+            requests: 0,
+        },
+        new_blocks: 0,
+        total_blocks: None,
+    };
     // Worker 2 is one request (160 tokens) behind: its 8-block credit halves to 4.
     let scores = config.score(160, &[c(1, 0, 0), c(2, 8, 160)]);
     assert_eq!(scores[1].logit, (160.0 + 160.0) / 16.0 - 4.0);
@@ -57,10 +119,25 @@ fn credit_decays_on_a_worker_behind_in_prefill_and_ties_break_by_the_draw() {
 
 #[test]
 fn temperature_spreads_picks_toward_the_cheaper_worker() {
-    let config = CostConfig { temperature: 0.5, ..Default::default() };
-    let c = |id, decode| Candidate { worker: w(id), overlap_blocks: 0, load: Load { decode_blocks: decode, prefill_tokens: 0, requests: 0 }, new_blocks: 0, total_blocks: None };
+    let config = CostConfig {
+        temperature: 0.5,
+        ..Default::default()
+    };
+    let c = |id, decode| Candidate {
+        worker: w(id),
+        overlap_blocks: 0,
+        load: Load {
+            decode_blocks: decode,
+            prefill_tokens: 0,
+            requests: 0,
+        },
+        new_blocks: 0,
+        total_blocks: None,
+    };
     let scores = config.score(16, &[c(1, 0), c(2, 10)]);
-    let picks: Vec<usize> = (0..1000).map(|i| config.pick(&scores, i as f64 / 1000.0)).collect();
+    let picks: Vec<usize> = (0..1000)
+        .map(|i| config.pick(&scores, i as f64 / 1000.0))
+        .collect();
     let cheap = picks.iter().filter(|&&p| p == 0).count();
     // Weights e^0 and e^-2: the cheaper one takes about 88 %.
     assert!((850..=910).contains(&cheap), "{cheap}");
@@ -68,79 +145,264 @@ fn temperature_spreads_picks_toward_the_cheaper_worker() {
 
 #[test]
 fn busy_workers_are_skipped_and_all_busy_is_an_error() {
-    let cost = CostConfig { block_size: 4, active_prefill_tokens_threshold: Some(10), ..Default::default() };
+    let cost = CostConfig {
+        block_size: 4,
+        active_prefill_tokens_threshold: Some(10),
+        ..Default::default()
+    };
     let mut router = KvRouter::new(cost, None);
-    let request = |id| RouteRequest { request_id: id, tokens_hashes: &[], sequence_hashes: &[], isl_tokens: 20 };
+    let request = |id| RouteRequest {
+        request_id: id,
+        tokens_hashes: &[],
+        sequence_hashes: &[],
+        isl_tokens: 20,
+    };
     let first = router.route(&request("a"), &[info(1)], 0.0, 0).unwrap();
     assert_eq!(first.worker, w(1));
     // Worker 1 now has 20 prefill tokens in flight, past the threshold of 10.
-    assert_eq!(router.route(&request("b"), &[info(1)], 0.0, 0), Err(NoWorker::AllBusy));
-    assert_eq!(router.route(&request("b"), &[info(1), info(2)], 0.0, 0).unwrap().worker, w(2));
+    assert_eq!(
+        router.route(&request("b"), &[info(1)], 0.0, 0),
+        Err(NoWorker::AllBusy)
+    );
+    assert_eq!(
+        router
+            .route(&request("b"), &[info(1), info(2)], 0.0, 0)
+            .unwrap()
+            .worker,
+        w(2)
+    );
     router.prefill_done("a");
-    assert_eq!(router.decide(&request("c"), &[info(1)], 0.0, 0).unwrap().worker, w(1));
-    assert_eq!(router.route(&request("d"), &[], 0.0, 0), Err(NoWorker::NoCandidates));
+    assert_eq!(
+        router
+            .decide(&request("c"), &[info(1)], 0.0, 0)
+            .unwrap()
+            .worker,
+        w(1)
+    );
+    assert_eq!(
+        router.route(&request("d"), &[], 0.0, 0),
+        Err(NoWorker::NoCandidates)
+    );
 }
 
 #[test]
 fn a_worker_reporting_its_cache_nearly_full_is_busy() {
-    let cost = CostConfig { block_size: 4, active_decode_blocks_threshold: Some(0.8), ..Default::default() };
+    let cost = CostConfig {
+        block_size: 4,
+        active_decode_blocks_threshold: Some(0.8),
+        ..Default::default()
+    };
     let mut router = KvRouter::new(cost, None);
-    let request = RouteRequest { request_id: "a", tokens_hashes: &[], sequence_hashes: &[], isl_tokens: 4 };
-    let report = |used| ActiveLoad { worker_id: 1, dp_rank: 0, active_decode_blocks: None, active_prefill_tokens: None, kv_used_blocks: Some(used) };
+    let request = RouteRequest {
+        request_id: "a",
+        tokens_hashes: &[],
+        sequence_hashes: &[],
+        isl_tokens: 4,
+    };
+    let report = |used| ActiveLoad {
+        worker_id: 1,
+        dp_rank: 0,
+        active_decode_blocks: None,
+        active_prefill_tokens: None,
+        kv_used_blocks: Some(used),
+    };
     router.apply_load(&report(90));
-    assert_eq!(router.decide(&request, &[info(1), info(2)], 0.0, 0).unwrap().worker, w(2));
-    assert_eq!(router.decide(&request, &[info(1)], 0.0, 0), Err(NoWorker::AllBusy));
+    assert_eq!(
+        router
+            .decide(&request, &[info(1), info(2)], 0.0, 0)
+            .unwrap()
+            .worker,
+        w(2)
+    );
+    assert_eq!(
+        router.decide(&request, &[info(1)], 0.0, 0),
+        Err(NoWorker::AllBusy)
+    );
     router.apply_load(&report(10));
-    assert_eq!(router.decide(&request, &[info(1)], 0.0, 0).unwrap().worker, w(1));
+    assert_eq!(
+        router.decide(&request, &[info(1)], 0.0, 0).unwrap().worker,
+        w(1)
+    );
 }
 
 #[test]
 fn events_steer_a_repeated_prefix_to_the_worker_that_cached_it_and_gaps_are_reported() {
-    let mut router = KvRouter::new(CostConfig { block_size: 4, ..Default::default() }, None);
-    let blocks = |pairs: &[(u64, u64)]| pairs.iter().map(|&(block_hash, tokens_hash)| StoredBlock { block_hash, tokens_hash }).collect();
-    let report = router.apply_event(w(2), 1, &KvEventData::Stored { parent_hash: None, blocks: blocks(&[(7, 100), (8, 101), (9, 102)]) });
+    let mut router = KvRouter::new(
+        CostConfig {
+            block_size: 4,
+            ..Default::default()
+        },
+        None,
+    );
+    let blocks = |pairs: &[(u64, u64)]| {
+        pairs
+            .iter()
+            .map(|&(block_hash, tokens_hash)| StoredBlock {
+                block_hash,
+                tokens_hash,
+            })
+            .collect()
+    };
+    let report = router.apply_event(
+        w(2),
+        1,
+        &KvEventData::Stored {
+            parent_hash: None,
+            blocks: blocks(&[(7, 100), (8, 101), (9, 102)]),
+        },
+    );
     assert_eq!(report.missed, None);
-    let request = RouteRequest { request_id: "r", tokens_hashes: &[100, 101, 102, 103], sequence_hashes: &[1, 2, 3, 4], isl_tokens: 16 };
-    let decision = router.route(&request, &[info(1), info(2), info(3)], 0.0, 0).unwrap();
+    let request = RouteRequest {
+        request_id: "r",
+        tokens_hashes: &[100, 101, 102, 103],
+        sequence_hashes: &[1, 2, 3, 4],
+        isl_tokens: 16,
+    };
+    let decision = router
+        .route(&request, &[info(1), info(2), info(3)], 0.0, 0)
+        .unwrap();
     assert_eq!((decision.worker, decision.overlap_blocks), (w(2), 3));
-    assert_eq!(router.sequences().load(w(2)), Load { decode_blocks: 4, prefill_tokens: 4, requests: 1 });
-    assert_eq!(router.apply_event(w(2), 5, &KvEventData::Removed { block_hashes: vec![9] }).missed, Some(3));
+    assert_eq!(
+        router.sequences().load(w(2)),
+        Load {
+            decode_blocks: 4,
+            prefill_tokens: 4,
+            requests: 1
+        }
+    );
+    assert_eq!(
+        router
+            .apply_event(
+                w(2),
+                5,
+                &KvEventData::Removed {
+                    block_hashes: vec![9]
+                }
+            )
+            .missed,
+        Some(3)
+    );
     router.remove_worker(2);
     assert_eq!(router.index().node_count(), 0);
     assert_eq!(router.sequences().load(w(2)), Load::default());
-    assert_eq!(router.route(&RouteRequest { request_id: "s", ..request }, &[info(1), info(3)], 0.0, 0).unwrap().overlap_blocks, 0);
+    assert_eq!(
+        router
+            .route(
+                &RouteRequest {
+                    request_id: "s",
+                    ..request
+                },
+                &[info(1), info(3)],
+                0.0,
+                0
+            )
+            .unwrap()
+            .overlap_blocks,
+        0
+    );
 }
 
 #[test]
 fn approximate_mode_remembers_routed_prefixes_until_their_ttl() {
-    let mut router = KvRouter::new(CostConfig { block_size: 4, ..Default::default() }, Some(ApproxConfig { ttl_ms: 1000, ..Default::default() }));
-    let request = |id| RouteRequest { request_id: id, tokens_hashes: &[100, 101], sequence_hashes: &[1, 2], isl_tokens: 8 };
+    let mut router = KvRouter::new(
+        CostConfig {
+            block_size: 4,
+            ..Default::default()
+        },
+        Some(ApproxConfig {
+            ttl_ms: 1000,
+            ..Default::default()
+        }),
+    );
+    let request = |id| RouteRequest {
+        request_id: id,
+        tokens_hashes: &[100, 101],
+        sequence_hashes: &[1, 2],
+        isl_tokens: 8,
+    };
     // No cache anywhere: the tie goes by the draw (0.99 → the last candidate).
-    let first = router.route(&request("a"), &[info(1), info(2)], 0.99, 0).unwrap();
+    let first = router
+        .route(&request("a"), &[info(1), info(2)], 0.99, 0)
+        .unwrap();
     assert_eq!(first.worker, w(2));
     router.free("a");
-    let again = router.route(&request("b"), &[info(1), info(2)], 0.0, 500).unwrap();
+    let again = router
+        .route(&request("b"), &[info(1), info(2)], 0.0, 500)
+        .unwrap();
     assert_eq!((again.worker, again.overlap_blocks), (w(2), 2));
     router.free("b");
     // Re-routing at 500 ms pushed the guess to 1500 ms; past that it is gone.
-    assert_eq!(router.decide(&request("c"), &[info(1), info(2)], 0.0, 1499).unwrap().overlap_blocks, 2);
-    assert_eq!(router.decide(&request("c"), &[info(1), info(2)], 0.0, 1500).unwrap().overlap_blocks, 0);
+    assert_eq!(
+        router
+            .decide(&request("c"), &[info(1), info(2)], 0.0, 1499)
+            .unwrap()
+            .overlap_blocks,
+        2
+    );
+    assert_eq!(
+        router
+            .decide(&request("c"), &[info(1), info(2)], 0.0, 1500)
+            .unwrap()
+            .overlap_blocks,
+        0
+    );
     assert_eq!(router.index().node_count(), 0);
 }
 
 #[test]
 fn approximate_mode_prunes_the_oldest_guesses_past_max_tree_size() {
-    let mut router = KvRouter::new(CostConfig { block_size: 1, ..Default::default() }, Some(ApproxConfig { ttl_ms: 1_000_000, max_tree_size: 10, prune_target_ratio: 0.5 }));
+    let mut router = KvRouter::new(
+        CostConfig {
+            block_size: 1,
+            ..Default::default()
+        },
+        Some(ApproxConfig {
+            ttl_ms: 1_000_000,
+            max_tree_size: 10,
+            prune_target_ratio: 0.5,
+        }),
+    );
     for i in 0..6u64 {
         let tokens = [1000 + 2 * i, 1001 + 2 * i];
-        let request = RouteRequest { request_id: "x", tokens_hashes: &tokens, sequence_hashes: &tokens, isl_tokens: 2 };
+        let request = RouteRequest {
+            request_id: "x",
+            tokens_hashes: &tokens,
+            sequence_hashes: &tokens,
+            isl_tokens: 2,
+        };
         router.route(&request, &[info(1)], 0.0, i).unwrap();
         router.free("x");
     }
     // The sixth request made 12 blocks > 10: the oldest went until 5 or fewer were left.
-    assert!(router.index().node_count() <= 5, "{}", router.index().node_count());
-    let newest = RouteRequest { request_id: "y", tokens_hashes: &[1010, 1011], sequence_hashes: &[1010, 1011], isl_tokens: 2 };
-    assert_eq!(router.decide(&newest, &[info(1)], 0.0, 10).unwrap().overlap_blocks, 2);
-    let oldest = RouteRequest { request_id: "z", tokens_hashes: &[1000, 1001], sequence_hashes: &[1000, 1001], isl_tokens: 2 };
-    assert_eq!(router.decide(&oldest, &[info(1)], 0.0, 10).unwrap().overlap_blocks, 0);
+    assert!(
+        router.index().node_count() <= 5,
+        "{}",
+        router.index().node_count()
+    );
+    let newest = RouteRequest {
+        request_id: "y",
+        tokens_hashes: &[1010, 1011],
+        sequence_hashes: &[1010, 1011],
+        isl_tokens: 2,
+    };
+    assert_eq!(
+        router
+            .decide(&newest, &[info(1)], 0.0, 10)
+            .unwrap()
+            .overlap_blocks,
+        2
+    );
+    let oldest = RouteRequest {
+        request_id: "z",
+        tokens_hashes: &[1000, 1001],
+        sequence_hashes: &[1000, 1001],
+        isl_tokens: 2,
+    };
+    assert_eq!(
+        router
+            .decide(&oldest, &[info(1)], 0.0, 10)
+            .unwrap()
+            .overlap_blocks,
+        0
+    );
 }

@@ -34,12 +34,16 @@ struct AddedTokens {
 impl AddedTokens {
     /// `Ok(None)` when there are none; an error when they cannot be matched (then no fast path:
     /// dropping them would change the ids).
-    fn new(tokens: Vec<(String, u32)>) -> std::result::Result<Option<Self>, aho_corasick::BuildError> {
+    fn new(
+        tokens: Vec<(String, u32)>,
+    ) -> std::result::Result<Option<Self>, aho_corasick::BuildError> {
         if tokens.is_empty() {
             return Ok(None);
         }
         let (contents, ids): (Vec<String>, Vec<u32>) = tokens.into_iter().unzip();
-        let matcher = AhoCorasick::builder().match_kind(MatchKind::LeftmostLongest).build(contents)?;
+        let matcher = AhoCorasick::builder()
+            .match_kind(MatchKind::LeftmostLongest)
+            .build(contents)?;
         Ok(Some(Self { matcher, ids }))
     }
 }
@@ -65,7 +69,9 @@ impl AsciiBpe {
             return None;
         }
         let max_digits = split_digits(&serde_json::to_value(tokenizer.get_pre_tokenizer()).ok()?)?;
-        let ModelWrapper::BPE(bpe) = tokenizer.get_model() else { return None };
+        let ModelWrapper::BPE(bpe) = tokenizer.get_model() else {
+            return None;
+        };
         if bpe.dropout.is_some_and(|p| p > 0.0) || tokenizer.get_encode_special_tokens() {
             return None;
         }
@@ -96,9 +102,16 @@ impl AsciiBpe {
     pub(crate) fn encode(&self, model: &ModelWrapper, text: &str) -> Result<Vec<u32>> {
         debug_assert!(text.is_ascii());
         let mut ids = Vec::with_capacity(text.len() / 3 + 1);
-        split_added(self.raw.as_ref(), text.as_bytes(), &mut ids, &mut |segment, ids| {
-            split_added(self.normalized.as_ref(), segment, ids, &mut |plain, ids| self.encode_plain(model, plain, ids))
-        })?;
+        split_added(
+            self.raw.as_ref(),
+            text.as_bytes(),
+            &mut ids,
+            &mut |segment, ids| {
+                split_added(self.normalized.as_ref(), segment, ids, &mut |plain, ids| {
+                    self.encode_plain(model, plain, ids)
+                })
+            },
+        )?;
         Ok(ids)
     }
 
@@ -116,13 +129,23 @@ impl AsciiBpe {
     fn encode_piece(&self, model: &ModelWrapper, piece: &[u8], ids: &mut Vec<u32>) -> Result<()> {
         let cacheable = piece.len() <= MAX_CACHED_PIECE;
         if cacheable {
-            if let Some(hit) = self.cache.read().unwrap_or_else(|e| e.into_inner()).get(piece) {
+            if let Some(hit) = self
+                .cache
+                .read()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(piece)
+            {
                 ids.extend_from_slice(hit);
                 return Ok(());
             }
         }
-        let mapped: String = piece.iter().map(|&b| self.byte_chars[usize::from(b)]).collect();
-        let tokens = model.tokenize(&mapped).map_err(|e| LlmError::Tokenizer(e.to_string()))?;
+        let mapped: String = piece
+            .iter()
+            .map(|&b| self.byte_chars[usize::from(b)])
+            .collect();
+        let tokens = model
+            .tokenize(&mapped)
+            .map_err(|e| LlmError::Tokenizer(e.to_string()))?;
         let start = ids.len();
         ids.extend(tokens.iter().map(|t| t.id));
         if cacheable {
@@ -140,9 +163,15 @@ impl AsciiBpe {
 /// two pipelines the fast path reproduces.
 fn split_digits(pre_tokenizer: &Value) -> Option<usize> {
     let steps = pre_tokenizer.get("pretokenizers")?.as_array()?;
-    let [split, byte_level] = steps.as_slice() else { return None };
-    let plain_byte_level = byte_level.get("type")? == "ByteLevel" && byte_level.get("add_prefix_space")? == false && byte_level.get("use_regex")? == false;
-    let isolated_split = split.get("type")? == "Split" && split.get("behavior")? == "Isolated" && split.get("invert")? == false;
+    let [split, byte_level] = steps.as_slice() else {
+        return None;
+    };
+    let plain_byte_level = byte_level.get("type")? == "ByteLevel"
+        && byte_level.get("add_prefix_space")? == false
+        && byte_level.get("use_regex")? == false;
+    let isolated_split = split.get("type")? == "Split"
+        && split.get("behavior")? == "Isolated"
+        && split.get("invert")? == false;
     if pre_tokenizer.get("type")? != "Sequence" || !plain_byte_level || !isolated_split {
         return None;
     }
@@ -155,8 +184,15 @@ fn split_digits(pre_tokenizer: &Value) -> Option<usize> {
 
 /// Splits `text` around the added tokens of `added`, appending their ids and handing each
 /// stretch between them to `rest`.
-fn split_added(added: Option<&AddedTokens>, text: &[u8], ids: &mut Vec<u32>, rest: &mut dyn FnMut(&[u8], &mut Vec<u32>) -> Result<()>) -> Result<()> {
-    let Some(added) = added else { return rest(text, ids) };
+fn split_added(
+    added: Option<&AddedTokens>,
+    text: &[u8],
+    ids: &mut Vec<u32>,
+    rest: &mut dyn FnMut(&[u8], &mut Vec<u32>) -> Result<()>,
+) -> Result<()> {
+    let Some(added) = added else {
+        return rest(text, ids);
+    };
     let mut start = 0;
     for m in added.matcher.find_iter(text) {
         if m.start() > start {
@@ -190,7 +226,10 @@ fn symbol(b: u8) -> bool {
 
 /// The end of the run of bytes in `class` from `i`.
 fn run_end(text: &[u8], i: usize, class: fn(u8) -> bool) -> usize {
-    text[i..].iter().position(|&b| !class(b)).map_or(text.len(), |n| i + n)
+    text[i..]
+        .iter()
+        .position(|&b| !class(b))
+        .map_or(text.len(), |n| i + n)
 }
 
 /// Where the split pattern's match at `i` ends: its alternatives tried in order, as the regex does.
@@ -250,8 +289,14 @@ mod tests {
 
     #[test]
     fn splits_like_the_pattern() {
-        assert_eq!(pieces("Hello, world! It's 2024.", 1), ["Hello", ",", " world", "!", " It", "'s", " ", "2", "0", "2", "4", "."]);
-        assert_eq!(pieces("x  = 12345\n\n  y", 3), ["x", " ", " =", " ", "123", "45", "\n\n", " ", " y"]);
+        assert_eq!(
+            pieces("Hello, world! It's 2024.", 1),
+            ["Hello", ",", " world", "!", " It", "'s", " ", "2", "0", "2", "4", "."]
+        );
+        assert_eq!(
+            pieces("x  = 12345\n\n  y", 3),
+            ["x", " ", " =", " ", "123", "45", "\n\n", " ", " y"]
+        );
         assert_eq!(pieces("a \t\n b", 1), ["a", " \t\n", " b"]);
         assert_eq!(pieces("end   ", 1), ["end", "   "]);
         assert_eq!(pieces("'LL 'Re 'x", 1), ["'LL", " '", "Re", " '", "x"]);

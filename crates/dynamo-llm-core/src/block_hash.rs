@@ -86,7 +86,10 @@ mod tests {
     fn a_block_hash_is_xxh3_of_little_endian_ids_with_seed_1337() {
         let tokens = [1u32, 2, 3, 4];
         let bytes: Vec<u8> = tokens.iter().flat_map(|t| t.to_le_bytes()).collect();
-        assert_eq!(block_hashes(&tokens, 4, &HashScope::default()), vec![xxh3_64_with_seed(&bytes, 1337)]);
+        assert_eq!(
+            block_hashes(&tokens, 4, &HashScope::default()),
+            vec![xxh3_64_with_seed(&bytes, 1337)]
+        );
     }
 
     #[test]
@@ -102,9 +105,24 @@ mod tests {
     #[test]
     fn lora_and_salt_change_the_seed_and_empty_strings_do_not() {
         let base = HashScope::default().seed();
-        assert_eq!(HashScope { lora_name: Some(""), salt: Some("") }.seed(), base);
-        let lora = HashScope { lora_name: Some("adapter"), salt: None }.seed();
-        let salt = HashScope { lora_name: None, salt: Some("adapter") }.seed();
+        assert_eq!(
+            HashScope {
+                lora_name: Some(""),
+                salt: Some("")
+            }
+            .seed(),
+            base
+        );
+        let lora = HashScope {
+            lora_name: Some("adapter"),
+            salt: None,
+        }
+        .seed();
+        let salt = HashScope {
+            lora_name: None,
+            salt: Some("adapter"),
+        }
+        .seed();
         assert_ne!(lora, base);
         assert_ne!(lora, salt);
     }

@@ -24,13 +24,23 @@ impl ByteLevelVocab {
         let char_bytes = char_to_byte();
         let size = tokenizer.get_vocab_size(true);
         let added = tokenizer.get_added_tokens_decoder();
-        let max_id = added.keys().copied().max().map_or(0, |m| m as usize + 1).max(size);
+        let max_id = added
+            .keys()
+            .copied()
+            .max()
+            .map_or(0, |m| m as usize + 1)
+            .max(size);
         let mut bytes = Vec::with_capacity(max_id);
         let mut special = vec![false; max_id];
         for id in 0..max_id {
             let token = tokenizer.id_to_token(id as u32).unwrap_or_default();
-            let mapped: Option<Vec<u8>> = token.chars().map(|c| char_bytes.get(&c).copied()).collect();
-            bytes.push(mapped.unwrap_or_else(|| token.as_bytes().to_vec()).into_boxed_slice());
+            let mapped: Option<Vec<u8>> =
+                token.chars().map(|c| char_bytes.get(&c).copied()).collect();
+            bytes.push(
+                mapped
+                    .unwrap_or_else(|| token.as_bytes().to_vec())
+                    .into_boxed_slice(),
+            );
         }
         for (id, token) in added {
             if token.special {

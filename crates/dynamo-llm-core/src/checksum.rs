@@ -35,8 +35,13 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("f.json");
         std::fs::write(&path, b"{}").unwrap();
-        assert_eq!(file_checksum(&path).unwrap(), format!("blake3:{}", blake3_hex(b"{}")));
-        let missing = file_checksum(&dir.join("nope.json")).unwrap_err().to_string();
+        assert_eq!(
+            file_checksum(&path).unwrap(),
+            format!("blake3:{}", blake3_hex(b"{}"))
+        );
+        let missing = file_checksum(&dir.join("nope.json"))
+            .unwrap_err()
+            .to_string();
         assert!(missing.contains("nope.json"), "{missing}");
         std::fs::remove_dir_all(dir).unwrap();
     }

@@ -122,7 +122,11 @@ impl Detokenizer {
             }
             if self.hidden.contains(&id) {
                 render = i;
-                token_stop = Some(if self.config.eos_ids.contains(&id) { StopHit::Eos(id) } else { StopHit::StopToken(id) });
+                token_stop = Some(if self.config.eos_ids.contains(&id) {
+                    StopHit::Eos(id)
+                } else {
+                    StopHit::StopToken(id)
+                });
                 break;
             }
             if self.visible.contains(&id) {
@@ -174,8 +178,14 @@ impl Detokenizer {
         for &id in ids {
             vocab.push(id, self.config.skip_special_tokens, &mut self.pending);
         }
-        let ready = self.pending.len() - if flush { 0 } else { incomplete_tail(&self.pending) };
-        self.jail.push_str(&String::from_utf8_lossy(&self.pending[..ready]));
+        let ready = self.pending.len()
+            - if flush {
+                0
+            } else {
+                incomplete_tail(&self.pending)
+            };
+        self.jail
+            .push_str(&String::from_utf8_lossy(&self.pending[..ready]));
         self.pending.drain(..ready);
         Ok(())
     }
@@ -188,15 +198,28 @@ impl Detokenizer {
         }
         // Byte-fallback decoders read a run of byte tokens (`<0xE4>`...) as one piece, all of it
         // replaced if any of it is invalid: wait for the run to end so it is read whole.
-        if !flush && self.ids.last().is_some_and(|&id| self.tokenizer.is_byte_fallback_token(id)) {
+        if !flush
+            && self
+                .ids
+                .last()
+                .is_some_and(|&id| self.tokenizer.is_byte_fallback_token(id))
+        {
             return Ok(());
         }
         let prefix_text = match self.prefix_text.take() {
             Some(text) => text,
-            None => self.tokenizer.decode(&self.ids[self.prefix_offset..self.read_offset], self.config.skip_special_tokens)?,
+            None => self.tokenizer.decode(
+                &self.ids[self.prefix_offset..self.read_offset],
+                self.config.skip_special_tokens,
+            )?,
         };
-        let full = self.tokenizer.decode(&self.ids[self.prefix_offset..], self.config.skip_special_tokens)?;
-        let added = full.get(prefix_text.len()..).filter(|_| full.starts_with(prefix_text.as_str()));
+        let full = self.tokenizer.decode(
+            &self.ids[self.prefix_offset..],
+            self.config.skip_special_tokens,
+        )?;
+        let added = full
+            .get(prefix_text.len()..)
+            .filter(|_| full.starts_with(prefix_text.as_str()));
         match added {
             Some(added) if !added.is_empty() && (flush || !added.ends_with('\u{FFFD}')) => {
                 self.jail.push_str(added);
@@ -222,11 +245,18 @@ impl Detokenizer {
     /// else all of it but a tail that could still begin a stop string (everything when `all`).
     fn release(&mut self, all: bool) -> Step {
         if let Some((start, stop)) = self.first_stop_string() {
-            let end = if self.config.include_stop_str { start + stop.len() } else { start };
+            let end = if self.config.include_stop_str {
+                start + stop.len()
+            } else {
+                start
+            };
             let text = self.jail[..end].to_owned();
             self.jail.clear();
             self.stopped = true;
-            return Step { text, stop: Some(StopHit::StopString(stop)) };
+            return Step {
+                text,
+                stop: Some(StopHit::StopString(stop)),
+            };
         }
         let keep = if all { 0 } else { self.stop_prefix_len() };
         let text = self.jail[..self.jail.len() - keep].to_owned();

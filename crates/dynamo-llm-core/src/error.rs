@@ -28,11 +28,17 @@ pub enum LlmError {
 
 impl LlmError {
     pub(crate) fn io(path: &Path, source: std::io::Error) -> Self {
-        LlmError::Io { path: path.display().to_string(), source }
+        LlmError::Io {
+            path: path.display().to_string(),
+            source,
+        }
     }
 
     pub(crate) fn bad_file(path: &Path, message: impl Into<String>) -> Self {
-        LlmError::BadFile { path: path.display().to_string(), message: message.into() }
+        LlmError::BadFile {
+            path: path.display().to_string(),
+            message: message.into(),
+        }
     }
 }
 

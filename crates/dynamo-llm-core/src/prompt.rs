@@ -30,7 +30,9 @@ pub struct RenderOptions {
 
 impl Default for RenderOptions {
     fn default() -> Self {
-        Self { exclude_tools_when_tool_choice_none: true }
+        Self {
+            exclude_tools_when_tool_choice_none: true,
+        }
     }
 }
 
@@ -55,7 +57,8 @@ impl PromptFormatter {
         let mut all_sources = String::new();
         let mut compile = |name: &str, src: &str| -> Result<ChatTemplate> {
             all_sources.push_str(src);
-            ChatTemplate::new(src).map_err(|e| LlmError::InvalidArgument(format!("{origin}: template '{name}': {e}")))
+            ChatTemplate::new(src)
+                .map_err(|e| LlmError::InvalidArgument(format!("{origin}: template '{name}': {e}")))
         };
         match &value {
             Json::String(src) => default = Some(compile("default", src)?),
@@ -64,7 +67,9 @@ impl PromptFormatter {
                     let name = entry.get("name").and_then(Json::as_str);
                     let src = entry.get("template").and_then(Json::as_str);
                     let (Some(name), Some(src)) = (name, src) else {
-                        return Err(LlmError::InvalidArgument(format!("{origin}: each named chat template needs string 'name' and 'template'")));
+                        return Err(LlmError::InvalidArgument(format!(
+                            "{origin}: each named chat template needs string 'name' and 'template'"
+                        )));
                     };
                     match name {
                         "default" => default = Some(compile(name, src)?),
@@ -73,7 +78,11 @@ impl PromptFormatter {
                     }
                 }
             }
-            _ => return Err(LlmError::InvalidArgument(format!("{origin}: chat_template must be a string or a list of named templates"))),
+            _ => {
+                return Err(LlmError::InvalidArgument(format!(
+                    "{origin}: chat_template must be a string or a list of named templates"
+                )))
+            }
         }
         let default = match (default, tool_use.take()) {
             (Some(d), t) => {
@@ -81,7 +90,11 @@ impl PromptFormatter {
                 d
             }
             (None, Some(t)) => t,
-            (None, None) => return Err(LlmError::InvalidArgument(format!("{origin}: no 'default' chat template in the list"))),
+            (None, None) => {
+                return Err(LlmError::InvalidArgument(format!(
+                    "{origin}: no 'default' chat template in the list"
+                )))
+            }
         };
         let mut specials = Map::new();
         if let Some(config) = &sources.tokenizer_config {
@@ -109,10 +122,17 @@ impl PromptFormatter {
             return Ok(("chat_template.jinja", Json::String(src.clone())));
         }
         if let Some(doc) = &sources.chat_template_json {
-            let value = doc.get("chat_template").cloned().unwrap_or_else(|| doc.clone());
+            let value = doc
+                .get("chat_template")
+                .cloned()
+                .unwrap_or_else(|| doc.clone());
             return Ok(("chat_template.json", value));
         }
-        if let Some(value) = sources.tokenizer_config.as_ref().and_then(|c| c.get("chat_template")) {
+        if let Some(value) = sources
+            .tokenizer_config
+            .as_ref()
+            .and_then(|c| c.get("chat_template"))
+        {
             return Ok(("tokenizer_config.json", value.clone()));
         }
         Err(LlmError::InvalidArgument(
@@ -134,7 +154,10 @@ impl PromptFormatter {
 
         let tool_choice_none = request.get("tool_choice").and_then(Json::as_str) == Some("none");
         let tools = match request.get("tools").and_then(Json::as_array) {
-            Some(tools) if !tools.is_empty() && !(tool_choice_none && self.options.exclude_tools_when_tool_choice_none) => {
+            Some(tools)
+                if !tools.is_empty()
+                    && !(tool_choice_none && self.options.exclude_tools_when_tool_choice_none) =>
+            {
                 Some(tools.iter().map(normalize_tool).collect::<Vec<_>>())
             }
             _ => None,
@@ -142,7 +165,10 @@ impl PromptFormatter {
 
         let mut context = Map::new();
         context.insert("messages".into(), Json::Array(messages));
-        context.insert("tools".into(), tools.clone().map_or(Json::Null, Json::Array));
+        context.insert(
+            "tools".into(),
+            tools.clone().map_or(Json::Null, Json::Array),
+        );
         if let Some(documents) = request.get("documents") {
             context.insert("documents".into(), documents.clone());
         }
@@ -153,7 +179,9 @@ impl PromptFormatter {
         // Dynamo's name is chat_template_args; vLLM's (and most clients') chat_template_kwargs.
         for key in ["chat_template_kwargs", "chat_template_args"] {
             if let Some(args) = request.get(key) {
-                let args = args.as_object().ok_or_else(|| LlmError::InvalidArgument(format!("{key} must be an object")))?;
+                let args = args
+                    .as_object()
+                    .ok_or_else(|| LlmError::InvalidArgument(format!("{key} must be an object")))?;
                 for (k, v) in args {
                     context.insert(k.clone(), v.clone());
                 }
@@ -168,7 +196,9 @@ impl PromptFormatter {
 
     fn normalize_message(&self, index: usize, message: &Json) -> Result<Json> {
         let Some(object) = message.as_object() else {
-            return Err(LlmError::InvalidArgument(format!("messages[{index}] must be an object")));
+            return Err(LlmError::InvalidArgument(format!(
+                "messages[{index}] must be an object"
+            )));
         };
         let mut m = object.clone();
         if let Some(Json::Array(parts)) = m.get("content") {
@@ -179,7 +209,10 @@ impl PromptFormatter {
             if let Some(Json::Array(calls)) = m.get_mut("tool_calls") {
                 for call in calls {
                     if let Some(args) = call.pointer_mut("/function/arguments") {
-                        if let Some(parsed) = args.as_str().and_then(|s| serde_json::from_str::<Json>(s).ok()) {
+                        if let Some(parsed) = args
+                            .as_str()
+                            .and_then(|s| serde_json::from_str::<Json>(s).ok())
+                        {
                             *args = parsed;
                         }
                     }
@@ -189,7 +222,10 @@ impl PromptFormatter {
         if self.inline_reasoning {
             if let Some(Json::String(reasoning)) = m.remove("reasoning_content") {
                 let content = m.get("content").and_then(Json::as_str).unwrap_or("");
-                m.insert("content".into(), Json::String(format!("<think>{reasoning}</think>{content}")));
+                m.insert(
+                    "content".into(),
+                    Json::String(format!("<think>{reasoning}</think>{content}")),
+                );
             }
         }
         Ok(Json::Object(m))
@@ -203,13 +239,19 @@ fn content_from_parts(index: usize, parts: &[Json]) -> Result<Json> {
     let mut media = false;
     for (j, part) in parts.iter().enumerate() {
         match part.get("type").and_then(Json::as_str) {
-            Some("text") => texts.push(
-                part.get("text")
-                    .and_then(Json::as_str)
-                    .ok_or_else(|| LlmError::InvalidArgument(format!("messages[{index}].content[{j}].text must be a string")))?,
-            ),
+            Some("text") => {
+                texts.push(part.get("text").and_then(Json::as_str).ok_or_else(|| {
+                    LlmError::InvalidArgument(format!(
+                        "messages[{index}].content[{j}].text must be a string"
+                    ))
+                })?)
+            }
             Some(_) => media = true,
-            None => return Err(LlmError::InvalidArgument(format!("messages[{index}].content[{j}].type must be a string"))),
+            None => {
+                return Err(LlmError::InvalidArgument(format!(
+                    "messages[{index}].content[{j}].type must be a string"
+                )))
+            }
         }
     }
     if !media {
@@ -234,8 +276,12 @@ fn content_from_parts(index: usize, parts: &[Json]) -> Result<Json> {
 fn normalize_tool(tool: &Json) -> Json {
     let mut tool = tool.clone();
     if let Some(Json::Object(params)) = tool.pointer_mut("/function/parameters") {
-        params.entry("type").or_insert_with(|| Json::String("object".into()));
-        params.entry("properties").or_insert_with(|| Json::Object(Map::new()));
+        params
+            .entry("type")
+            .or_insert_with(|| Json::String("object".into()));
+        params
+            .entry("properties")
+            .or_insert_with(|| Json::Object(Map::new()));
     }
     tool
 }
@@ -254,7 +300,12 @@ mod tests {
     use super::*;
 
     fn formatter(template: &str) -> PromptFormatter {
-        let sources = TemplateSources { tokenizer_config: Some(json!({"chat_template": template, "eos_token": {"content": "</s>"}})), ..Default::default() };
+        let sources = TemplateSources {
+            tokenizer_config: Some(
+                json!({"chat_template": template, "eos_token": {"content": "</s>"}}),
+            ),
+            ..Default::default()
+        };
         PromptFormatter::new(&sources, RenderOptions::default()).unwrap()
     }
 
@@ -286,30 +337,58 @@ mod tests {
     fn tools_are_dropped_when_tool_choice_is_none() {
         let f = formatter("{{ tools is none }}");
         let tools = json!([{"type": "function", "function": {"name": "f"}}]);
-        assert_eq!(f.render(&json!({"messages": [], "tools": tools})).unwrap(), "False");
-        assert_eq!(f.render(&json!({"messages": [], "tools": tools, "tool_choice": "none"})).unwrap(), "True");
+        assert_eq!(
+            f.render(&json!({"messages": [], "tools": tools})).unwrap(),
+            "False"
+        );
+        assert_eq!(
+            f.render(&json!({"messages": [], "tools": tools, "tool_choice": "none"}))
+                .unwrap(),
+            "True"
+        );
     }
 
     #[test]
     fn the_tool_use_template_is_used_when_tools_are_given() {
         let sources = TemplateSources {
-            tokenizer_config: Some(json!({"chat_template": [{"name": "default", "template": "D"}, {"name": "tool_use", "template": "T"}]})),
+            tokenizer_config: Some(
+                json!({"chat_template": [{"name": "default", "template": "D"}, {"name": "tool_use", "template": "T"}]}),
+            ),
             ..Default::default()
         };
         let f = PromptFormatter::new(&sources, RenderOptions::default()).unwrap();
         assert_eq!(f.render(&json!({"messages": []})).unwrap(), "D");
-        assert_eq!(f.render(&json!({"messages": [], "tools": [{"type": "function", "function": {"name": "f"}}]})).unwrap(), "T");
+        assert_eq!(
+            f.render(
+                &json!({"messages": [], "tools": [{"type": "function", "function": {"name": "f"}}]})
+            )
+            .unwrap(),
+            "T"
+        );
     }
 
     #[test]
     fn a_custom_template_wins() {
-        let sources = TemplateSources { custom: Some("C".into()), chat_template_jinja: Some("J".into()), ..Default::default() };
-        assert_eq!(PromptFormatter::new(&sources, RenderOptions::default()).unwrap().render(&json!({"messages": []})).unwrap(), "C");
+        let sources = TemplateSources {
+            custom: Some("C".into()),
+            chat_template_jinja: Some("J".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            PromptFormatter::new(&sources, RenderOptions::default())
+                .unwrap()
+                .render(&json!({"messages": []}))
+                .unwrap(),
+            "C"
+        );
     }
 
     #[test]
     fn no_template_is_an_error_naming_the_places_looked() {
-        let err = PromptFormatter::new(&TemplateSources::default(), RenderOptions::default()).err().unwrap().to_string();
+        let err = PromptFormatter::new(&TemplateSources::default(), RenderOptions::default())
+            .err()
+            .unwrap()
+            .to_string();
         assert!(err.contains("tokenizer_config.json"), "{err}");
     }
 }

@@ -34,15 +34,27 @@ impl ChatTemplate {
     /// `add_generation_prompt`, ...). `raise_exception` in the template becomes an error
     /// carrying its message.
     pub fn render(&self, context: &Json) -> Result<String> {
-        let template = self.env.get_template(NAME).map_err(|e| LlmError::Template(describe(&e)))?;
-        template.render(Value::from_serialize(context)).map_err(|e| LlmError::Template(describe(&e)))
+        let template = self
+            .env
+            .get_template(NAME)
+            .map_err(|e| LlmError::Template(describe(&e)))?;
+        template
+            .render(Value::from_serialize(context))
+            .map_err(|e| LlmError::Template(describe(&e)))
     }
 }
 
 /// `{% generation %}` markers (training-only, from some HF templates) are not Jinja.
 fn strip_generation_markers(source: &str) -> String {
     let mut out = source.to_owned();
-    for marker in ["{% generation %}", "{% endgeneration %}", "{%- generation %}", "{%- endgeneration %}", "{% generation -%}", "{% endgeneration -%}"] {
+    for marker in [
+        "{% generation %}",
+        "{% endgeneration %}",
+        "{%- generation %}",
+        "{%- endgeneration %}",
+        "{% generation -%}",
+        "{% endgeneration -%}",
+    ] {
         out = out.replace(marker, "");
     }
     out
@@ -73,7 +85,8 @@ fn raise_exception(message: String) -> std::result::Result<Value, Error> {
 /// free of the CoreFoundation framework, which cross-builds cannot link.
 fn strftime_now(format: String) -> String {
     let now = chrono::Utc::now();
-    let offset = chrono::FixedOffset::east_opt(local_offset_secs(now.timestamp())).unwrap_or(chrono::FixedOffset::east_opt(0).expect("zero offset"));
+    let offset = chrono::FixedOffset::east_opt(local_offset_secs(now.timestamp()))
+        .unwrap_or(chrono::FixedOffset::east_opt(0).expect("zero offset"));
     now.with_timezone(&offset).format(&format).to_string()
 }
 
@@ -105,17 +118,33 @@ fn tojson(value: Value, kwargs: Kwargs) -> std::result::Result<Value, Error> {
         Some(v) if v.is_none() || v.is_undefined() => None,
         Some(v) => match v.as_i64() {
             Some(n) => Some(" ".repeat(n.max(0) as usize)),
-            None => Some(v.as_str().map(str::to_owned).ok_or_else(|| Error::new(ErrorKind::InvalidOperation, "tojson: indent must be an integer or a string"))?),
+            None => Some(v.as_str().map(str::to_owned).ok_or_else(|| {
+                Error::new(
+                    ErrorKind::InvalidOperation,
+                    "tojson: indent must be an integer or a string",
+                )
+            })?),
         },
     };
     let (item_sep, key_sep) = match separators.as_deref() {
         Some([item, key]) => (item.clone(), key.clone()),
-        Some(_) => return Err(Error::new(ErrorKind::InvalidOperation, "tojson: separators must be a pair")),
+        Some(_) => {
+            return Err(Error::new(
+                ErrorKind::InvalidOperation,
+                "tojson: separators must be a pair",
+            ))
+        }
         None if indent.is_some() => (",".to_owned(), ": ".to_owned()),
         None => (", ".to_owned(), ": ".to_owned()),
     };
-    let json = serde_json::to_value(&value).map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
-    let style = PyJson { indent, item_sep, key_sep, sort_keys: sort_keys.unwrap_or(false) };
+    let json = serde_json::to_value(&value)
+        .map_err(|e| Error::new(ErrorKind::InvalidOperation, format!("tojson: {e}")))?;
+    let style = PyJson {
+        indent,
+        item_sep,
+        key_sep,
+        sort_keys: sort_keys.unwrap_or(false),
+    };
     let mut out = String::new();
     style.write(&json, 0, &mut out);
     Ok(Value::from_safe_string(out))
@@ -233,21 +262,42 @@ mod tests {
 
     #[test]
     fn tojson_writes_python_json() {
-        let out = render("{{ v | tojson }}", json!({"v": {"b": 1, "a": [1.5, "é\n", null, true], "c": 1e-5}}));
-        assert_eq!(out, r#"{"b": 1, "a": [1.5, "é\n", null, true], "c": 1e-05}"#);
-        let out = render("{{ v | tojson(indent=2) }}", json!({"v": {"a": [1, 2], "b": {}}}));
+        let out = render(
+            "{{ v | tojson }}",
+            json!({"v": {"b": 1, "a": [1.5, "é\n", null, true], "c": 1e-5}}),
+        );
+        assert_eq!(
+            out,
+            r#"{"b": 1, "a": [1.5, "é\n", null, true], "c": 1e-05}"#
+        );
+        let out = render(
+            "{{ v | tojson(indent=2) }}",
+            json!({"v": {"a": [1, 2], "b": {}}}),
+        );
         assert_eq!(out, "{\n  \"a\": [\n    1,\n    2\n  ],\n  \"b\": {}\n}");
     }
 
     #[test]
     fn python_string_methods_work() {
-        assert_eq!(render("{{ s.split('</think>')[0].rstrip('\\n') }}", json!({"s": "a\n</think>b"})), "a");
-        assert_eq!(render("{{ s.startswith('x') }}", json!({"s": "xy"})), "True");
+        assert_eq!(
+            render(
+                "{{ s.split('</think>')[0].rstrip('\\n') }}",
+                json!({"s": "a\n</think>b"})
+            ),
+            "a"
+        );
+        assert_eq!(
+            render("{{ s.startswith('x') }}", json!({"s": "xy"})),
+            "True"
+        );
     }
 
     #[test]
     fn blocks_are_trimmed_like_transformers() {
-        assert_eq!(render("  {% if true %}\nA\n  {% endif %}\nB", json!({})), "A\nB");
+        assert_eq!(
+            render("  {% if true %}\nA\n  {% endif %}\nB", json!({})),
+            "A\nB"
+        );
     }
 
     #[test]
@@ -259,13 +309,19 @@ mod tests {
 
     #[test]
     fn a_syntax_error_is_reported_when_compiling() {
-        let err = ChatTemplate::new("{% if %}").err().expect("must fail").to_string();
+        let err = ChatTemplate::new("{% if %}")
+            .err()
+            .expect("must fail")
+            .to_string();
         assert!(err.starts_with("chat template:"), "{err}");
     }
 
     #[test]
     fn generation_markers_are_ignored() {
-        assert_eq!(render("{% generation %}x{% endgeneration %}", json!({})), "x");
+        assert_eq!(
+            render("{% generation %}x{% endgeneration %}", json!({})),
+            "x"
+        );
     }
 
     #[test]
@@ -278,7 +334,10 @@ mod tests {
     #[test]
     fn strftime_now_is_in_the_local_time_zone_as_the_c_library_sees_it() {
         // The offset `date +%z` prints for this process's zone.
-        let out = std::process::Command::new("date").arg("+%z").output().expect("date runs");
+        let out = std::process::Command::new("date")
+            .arg("+%z")
+            .output()
+            .expect("date runs");
         let expected = String::from_utf8(out.stdout).unwrap().trim().to_owned();
         assert_eq!(render("{{ strftime_now('%z') }}", json!({})), expected);
     }

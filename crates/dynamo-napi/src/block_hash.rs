@@ -15,13 +15,30 @@ pub struct BlockHashOptions {
 /// The XXH3-64 hash of every full block of `blockSize` token ids (a trailing partial block is
 /// not hashed).
 #[napi]
-pub fn compute_block_hashes(token_ids: &[u32], block_size: u32, options: Option<BlockHashOptions>) -> napi::Result<BigUint64Array> {
+pub fn compute_block_hashes(
+    token_ids: &[u32],
+    block_size: u32,
+    options: Option<BlockHashOptions>,
+) -> napi::Result<BigUint64Array> {
     if block_size == 0 {
-        return Err(Error::new(Status::InvalidArg, "blockSize must be at least 1, got 0"));
+        return Err(Error::new(
+            Status::InvalidArg,
+            "blockSize must be at least 1, got 0",
+        ));
     }
-    let options = options.unwrap_or(BlockHashOptions { lora_name: None, salt: None });
-    let scope = HashScope { lora_name: options.lora_name.as_deref(), salt: options.salt.as_deref() };
-    Ok(BigUint64Array::new(block_hashes(token_ids, block_size as usize, &scope)))
+    let options = options.unwrap_or(BlockHashOptions {
+        lora_name: None,
+        salt: None,
+    });
+    let scope = HashScope {
+        lora_name: options.lora_name.as_deref(),
+        salt: options.salt.as_deref(),
+    };
+    Ok(BigUint64Array::new(block_hashes(
+        token_ids,
+        block_size as usize,
+        &scope,
+    )))
 }
 
 /// Sequence hashes chained from block hashes.

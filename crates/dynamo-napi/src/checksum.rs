@@ -11,7 +11,10 @@ use crate::work::Work;
 /// The `blake3:<hex>` checksum of a file, read off the JS thread.
 #[napi(ts_return_type = "Promise<string>")]
 pub fn file_checksum_blake3(path: String) -> AsyncTask<Work<String, String>> {
-    AsyncTask::new(Work::new(move || file_checksum(&PathBuf::from(path)), |s| s))
+    AsyncTask::new(Work::new(
+        move || file_checksum(&PathBuf::from(path)),
+        |s| s,
+    ))
 }
 
 /// The lowercase hex BLAKE3 digest of `data`.

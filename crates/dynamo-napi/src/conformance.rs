@@ -60,7 +60,9 @@ pub async fn run_conformance(
         if let Some(n) = o.concurrency {
             opts.concurrency = n as usize;
         }
-        opts.check_timeout = o.check_timeout_ms.map(|ms| Duration::from_millis(ms.into()));
+        opts.check_timeout = o
+            .check_timeout_ms
+            .map(|ms| Duration::from_millis(ms.into()));
     }
     let bridge = Bridge::new(dispatch);
     let report = run_conformance_report(|| JsEngine::new(bridge.clone()), &opts).await;

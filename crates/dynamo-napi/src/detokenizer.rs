@@ -45,7 +45,11 @@ fn to_js(step: Step) -> DetokenizerStep {
         Some(StopHit::StopToken(id)) => (Some("stop_token".into()), Some(id.into())),
         Some(StopHit::StopString(s)) => (Some("stop_string".into()), Some(s.into())),
     };
-    DetokenizerStep { text: step.text, stop, stop_reason }
+    DetokenizerStep {
+        text: step.text,
+        stop,
+        stop_reason,
+    }
 }
 
 /// Turns a request's generated token ids into text deltas, holding back split characters and
@@ -77,16 +81,29 @@ impl Detokenizer {
             min_tokens: o.min_tokens.unwrap_or(0),
             skip_special_tokens: o.skip_special_tokens.unwrap_or(false),
         };
-        Self { inner: Core::new(tokenizer.inner.clone(), config) }
+        Self {
+            inner: Core::new(tokenizer.inner.clone(), config),
+        }
     }
 
     /// Feeds one chunk's token ids (and its text, when the engine produced text itself).
     /// Returns the text the chunk adds, or, on the chunk that ended the output, a step saying why
     /// (a plain string in the common case keeps the per-chunk crossing cheap).
     #[napi(ts_return_type = "string | DetokenizerStep")]
-    pub fn push(&mut self, token_ids: &[u32], text: Option<String>) -> napi::Result<Either<String, DetokenizerStep>> {
-        let step = self.inner.push(token_ids, text.as_deref()).map_err(js_error)?;
-        Ok(if step.stop.is_none() { Either::A(step.text) } else { Either::B(to_js(step)) })
+    pub fn push(
+        &mut self,
+        token_ids: &[u32],
+        text: Option<String>,
+    ) -> napi::Result<Either<String, DetokenizerStep>> {
+        let step = self
+            .inner
+            .push(token_ids, text.as_deref())
+            .map_err(js_error)?;
+        Ok(if step.stop.is_none() {
+            Either::A(step.text)
+        } else {
+            Either::B(to_js(step))
+        })
     }
 
     /// Ends the output: releases everything held back.

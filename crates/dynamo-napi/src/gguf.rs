@@ -17,7 +17,14 @@ const MAX_ARRAY: usize = 64;
 /// file and what is wrong with it.
 #[napi(ts_return_type = "Promise<string>")]
 pub fn read_gguf_metadata_json(path: String) -> AsyncTask<Work<String, String>> {
-    AsyncTask::new(Work::new(move || Ok(read_metadata(&PathBuf::from(path))?.summary(MAX_ARRAY).to_string()), |s| s))
+    AsyncTask::new(Work::new(
+        move || {
+            Ok(read_metadata(&PathBuf::from(path))?
+                .summary(MAX_ARRAY)
+                .to_string())
+        },
+        |s| s,
+    ))
 }
 
 /// The Hugging Face files that describe a GGUF model, as JSON text.
@@ -37,6 +44,10 @@ pub struct GgufHfFiles {
 pub fn gguf_hf_files(path: String) -> AsyncTask<Work<HfFiles, GgufHfFiles>> {
     AsyncTask::new(Work::new(
         move || hf_files_from_file(&PathBuf::from(path)),
-        |f| GgufHfFiles { tokenizer_json: f.tokenizer_json, tokenizer_config_json: f.tokenizer_config_json, config_json: f.config_json },
+        |f| GgufHfFiles {
+            tokenizer_json: f.tokenizer_json,
+            tokenizer_config_json: f.tokenizer_config_json,
+            config_json: f.config_json,
+        },
     ))
 }

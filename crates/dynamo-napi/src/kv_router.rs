@@ -4,7 +4,10 @@
 
 use std::collections::HashMap;
 
-use dynamo_kv_router::{self as kv, ActiveLoad, ApproxConfig, CostConfig, Envelope, KvEventData, LocalIndexer, RouteRequest, StoredBlock, VllmEvent, WireEvent, WorkerInfo, WorkerKey};
+use dynamo_kv_router::{
+    self as kv, ActiveLoad, ApproxConfig, CostConfig, Envelope, KvEventData, LocalIndexer,
+    RouteRequest, StoredBlock, VllmEvent, WireEvent, WorkerInfo, WorkerKey,
+};
 use dynamo_llm_core::block_hash::{block_hashes, sequence_hashes, HashScope};
 use napi::bindgen_prelude::{BigInt, BigUint64Array, Buffer, Uint32Array};
 use napi::{Error, Status};
@@ -23,8 +26,14 @@ fn u64_of(name: &str, value: &BigInt) -> napi::Result<u64> {
 }
 
 fn whole(name: &str, value: f64) -> napi::Result<u64> {
-    if !(value.is_finite() && value >= 0.0 && value.fract() == 0.0 && value <= 9_007_199_254_740_991.0) {
-        return Err(invalid(format!("{name} must be a non-negative integer, got {value}")));
+    if !(value.is_finite()
+        && value >= 0.0
+        && value.fract() == 0.0
+        && value <= 9_007_199_254_740_991.0)
+    {
+        return Err(invalid(format!(
+            "{name} must be a non-negative integer, got {value}"
+        )));
     }
     Ok(value as u64)
 }
@@ -142,41 +151,73 @@ impl KvRouter {
         let defaults = CostConfig::default();
         let fraction = |name: &str, v: Option<f64>| -> napi::Result<Option<f64>> {
             match v {
-                Some(x) if !(x.is_finite() && x >= 0.0) => Err(invalid(format!("{name} must be a non-negative number, got {x}"))),
+                Some(x) if !(x.is_finite() && x >= 0.0) => Err(invalid(format!(
+                    "{name} must be a non-negative number, got {x}"
+                ))),
                 other => Ok(other),
             }
         };
         let weight = fraction("overlapScoreWeight", options.overlap_score_weight)?;
-        let credit = fraction("overlapScoreCredit", options.overlap_score_credit)?.unwrap_or(defaults.overlap_score_credit);
+        let credit = fraction("overlapScoreCredit", options.overlap_score_credit)?
+            .unwrap_or(defaults.overlap_score_credit);
         if credit > 1.0 {
-            return Err(invalid(format!("overlapScoreCredit must be at most 1, got {credit}")));
+            return Err(invalid(format!(
+                "overlapScoreCredit must be at most 1, got {credit}"
+            )));
         }
         let cost = CostConfig {
             block_size: options.block_size,
-            prefill_load_scale: weight.or(fraction("prefillLoadScale", options.prefill_load_scale)?).unwrap_or(defaults.prefill_load_scale),
+            prefill_load_scale: weight
+                .or(fraction("prefillLoadScale", options.prefill_load_scale)?)
+                .unwrap_or(defaults.prefill_load_scale),
             overlap_score_credit: if weight == Some(0.0) { 0.0 } else { credit },
-            overlap_score_credit_decay: fraction("overlapScoreCreditDecay", options.overlap_score_credit_decay)?.unwrap_or(defaults.overlap_score_credit_decay),
-            temperature: fraction("temperature", options.temperature)?.unwrap_or(defaults.temperature),
+            overlap_score_credit_decay: fraction(
+                "overlapScoreCreditDecay",
+                options.overlap_score_credit_decay,
+            )?
+            .unwrap_or(defaults.overlap_score_credit_decay),
+            temperature: fraction("temperature", options.temperature)?
+                .unwrap_or(defaults.temperature),
             assume_kv_reuse: options.assume_kv_reuse.unwrap_or(defaults.assume_kv_reuse),
-            active_decode_blocks_threshold: fraction("activeDecodeBlocksThreshold", options.active_decode_blocks_threshold)?,
-            active_prefill_tokens_threshold: options.active_prefill_tokens_threshold.map(|t| whole("activePrefillTokensThreshold", t)).transpose()?,
-            decode_active_request_weight: fraction("decodeActiveRequestWeight", options.decode_active_request_weight)?.unwrap_or(defaults.decode_active_request_weight),
+            active_decode_blocks_threshold: fraction(
+                "activeDecodeBlocksThreshold",
+                options.active_decode_blocks_threshold,
+            )?,
+            active_prefill_tokens_threshold: options
+                .active_prefill_tokens_threshold
+                .map(|t| whole("activePrefillTokensThreshold", t))
+                .transpose()?,
+            decode_active_request_weight: fraction(
+                "decodeActiveRequestWeight",
+                options.decode_active_request_weight,
+            )?
+            .unwrap_or(defaults.decode_active_request_weight),
         };
         let approx = if options.use_kv_events.unwrap_or(true) {
             None
         } else {
             let base = ApproxConfig::default();
-            let ratio = fraction("pruneTargetRatio", options.prune_target_ratio)?.unwrap_or(base.prune_target_ratio);
+            let ratio = fraction("pruneTargetRatio", options.prune_target_ratio)?
+                .unwrap_or(base.prune_target_ratio);
             if ratio > 1.0 {
-                return Err(invalid(format!("pruneTargetRatio must be at most 1, got {ratio}")));
+                return Err(invalid(format!(
+                    "pruneTargetRatio must be at most 1, got {ratio}"
+                )));
             }
             Some(ApproxConfig {
-                ttl_ms: fraction("ttlSecs", options.ttl_secs)?.map_or(base.ttl_ms, |s| (s * 1000.0) as u64),
-                max_tree_size: options.max_tree_size.map_or(base.max_tree_size, |n| n as usize),
+                ttl_ms: fraction("ttlSecs", options.ttl_secs)?
+                    .map_or(base.ttl_ms, |s| (s * 1000.0) as u64),
+                max_tree_size: options
+                    .max_tree_size
+                    .map_or(base.max_tree_size, |n| n as usize),
                 prune_target_ratio: ratio,
             })
         };
-        Ok(Self { inner: kv::KvRouter::new(cost, approx), block_size: options.block_size, lora_name: options.lora_name })
+        Ok(Self {
+            inner: kv::KvRouter::new(cost, approx),
+            block_size: options.block_size,
+            lora_name: options.lora_name,
+        })
     }
 
     /// Tokens per block the router hashes prompts with.
@@ -200,15 +241,28 @@ impl KvRouter {
     #[napi]
     pub fn apply_event_batch(&mut self, payload: &[u8]) -> napi::Result<KvEventReport> {
         let events = kv::decode_event_batch(payload).map_err(invalid)?;
-        let mut report = KvEventReport { publisher_id: None, sequence: None, applied: 0, unknown_parent: 0, other_tier: 0, gaps: Vec::new() };
+        let mut report = KvEventReport {
+            publisher_id: None,
+            sequence: None,
+            applied: 0,
+            unknown_parent: 0,
+            other_tier: 0,
+            gaps: Vec::new(),
+        };
         for event in events {
             if event.storage_tier != "device" {
                 report.other_tier += 1;
                 continue;
             }
-            let outcome = self.inner.apply_event(event.worker, event.event_id, &event.data);
+            let outcome = self
+                .inner
+                .apply_event(event.worker, event.event_id, &event.data);
             if let Some(missed) = outcome.missed {
-                report.gaps.push(KvEventGap { worker_id: BigInt::from(event.worker.worker_id), dp_rank: event.worker.dp_rank, missed: missed as f64 });
+                report.gaps.push(KvEventGap {
+                    worker_id: BigInt::from(event.worker.worker_id),
+                    dp_rank: event.worker.dp_rank,
+                    missed: missed as f64,
+                });
             }
             match outcome.outcome {
                 kv::ApplyOutcome::Applied => report.applied += 1,
@@ -222,10 +276,21 @@ impl KvRouter {
     /// replaces what the index held for the rank). Returns the events applied; throws
     /// `InvalidArg` naming what did not decode, or why the worker refused.
     #[napi]
-    pub fn apply_recovery(&mut self, worker_id: BigInt, dp_rank: u32, reply: String) -> napi::Result<u32> {
-        let worker = WorkerKey { worker_id: u64_of("workerId", &worker_id)?, dp_rank };
+    pub fn apply_recovery(
+        &mut self,
+        worker_id: BigInt,
+        dp_rank: u32,
+        reply: String,
+    ) -> napi::Result<u32> {
+        let worker = WorkerKey {
+            worker_id: u64_of("workerId", &worker_id)?,
+            dp_rank,
+        };
         let reply = kv::decode_recovery_reply(&reply).map_err(invalid)?;
-        self.inner.apply_recovery(worker, &reply).map(|n| n as u32).map_err(|why| invalid(format!("the worker refused: {why}")))
+        self.inner
+            .apply_recovery(worker, &reply)
+            .map(|n| n as u32)
+            .map_err(|why| invalid(format!("the worker refused: {why}")))
     }
 
     /// Applies an event-plane envelope of `kv_metrics` (an ActiveLoad). Returns the reporting worker.
@@ -240,7 +305,14 @@ impl KvRouter {
     /// Chooses a worker for a prompt and counts the request on it until `free`. Returns null
     /// when every candidate is past a busy threshold. `random` is a uniform draw in [0, 1).
     #[napi]
-    pub fn route(&mut self, request_id: String, token_ids: Uint32Array, candidates: Vec<KvCandidate>, random: f64, now_ms: f64) -> napi::Result<Option<KvDecision>> {
+    pub fn route(
+        &mut self,
+        request_id: String,
+        token_ids: Uint32Array,
+        candidates: Vec<KvCandidate>,
+        random: f64,
+        now_ms: f64,
+    ) -> napi::Result<Option<KvDecision>> {
         if candidates.is_empty() {
             return Err(invalid("route needs at least one candidate"));
         }
@@ -248,17 +320,36 @@ impl KvRouter {
             .iter()
             .map(|c| {
                 Ok(WorkerInfo {
-                    worker: WorkerKey { worker_id: u64_of("candidates[].workerId", &c.worker_id)?, dp_rank: c.dp_rank.unwrap_or(0) },
-                    total_blocks: c.total_blocks.map(|t| whole("candidates[].totalBlocks", t)).transpose()?,
+                    worker: WorkerKey {
+                        worker_id: u64_of("candidates[].workerId", &c.worker_id)?,
+                        dp_rank: c.dp_rank.unwrap_or(0),
+                    },
+                    total_blocks: c
+                        .total_blocks
+                        .map(|t| whole("candidates[].totalBlocks", t))
+                        .transpose()?,
                 })
             })
             .collect::<napi::Result<Vec<_>>>()?;
-        let scope = HashScope { lora_name: self.lora_name.as_deref(), salt: None };
+        let scope = HashScope {
+            lora_name: self.lora_name.as_deref(),
+            salt: None,
+        };
         let tokens = block_hashes(&token_ids, self.block_size as usize, &scope);
         let sequence = sequence_hashes(&tokens);
-        let request = RouteRequest { request_id: &request_id, tokens_hashes: &tokens, sequence_hashes: &sequence, isl_tokens: token_ids.len() as u64 };
+        let request = RouteRequest {
+            request_id: &request_id,
+            tokens_hashes: &tokens,
+            sequence_hashes: &sequence,
+            isl_tokens: token_ids.len() as u64,
+        };
         self.inner.free(&request_id);
-        match self.inner.route(&request, &workers, random.clamp(0.0, 1.0 - f64::EPSILON), whole("nowMs", now_ms.floor())?) {
+        match self.inner.route(
+            &request,
+            &workers,
+            random.clamp(0.0, 1.0 - f64::EPSILON),
+            whole("nowMs", now_ms.floor())?,
+        ) {
             Ok(d) => Ok(Some(KvDecision {
                 worker_id: BigInt::from(d.worker.worker_id),
                 dp_rank: d.worker.dp_rank,
@@ -294,7 +385,10 @@ impl KvRouter {
     /// Blocks a worker (rank) is known to cache.
     #[napi]
     pub fn worker_blocks(&self, worker_id: BigInt, dp_rank: Option<u32>) -> napi::Result<f64> {
-        Ok(self.inner.index().worker_blocks(WorkerKey { worker_id: u64_of("workerId", &worker_id)?, dp_rank: dp_rank.unwrap_or(0) }) as f64)
+        Ok(self.inner.index().worker_blocks(WorkerKey {
+            worker_id: u64_of("workerId", &worker_id)?,
+            dp_rank: dp_rank.unwrap_or(0),
+        }) as f64)
     }
 
     #[napi]
@@ -356,10 +450,21 @@ impl KvEventBatcher {
     fn push(&mut self, dp_rank: u32, data: KvEventData) {
         let id = self.last_event_id.entry(dp_rank).or_insert(0);
         *id += 1;
-        let worker = WorkerKey { worker_id: self.worker_id, dp_rank };
-        let event = WireEvent { worker, event_id: *id, storage_tier: "device".into(), data };
+        let worker = WorkerKey {
+            worker_id: self.worker_id,
+            dp_rank,
+        };
+        let event = WireEvent {
+            worker,
+            event_id: *id,
+            storage_tier: "device".into(),
+            data,
+        };
         let capacity = self.recovery_buffer;
-        self.local.entry(dp_rank).or_insert_with(|| LocalIndexer::new(worker, capacity)).record(&event);
+        self.local
+            .entry(dp_rank)
+            .or_insert_with(|| LocalIndexer::new(worker, capacity))
+            .record(&event);
         self.queue.push(event);
     }
 
@@ -370,30 +475,71 @@ impl KvEventBatcher {
         match self.local.get(&dp_rank) {
             Some(local) => local.query_json(&request),
             // Nothing published yet: an empty cache.
-            None => LocalIndexer::new(WorkerKey { worker_id: self.worker_id, dp_rank }, 1).query_json(&request),
+            None => LocalIndexer::new(
+                WorkerKey {
+                    worker_id: self.worker_id,
+                    dp_rank,
+                },
+                1,
+            )
+            .query_json(&request),
         }
     }
 
-    fn stored_blocks(&self, token_ids: &[u32], block_ids: &[u64], block_size: u32) -> napi::Result<Vec<StoredBlock>> {
+    fn stored_blocks(
+        &self,
+        token_ids: &[u32],
+        block_ids: &[u64],
+        block_size: u32,
+    ) -> napi::Result<Vec<StoredBlock>> {
         if block_size != self.block_size {
-            return Err(invalid(format!("blocks of {block_size} tokens do not match the model's kv_cache_block_size {}", self.block_size)));
+            return Err(invalid(format!(
+                "blocks of {block_size} tokens do not match the model's kv_cache_block_size {}",
+                self.block_size
+            )));
         }
         if token_ids.len() != block_ids.len() * block_size as usize {
-            return Err(invalid(format!("{} token ids do not fill {} blocks of {block_size}", token_ids.len(), block_ids.len())));
+            return Err(invalid(format!(
+                "{} token ids do not fill {} blocks of {block_size}",
+                token_ids.len(),
+                block_ids.len()
+            )));
         }
-        let scope = HashScope { lora_name: self.lora_name.as_deref(), salt: None };
+        let scope = HashScope {
+            lora_name: self.lora_name.as_deref(),
+            salt: None,
+        };
         let tokens = block_hashes(token_ids, block_size as usize, &scope);
-        Ok(block_ids.iter().zip(tokens).map(|(&block_hash, tokens_hash)| StoredBlock { block_hash, tokens_hash }).collect())
+        Ok(block_ids
+            .iter()
+            .zip(tokens)
+            .map(|(&block_hash, tokens_hash)| StoredBlock {
+                block_hash,
+                tokens_hash,
+            })
+            .collect())
     }
 
     /// Full blocks now cached: `blockIds` are the engine's ids for them (one per
     /// `blockSize` tokens of `tokenIds`), following the block `parentId` (null: a prompt's first).
     #[napi]
-    pub fn stored(&mut self, dp_rank: u32, token_ids: Uint32Array, block_ids: BigUint64Array, parent_id: Option<BigInt>) -> napi::Result<()> {
+    pub fn stored(
+        &mut self,
+        dp_rank: u32,
+        token_ids: Uint32Array,
+        block_ids: BigUint64Array,
+        parent_id: Option<BigInt>,
+    ) -> napi::Result<()> {
         let parent_hash = parent_id.map(|p| u64_of("parentId", &p)).transpose()?;
         let blocks = self.stored_blocks(&token_ids, &block_ids, self.block_size)?;
         if !blocks.is_empty() {
-            self.push(dp_rank, KvEventData::Stored { parent_hash, blocks });
+            self.push(
+                dp_rank,
+                KvEventData::Stored {
+                    parent_hash,
+                    blocks,
+                },
+            );
         }
         Ok(())
     }
@@ -402,7 +548,12 @@ impl KvEventBatcher {
     #[napi]
     pub fn removed(&mut self, dp_rank: u32, block_ids: BigUint64Array) {
         if !block_ids.is_empty() {
-            self.push(dp_rank, KvEventData::Removed { block_hashes: block_ids.to_vec() });
+            self.push(
+                dp_rank,
+                KvEventData::Removed {
+                    block_hashes: block_ids.to_vec(),
+                },
+            );
         }
     }
 
@@ -422,9 +573,15 @@ impl KvEventBatcher {
         let mut decoded = Vec::with_capacity(batch.events.len());
         for event in batch.events {
             decoded.push(match event {
-                VllmEvent::Stored { block_hashes, parent_hash, token_ids, block_size } => {
-                    KvEventData::Stored { parent_hash, blocks: self.stored_blocks(&token_ids, &block_hashes, block_size)? }
-                }
+                VllmEvent::Stored {
+                    block_hashes,
+                    parent_hash,
+                    token_ids,
+                    block_size,
+                } => KvEventData::Stored {
+                    parent_hash,
+                    blocks: self.stored_blocks(&token_ids, &block_hashes, block_size)?,
+                },
                 VllmEvent::Removed { block_hashes } => KvEventData::Removed { block_hashes },
                 VllmEvent::Cleared => KvEventData::Cleared,
             });
@@ -444,7 +601,12 @@ impl KvEventBatcher {
 
     /// The queue as one `kv-events` envelope of the publisher's `sequence` (null when empty).
     #[napi]
-    pub fn flush(&mut self, publisher_id: BigInt, sequence: BigInt, now_ms: f64) -> napi::Result<Option<Buffer>> {
+    pub fn flush(
+        &mut self,
+        publisher_id: BigInt,
+        sequence: BigInt,
+        now_ms: f64,
+    ) -> napi::Result<Option<Buffer>> {
         if self.queue.is_empty() {
             return Ok(None);
         }
@@ -472,7 +634,12 @@ pub struct ActiveLoadReport {
 
 /// Encodes `load` as a stock `kv_metrics` envelope.
 #[napi]
-pub fn encode_active_load(publisher_id: BigInt, sequence: BigInt, now_ms: f64, load: ActiveLoadReport) -> napi::Result<Buffer> {
+pub fn encode_active_load(
+    publisher_id: BigInt,
+    sequence: BigInt,
+    now_ms: f64,
+    load: ActiveLoadReport,
+) -> napi::Result<Buffer> {
     let opt = |name: &str, v: Option<f64>| v.map(|x| whole(name, x)).transpose();
     let payload = ActiveLoad {
         worker_id: u64_of("workerId", &load.worker_id)?,
@@ -482,6 +649,12 @@ pub fn encode_active_load(publisher_id: BigInt, sequence: BigInt, now_ms: f64, l
         kv_used_blocks: opt("kvUsedBlocks", load.kv_used_blocks)?,
     }
     .encode();
-    let envelope = Envelope { publisher_id: u64_of("publisherId", &publisher_id)?, sequence: u64_of("sequence", &sequence)?, published_at: whole("nowMs", now_ms.floor())?, topic: "kv_metrics".into(), payload };
+    let envelope = Envelope {
+        publisher_id: u64_of("publisherId", &publisher_id)?,
+        sequence: u64_of("sequence", &sequence)?,
+        published_at: whole("nowMs", now_ms.floor())?,
+        topic: "kv_metrics".into(),
+        payload,
+    };
     Ok(envelope.encode().into())
 }

@@ -43,7 +43,14 @@ fn to_js(parsed: ParsedText) -> ParsedDelta {
     ParsedDelta {
         reasoning: parsed.reasoning,
         content: parsed.content,
-        tool_calls: parsed.tool_calls.into_iter().map(|c| ParsedToolCall { name: c.name, arguments: c.arguments }).collect(),
+        tool_calls: parsed
+            .tool_calls
+            .into_iter()
+            .map(|c| ParsedToolCall {
+                name: c.name,
+                arguments: c.arguments,
+            })
+            .collect(),
     }
 }
 
@@ -58,7 +65,10 @@ impl OutputParser {
     /// Throws naming an unknown parser.
     #[napi(constructor)]
     pub fn new(options: OutputParserOptions) -> Result<Self> {
-        let forced = match (options.tool_choice_function, options.tool_choice_required.unwrap_or(false)) {
+        let forced = match (
+            options.tool_choice_function,
+            options.tool_choice_required.unwrap_or(false),
+        ) {
             (Some(name), _) => Some(ForcedChoice::Named(name)),
             (None, true) => Some(ForcedChoice::Required),
             (None, false) => None,
@@ -70,7 +80,9 @@ impl OutputParser {
             tools: options.tools,
             thinking_disabled: options.thinking_disabled.unwrap_or(false),
         };
-        Ok(Self { inner: Core::new(&options).map_err(js_error)? })
+        Ok(Self {
+            inner: Core::new(&options).map_err(js_error)?,
+        })
     }
 
     /// True when no parser applies to this request: its text can go out as it is.
@@ -94,8 +106,12 @@ impl OutputParser {
 
 /// Throws naming the parser when a card's `tool_call_parser` or `reasoning_parser` is unknown.
 #[napi]
-pub fn check_parser_names(tool_call_parser: Option<String>, reasoning_parser: Option<String>) -> Result<()> {
-    parsers::check_parser_names(tool_call_parser.as_deref(), reasoning_parser.as_deref()).map_err(js_error)
+pub fn check_parser_names(
+    tool_call_parser: Option<String>,
+    reasoning_parser: Option<String>,
+) -> Result<()> {
+    parsers::check_parser_names(tool_call_parser.as_deref(), reasoning_parser.as_deref())
+        .map_err(js_error)
 }
 
 /// The tool-call parsers frontends know.
@@ -121,5 +137,9 @@ pub struct ReasoningMarkers {
 /// The markers of the reasoning parser `name`, or null for a name frontends do not know.
 #[napi]
 pub fn reasoning_parser_markers(name: String) -> Option<ReasoningMarkers> {
-    parsers::reasoning::reasoning_format(&name).map(|f| ReasoningMarkers { start: f.start.into(), end: f.end.into(), forced: f.forced })
+    parsers::reasoning::reasoning_format(&name).map(|f| ReasoningMarkers {
+        start: f.start.into(),
+        end: f.end.into(),
+        forced: f.forced,
+    })
 }

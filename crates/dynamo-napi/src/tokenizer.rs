@@ -17,7 +17,9 @@ pub struct Tokenizer {
 }
 
 fn wrap(inner: Core) -> Tokenizer {
-    Tokenizer { inner: Arc::new(inner) }
+    Tokenizer {
+        inner: Arc::new(inner),
+    }
 }
 
 fn ids(v: Vec<u32>) -> Uint32Array {
@@ -31,10 +33,16 @@ fn id_lists(v: Vec<Vec<u32>>) -> Vec<Uint32Array> {
 /// Loads `tokenizer.json`, registering the special tokens of `tokenizer_config.json` when given.
 /// Rejects with an error naming the file that is missing or malformed.
 #[napi(ts_return_type = "Promise<Tokenizer>")]
-pub fn load_tokenizer(tokenizer_json: String, tokenizer_config_json: Option<String>) -> AsyncTask<Work<Core, Tokenizer>> {
+pub fn load_tokenizer(
+    tokenizer_json: String,
+    tokenizer_config_json: Option<String>,
+) -> AsyncTask<Work<Core, Tokenizer>> {
     AsyncTask::new(Work::new(
         move || {
-            let loaded = Core::from_files(&PathBuf::from(tokenizer_json), tokenizer_config_json.map(PathBuf::from).as_deref());
+            let loaded = Core::from_files(
+                &PathBuf::from(tokenizer_json),
+                tokenizer_config_json.map(PathBuf::from).as_deref(),
+            );
             crate::heap::release_freed();
             loaded
         },
@@ -60,34 +68,63 @@ pub fn load_gguf_tokenizer(path: String) -> AsyncTask<Work<Core, Tokenizer>> {
 impl Tokenizer {
     /// Token ids of `text` (special tokens are added only when `addSpecialTokens`), off the JS thread.
     #[napi(ts_return_type = "Promise<Uint32Array>")]
-    pub fn encode(&self, text: String, add_special_tokens: Option<bool>) -> AsyncTask<Work<Vec<u32>, Uint32Array>> {
+    pub fn encode(
+        &self,
+        text: String,
+        add_special_tokens: Option<bool>,
+    ) -> AsyncTask<Work<Vec<u32>, Uint32Array>> {
         let inner = self.inner.clone();
-        AsyncTask::new(Work::new(move || inner.encode(&text, add_special_tokens.unwrap_or(false)), ids))
+        AsyncTask::new(Work::new(
+            move || inner.encode(&text, add_special_tokens.unwrap_or(false)),
+            ids,
+        ))
     }
 
     /// Token ids of `text` on the calling thread; for short texts.
     #[napi]
-    pub fn encode_sync(&self, text: String, add_special_tokens: Option<bool>) -> napi::Result<Uint32Array> {
-        self.inner.encode(&text, add_special_tokens.unwrap_or(false)).map(Uint32Array::new).map_err(js_error)
+    pub fn encode_sync(
+        &self,
+        text: String,
+        add_special_tokens: Option<bool>,
+    ) -> napi::Result<Uint32Array> {
+        self.inner
+            .encode(&text, add_special_tokens.unwrap_or(false))
+            .map(Uint32Array::new)
+            .map_err(js_error)
     }
 
     /// Token ids of each text, encoded in parallel off the JS thread.
     #[napi(ts_return_type = "Promise<Uint32Array[]>")]
-    pub fn encode_batch(&self, texts: Vec<String>, add_special_tokens: Option<bool>) -> AsyncTask<Work<Vec<Vec<u32>>, Vec<Uint32Array>>> {
+    pub fn encode_batch(
+        &self,
+        texts: Vec<String>,
+        add_special_tokens: Option<bool>,
+    ) -> AsyncTask<Work<Vec<Vec<u32>>, Vec<Uint32Array>>> {
         let inner = self.inner.clone();
-        AsyncTask::new(Work::new(move || inner.encode_batch(texts, add_special_tokens.unwrap_or(false)), id_lists))
+        AsyncTask::new(Work::new(
+            move || inner.encode_batch(texts, add_special_tokens.unwrap_or(false)),
+            id_lists,
+        ))
     }
 
     /// The text of `ids`; special tokens are left out when `skipSpecialTokens`.
     #[napi]
     pub fn decode(&self, ids: &[u32], skip_special_tokens: Option<bool>) -> napi::Result<String> {
-        self.inner.decode(ids, skip_special_tokens.unwrap_or(false)).map_err(js_error)
+        self.inner
+            .decode(ids, skip_special_tokens.unwrap_or(false))
+            .map_err(js_error)
     }
 
     /// Each id decoded alone (one crossing for a chunk's log-probability tokens).
     #[napi]
-    pub fn decode_each(&self, ids: &[u32], skip_special_tokens: Option<bool>) -> napi::Result<Vec<String>> {
-        self.inner.decode_each(ids, skip_special_tokens.unwrap_or(false)).map_err(js_error)
+    pub fn decode_each(
+        &self,
+        ids: &[u32],
+        skip_special_tokens: Option<bool>,
+    ) -> napi::Result<Vec<String>> {
+        self.inner
+            .decode_each(ids, skip_special_tokens.unwrap_or(false))
+            .map_err(js_error)
     }
 
     /// Vocabulary size including added tokens.

@@ -7,7 +7,10 @@ use napi::{Env, Error, Status, Task};
 /// An llm-core error as a JS error: bad input and bad files are `InvalidArg`.
 pub fn js_error(e: LlmError) -> Error {
     let status = match e {
-        LlmError::Io { .. } | LlmError::BadFile { .. } | LlmError::InvalidArgument(_) | LlmError::Template(_) => Status::InvalidArg,
+        LlmError::Io { .. }
+        | LlmError::BadFile { .. }
+        | LlmError::InvalidArgument(_)
+        | LlmError::Template(_) => Status::InvalidArg,
         LlmError::Tokenizer(_) => Status::GenericFailure,
     };
     Error::new(status, e.to_string())
@@ -20,8 +23,14 @@ pub struct Work<T: Send + 'static, J> {
 }
 
 impl<T: Send + 'static, J> Work<T, J> {
-    pub fn new(job: impl FnOnce() -> Result<T, LlmError> + Send + 'static, to_js: fn(T) -> J) -> Self {
-        Self { job: Some(Box::new(job)), to_js }
+    pub fn new(
+        job: impl FnOnce() -> Result<T, LlmError> + Send + 'static,
+        to_js: fn(T) -> J,
+    ) -> Self {
+        Self {
+            job: Some(Box::new(job)),
+            to_js,
+        }
     }
 }
 
@@ -30,7 +39,10 @@ impl<T: Send + 'static, J: ToNapiValue + TypeName> Task for Work<T, J> {
     type JsValue = J;
 
     fn compute(&mut self) -> napi::Result<T> {
-        let job = self.job.take().ok_or_else(|| Error::from_reason("work already ran"))?;
+        let job = self
+            .job
+            .take()
+            .ok_or_else(|| Error::from_reason("work already ran"))?;
         job().map_err(js_error)
     }
 

@@ -25,12 +25,23 @@ pub fn hf_files(meta: &GgufMetadata, path: &Path) -> Result<HfFiles> {
     let bad = |message: String| LlmError::bad_file(path, message);
     let tokens = strings(meta, "tokenizer.ggml.tokens").map_err(bad)?;
     let id = |key: &str| token_id(meta, key, tokens.len()).map_err(bad);
-    let (bos, eos) = (id("tokenizer.ggml.bos_token_id")?, id("tokenizer.ggml.eos_token_id")?);
+    let (bos, eos) = (
+        id("tokenizer.ggml.bos_token_id")?,
+        id("tokenizer.ggml.eos_token_id")?,
+    );
     // llama.cpp ends generation at EOT as well as EOS (SmolLM2, Llama 3 chat).
     let eot = id("tokenizer.ggml.eot_token_id")?;
-    let (unk, pad) = (id("tokenizer.ggml.unknown_token_id")?, id("tokenizer.ggml.padding_token_id")?);
-    let arch = meta.architecture().ok_or_else(|| bad("general.architecture is missing".into()))?;
-    let arch_u64 = |key: &str| meta.get(&format!("{arch}.{key}")).and_then(GgufValue::as_u64);
+    let (unk, pad) = (
+        id("tokenizer.ggml.unknown_token_id")?,
+        id("tokenizer.ggml.padding_token_id")?,
+    );
+    let arch = meta
+        .architecture()
+        .ok_or_else(|| bad("general.architecture is missing".into()))?;
+    let arch_u64 = |key: &str| {
+        meta.get(&format!("{arch}.{key}"))
+            .and_then(GgufValue::as_u64)
+    };
     let text = |id: Option<usize>| id.map(|i| Json::String(tokens[i].clone()));
 
     let mut eos_ids: Vec<usize> = eos.into_iter().chain(eot).collect();
@@ -38,7 +49,10 @@ pub fn hf_files(meta: &GgufMetadata, path: &Path) -> Result<HfFiles> {
     let mut config = Map::new();
     // transformers' class names are the capitalized architecture for the common decoders
     // (LlamaForCausalLM, Qwen2ForCausalLM); a frontend only reads them as labels.
-    config.insert("architectures".into(), json!([format!("{}ForCausalLM", capitalized(arch))]));
+    config.insert(
+        "architectures".into(),
+        json!([format!("{}ForCausalLM", capitalized(arch))]),
+    );
     config.insert("model_type".into(), json!(arch));
     config.insert("vocab_size".into(), json!(tokens.len()));
     let sizes = [
@@ -70,10 +84,22 @@ pub fn hf_files(meta: &GgufMetadata, path: &Path) -> Result<HfFiles> {
     let mut tokenizer_config = Map::new();
     tokenizer_config.insert("tokenizer_class".into(), json!("PreTrainedTokenizerFast"));
     tokenizer_config.insert("clean_up_tokenization_spaces".into(), json!(false));
-    let default_add_bos = meta.get("tokenizer.ggml.model").and_then(GgufValue::as_str) == Some("llama");
-    tokenizer_config.insert("add_bos_token".into(), json!(flag(meta, "tokenizer.ggml.add_bos_token", default_add_bos)));
-    tokenizer_config.insert("add_eos_token".into(), json!(flag(meta, "tokenizer.ggml.add_eos_token", false)));
-    for (name, id) in [("bos_token", bos), ("eos_token", eos), ("unk_token", unk), ("pad_token", pad)] {
+    let default_add_bos =
+        meta.get("tokenizer.ggml.model").and_then(GgufValue::as_str) == Some("llama");
+    tokenizer_config.insert(
+        "add_bos_token".into(),
+        json!(flag(meta, "tokenizer.ggml.add_bos_token", default_add_bos)),
+    );
+    tokenizer_config.insert(
+        "add_eos_token".into(),
+        json!(flag(meta, "tokenizer.ggml.add_eos_token", false)),
+    );
+    for (name, id) in [
+        ("bos_token", bos),
+        ("eos_token", eos),
+        ("unk_token", unk),
+        ("pad_token", pad),
+    ] {
         if let Some(token) = text(id) {
             tokenizer_config.insert(name.into(), token);
         }
@@ -95,5 +121,8 @@ pub fn hf_files(meta: &GgufMetadata, path: &Path) -> Result<HfFiles> {
 
 fn capitalized(word: &str) -> String {
     let mut chars = word.chars();
-    chars.next().map(|c| c.to_uppercase().chain(chars).collect()).unwrap_or_default()
+    chars
+        .next()
+        .map(|c| c.to_uppercase().chain(chars).collect())
+        .unwrap_or_default()
 }

@@ -112,19 +112,23 @@ impl GgufMetadata {
 
     /// `<arch>.context_length`.
     pub fn context_length(&self) -> Option<u64> {
-        self.get(&format!("{}.context_length", self.architecture()?)).and_then(GgufValue::as_u64)
+        self.get(&format!("{}.context_length", self.architecture()?))
+            .and_then(GgufValue::as_u64)
     }
 
     pub fn chat_template(&self) -> Option<&str> {
-        self.get("tokenizer.chat_template").and_then(GgufValue::as_str)
+        self.get("tokenizer.chat_template")
+            .and_then(GgufValue::as_str)
     }
 
     pub fn bos_token_id(&self) -> Option<u64> {
-        self.get("tokenizer.ggml.bos_token_id").and_then(GgufValue::as_u64)
+        self.get("tokenizer.ggml.bos_token_id")
+            .and_then(GgufValue::as_u64)
     }
 
     pub fn eos_token_id(&self) -> Option<u64> {
-        self.get("tokenizer.ggml.eos_token_id").and_then(GgufValue::as_u64)
+        self.get("tokenizer.ggml.eos_token_id")
+            .and_then(GgufValue::as_u64)
     }
 
     /// A JSON summary; arrays longer than `max_array` (the vocabulary) are left out, with
@@ -163,7 +167,13 @@ const MAGIC: &[u8; 4] = b"GGUF";
 pub fn read_metadata(path: &Path) -> Result<GgufMetadata> {
     let file = File::open(path).map_err(|e| LlmError::io(path, e))?;
     let size = file.metadata().map_err(|e| LlmError::io(path, e))?.len();
-    let mut r = Reader { inner: BufReader::with_capacity(1 << 16, file), path, size, pos: 0, key: String::new() };
+    let mut r = Reader {
+        inner: BufReader::with_capacity(1 << 16, file),
+        path,
+        size,
+        pos: 0,
+        key: String::new(),
+    };
     r.header()
 }
 
@@ -182,16 +192,26 @@ impl Reader<'_> {
         if self.key.is_empty() {
             LlmError::bad_file(self.path, format!("not a valid GGUF file: {message}"))
         } else {
-            LlmError::bad_file(self.path, format!("not a valid GGUF file: metadata key '{}': {message}", self.key))
+            LlmError::bad_file(
+                self.path,
+                format!(
+                    "not a valid GGUF file: metadata key '{}': {message}",
+                    self.key
+                ),
+            )
         }
     }
 
     fn bytes<const N: usize>(&mut self) -> Result<[u8; N]> {
         let mut buf = [0u8; N];
-        self.inner.read_exact(&mut buf).map_err(|e| match e.kind() {
-            std::io::ErrorKind::UnexpectedEof => self.bad(format!("truncated at byte {} of {}", self.pos, self.size)),
-            _ => LlmError::io(self.path, e),
-        })?;
+        self.inner
+            .read_exact(&mut buf)
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::UnexpectedEof => {
+                    self.bad(format!("truncated at byte {} of {}", self.pos, self.size))
+                }
+                _ => LlmError::io(self.path, e),
+            })?;
         self.pos += N as u64;
         Ok(buf)
     }
@@ -209,7 +229,9 @@ impl Reader<'_> {
         let n = self.u64()?;
         let left = self.size.saturating_sub(self.pos);
         if n.saturating_mul(min_item_size) > left {
-            return Err(self.bad(format!("{what} {n} does not fit in the {left} bytes left (truncated or corrupt)")));
+            return Err(self.bad(format!(
+                "{what} {n} does not fit in the {left} bytes left (truncated or corrupt)"
+            )));
         }
         Ok(n as usize)
     }
@@ -217,22 +239,34 @@ impl Reader<'_> {
     fn string(&mut self) -> Result<String> {
         let len = self.count("string length", 1)?;
         let mut buf = vec![0u8; len];
-        self.inner.read_exact(&mut buf).map_err(|e| LlmError::io(self.path, e))?;
+        self.inner
+            .read_exact(&mut buf)
+            .map_err(|e| LlmError::io(self.path, e))?;
         self.pos += len as u64;
         String::from_utf8(buf).map_err(|_| self.bad("a string is not valid UTF-8"))
     }
 
     fn header(&mut self) -> Result<GgufMetadata> {
-        let magic: [u8; 4] = self.bytes().map_err(|_| self.bad(format!("file is {} bytes, too short for a header", self.size)))?;
+        let magic: [u8; 4] = self.bytes().map_err(|_| {
+            self.bad(format!(
+                "file is {} bytes, too short for a header",
+                self.size
+            ))
+        })?;
         if &magic != MAGIC {
-            return Err(self.bad(format!("bad magic {:?} (expected \"GGUF\")", String::from_utf8_lossy(&magic))));
+            return Err(self.bad(format!(
+                "bad magic {:?} (expected \"GGUF\")",
+                String::from_utf8_lossy(&magic)
+            )));
         }
         let version = self.u32()?;
         if version.swap_bytes() <= 3 && version > 3 {
             return Err(self.bad("big-endian GGUF files are not supported"));
         }
         if !(2..=3).contains(&version) {
-            return Err(self.bad(format!("unsupported version {version} (2 and 3 are supported)")));
+            return Err(self.bad(format!(
+                "unsupported version {version} (2 and 3 are supported)"
+            )));
         }
         let tensor_count = self.u64()?;
         let kv_count = self.count("metadata count", 12)?;
@@ -246,7 +280,11 @@ impl Reader<'_> {
             entries.push((key, value));
         }
         self.key.clear();
-        Ok(GgufMetadata { version, tensor_count, entries })
+        Ok(GgufMetadata {
+            version,
+            tensor_count,
+            entries,
+        })
     }
 
     fn value(&mut self, kind: u32) -> Result<GgufValue> {

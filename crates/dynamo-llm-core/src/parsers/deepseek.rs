@@ -20,10 +20,20 @@ pub(crate) fn deepseek_calls(block: &str) -> Option<Vec<ToolCall>> {
         let (_kind, body) = call.split_once(SEP)?;
         let (name, args) = body.split_once('\n').unwrap_or((body, ""));
         let args = args.trim();
-        let args = args.strip_prefix("```json").or_else(|| args.strip_prefix("```")).unwrap_or(args);
+        let args = args
+            .strip_prefix("```json")
+            .or_else(|| args.strip_prefix("```"))
+            .unwrap_or(args);
         let args = args.trim_end().strip_suffix("```").unwrap_or(args).trim();
-        let value: Value = if args.is_empty() { Value::Object(Default::default()) } else { serde_json::from_str(args).ok()? };
-        calls.push(ToolCall { name: name.trim().to_string(), arguments: value.to_string() });
+        let value: Value = if args.is_empty() {
+            Value::Object(Default::default())
+        } else {
+            serde_json::from_str(args).ok()?
+        };
+        calls.push(ToolCall {
+            name: name.trim().to_string(),
+            arguments: value.to_string(),
+        });
         rest = next;
     }
     (!calls.is_empty()).then_some(calls)
@@ -39,13 +49,33 @@ mod tests {
 
     #[test]
     fn reads_each_call_and_compacts_arguments() {
-        let block = format!("{CALLS_BEGIN}{}\n{}{CALLS_END}", call("a", "{\"x\": 1}"), call("b", "{}"));
+        let block = format!(
+            "{CALLS_BEGIN}{}\n{}{CALLS_END}",
+            call("a", "{\"x\": 1}"),
+            call("b", "{}")
+        );
         let calls = deepseek_calls(&block).unwrap();
-        assert_eq!(calls, vec![ToolCall { name: "a".into(), arguments: r#"{"x":1}"#.into() }, ToolCall { name: "b".into(), arguments: "{}".into() }]);
+        assert_eq!(
+            calls,
+            vec![
+                ToolCall {
+                    name: "a".into(),
+                    arguments: r#"{"x":1}"#.into()
+                },
+                ToolCall {
+                    name: "b".into(),
+                    arguments: "{}".into()
+                }
+            ]
+        );
     }
 
     #[test]
     fn malformed_arguments_fail_the_block() {
-        assert!(deepseek_calls(&format!("{CALLS_BEGIN}{}{CALLS_END}", call("a", "{\"x\": "))).is_none());
+        assert!(deepseek_calls(&format!(
+            "{CALLS_BEGIN}{}{CALLS_END}",
+            call("a", "{\"x\": ")
+        ))
+        .is_none());
     }
 }

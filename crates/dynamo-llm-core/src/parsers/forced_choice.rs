@@ -28,7 +28,12 @@ pub struct ForcedToolCall {
 
 impl ForcedToolCall {
     pub fn new(choice: ForcedChoice, format: Option<ToolFormat>, types: ParamTypes) -> Self {
-        Self { choice, format, types, held: String::new() }
+        Self {
+            choice,
+            format,
+            types,
+            held: String::new(),
+        }
     }
 
     /// Holds the piece: nothing is emitted before the end.
@@ -53,11 +58,25 @@ impl ForcedToolCall {
         let json = text.trim_start();
         let parsed = match &self.choice {
             ForcedChoice::Required => json_calls::leading_calls(json),
-            ForcedChoice::Named(name) => json_calls::leading_object(json).map(|(raw, end)| (vec![ToolCall { name: name.clone(), arguments: raw.to_string() }], end)),
+            ForcedChoice::Named(name) => json_calls::leading_object(json).map(|(raw, end)| {
+                (
+                    vec![ToolCall {
+                        name: name.clone(),
+                        arguments: raw.to_string(),
+                    }],
+                    end,
+                )
+            }),
         };
         match parsed {
-            Some((calls, end)) => ToolSplit { content: json[end..].to_string(), calls },
-            None => ToolSplit { content: text, calls: Vec::new() },
+            Some((calls, end)) => ToolSplit {
+                content: json[end..].to_string(),
+                calls,
+            },
+            None => ToolSplit {
+                content: text,
+                calls: Vec::new(),
+            },
         }
     }
 }
@@ -66,30 +85,66 @@ impl ForcedToolCall {
 mod tests {
     use super::*;
 
-    fn run(choice: ForcedChoice, format: Option<ToolFormat>, text: &str) -> (String, Vec<(String, String)>) {
+    fn run(
+        choice: ForcedChoice,
+        format: Option<ToolFormat>,
+        text: &str,
+    ) -> (String, Vec<(String, String)>) {
         let mut p = ForcedToolCall::new(choice, format, ParamTypes::default());
         assert_eq!(p.push(text), ToolSplit::default());
         let out = p.finish();
-        (out.content, out.calls.into_iter().map(|c| (c.name, c.arguments)).collect())
+        (
+            out.content,
+            out.calls
+                .into_iter()
+                .map(|c| (c.name, c.arguments))
+                .collect(),
+        )
     }
 
     #[test]
     fn required_reads_the_guided_json_array() {
         let text = "[{\"name\": \"f\", \"parameters\": {\"a\": 1}}]";
-        assert_eq!(run(ForcedChoice::Required, None, text), ("".into(), vec![("f".into(), "{\"a\": 1}".into())]));
-        assert_eq!(run(ForcedChoice::Required, None, "{\"a\": 1}"), ("{\"a\": 1}".into(), vec![]));
+        assert_eq!(
+            run(ForcedChoice::Required, None, text),
+            ("".into(), vec![("f".into(), "{\"a\": 1}".into())])
+        );
+        assert_eq!(
+            run(ForcedChoice::Required, None, "{\"a\": 1}"),
+            ("{\"a\": 1}".into(), vec![])
+        );
     }
 
     #[test]
     fn a_named_function_gets_the_object_as_its_arguments() {
-        assert_eq!(run(ForcedChoice::Named("f".into()), None, "\n{\"a\": 1} done"), (" done".into(), vec![("f".into(), "{\"a\": 1}".into())]));
-        assert_eq!(run(ForcedChoice::Named("f".into()), None, "[1, 2]"), ("[1, 2]".into(), vec![]));
+        assert_eq!(
+            run(ForcedChoice::Named("f".into()), None, "\n{\"a\": 1} done"),
+            (" done".into(), vec![("f".into(), "{\"a\": 1}".into())])
+        );
+        assert_eq!(
+            run(ForcedChoice::Named("f".into()), None, "[1, 2]"),
+            ("[1, 2]".into(), vec![])
+        );
     }
 
     #[test]
     fn the_models_own_format_comes_first() {
         let text = "<tool_call>\n{\"name\": \"g\", \"arguments\": {}}\n</tool_call>";
-        assert_eq!(run(ForcedChoice::Named("f".into()), Some(ToolFormat::Hermes), text), ("".into(), vec![("g".into(), "{}".into())]));
-        assert_eq!(run(ForcedChoice::Named("f".into()), Some(ToolFormat::Hermes), "{\"a\": 1}"), ("".into(), vec![("f".into(), "{\"a\": 1}".into())]));
+        assert_eq!(
+            run(
+                ForcedChoice::Named("f".into()),
+                Some(ToolFormat::Hermes),
+                text
+            ),
+            ("".into(), vec![("g".into(), "{}".into())])
+        );
+        assert_eq!(
+            run(
+                ForcedChoice::Named("f".into()),
+                Some(ToolFormat::Hermes),
+                "{\"a\": 1}"
+            ),
+            ("".into(), vec![("f".into(), "{\"a\": 1}".into())])
+        );
     }
 }

@@ -20,13 +20,22 @@ pub(crate) fn leading_calls(text: &str) -> Option<(Vec<ToolCall>, usize)> {
     let raw = values.next()?.ok()?.get();
     let end = values.byte_offset();
     // serde's untagged enums cannot hold borrowed raw values: look at the first byte instead.
-    let calls: Vec<Call> = if raw.starts_with('[') { serde_json::from_str(raw).ok()? } else { vec![serde_json::from_str(raw).ok()?] };
+    let calls: Vec<Call> = if raw.starts_with('[') {
+        serde_json::from_str(raw).ok()?
+    } else {
+        vec![serde_json::from_str(raw).ok()?]
+    };
     if calls.is_empty() {
         return None;
     }
     let calls = calls
         .into_iter()
-        .map(|c| ToolCall { name: c.name, arguments: c.arguments.map_or_else(|| "{}".to_string(), |raw| raw.get().to_string()) })
+        .map(|c| ToolCall {
+            name: c.name,
+            arguments: c
+                .arguments
+                .map_or_else(|| "{}".to_string(), |raw| raw.get().to_string()),
+        })
         .collect();
     Some((calls, end))
 }
@@ -52,7 +61,13 @@ mod tests {
     fn keeps_arguments_as_written() {
         let text = " {\"name\": \"f\", \"arguments\": {\"a\": 1,  \"b\": [2]}} tail";
         let (calls, end) = leading_calls(text).unwrap();
-        assert_eq!(calls, vec![ToolCall { name: "f".into(), arguments: "{\"a\": 1,  \"b\": [2]}".into() }]);
+        assert_eq!(
+            calls,
+            vec![ToolCall {
+                name: "f".into(),
+                arguments: "{\"a\": 1,  \"b\": [2]}".into()
+            }]
+        );
         assert_eq!(&text[end..], " tail");
     }
 
@@ -60,7 +75,13 @@ mod tests {
     fn reads_arrays_parameters_and_missing_arguments() {
         let calls = only_calls("[{\"name\":\"f\",\"parameters\":{}}, {\"name\":\"g\"}]").unwrap();
         assert_eq!(calls[0].arguments, "{}");
-        assert_eq!(calls[1], ToolCall { name: "g".into(), arguments: "{}".into() });
+        assert_eq!(
+            calls[1],
+            ToolCall {
+                name: "g".into(),
+                arguments: "{}".into()
+            }
+        );
     }
 
     #[test]

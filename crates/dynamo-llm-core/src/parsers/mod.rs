@@ -40,12 +40,18 @@ impl ParamTypes {
         let mut types = HashMap::new();
         for tool in tools.as_array().into_iter().flatten() {
             let function = &tool["function"];
-            let Some(name) = function["name"].as_str() else { continue };
+            let Some(name) = function["name"].as_str() else {
+                continue;
+            };
             let params = function["parameters"]["properties"]
                 .as_object()
                 .into_iter()
                 .flatten()
-                .filter_map(|(key, schema)| schema["type"].as_str().map(|t| (key.clone(), t.to_string())))
+                .filter_map(|(key, schema)| {
+                    schema["type"]
+                        .as_str()
+                        .map(|t| (key.clone(), t.to_string()))
+                })
                 .collect();
             types.insert(name.to_string(), params);
         }
@@ -105,12 +111,21 @@ pub fn reasoning_parser_names() -> &'static [&'static str] {
 }
 
 /// Fails naming the parser when `tool_call_parser` or `reasoning_parser` is not one we have.
-pub fn check_parser_names(tool_call_parser: Option<&str>, reasoning_parser: Option<&str>) -> Result<()> {
+pub fn check_parser_names(
+    tool_call_parser: Option<&str>,
+    reasoning_parser: Option<&str>,
+) -> Result<()> {
     if let Some(name) = tool_call_parser.filter(|n| tool_format(n).is_none()) {
-        return Err(LlmError::InvalidArgument(format!("unknown tool_call_parser {name:?}; known: {}", TOOL_CALL_PARSERS.join(", "))));
+        return Err(LlmError::InvalidArgument(format!(
+            "unknown tool_call_parser {name:?}; known: {}",
+            TOOL_CALL_PARSERS.join(", ")
+        )));
     }
     if let Some(name) = reasoning_parser.filter(|n| reasoning_format(n).is_none()) {
-        return Err(LlmError::InvalidArgument(format!("unknown reasoning_parser {name:?}; known: {}", REASONING_PARSERS.join(", "))));
+        return Err(LlmError::InvalidArgument(format!(
+            "unknown reasoning_parser {name:?}; known: {}",
+            REASONING_PARSERS.join(", ")
+        )));
     }
     Ok(())
 }
@@ -118,7 +133,10 @@ pub fn check_parser_names(tool_call_parser: Option<&str>, reasoning_parser: Opti
 impl OutputParser {
     /// Fails naming an unknown parser.
     pub fn new(options: &ParserOptions) -> Result<Self> {
-        check_parser_names(options.tool_call_parser.as_deref(), options.reasoning_parser.as_deref())?;
+        check_parser_names(
+            options.tool_call_parser.as_deref(),
+            options.reasoning_parser.as_deref(),
+        )?;
         let reasoning = options
             .reasoning_parser
             .as_deref()
@@ -127,8 +145,15 @@ impl OutputParser {
             .map(ReasoningParser::new);
         let format = options.tool_call_parser.as_deref().and_then(tool_format);
         let tools = match (&options.tools, format, &options.forced) {
-            (Some(tools), _, Some(forced)) => Some(Tools::Forced(ForcedToolCall::new(forced.clone(), format, ParamTypes::from_tools(tools)))),
-            (Some(tools), Some(format), None) => Some(Tools::Streamed(ToolCallParser::new(format, ParamTypes::from_tools(tools)))),
+            (Some(tools), _, Some(forced)) => Some(Tools::Forced(ForcedToolCall::new(
+                forced.clone(),
+                format,
+                ParamTypes::from_tools(tools),
+            ))),
+            (Some(tools), Some(format), None) => Some(Tools::Streamed(ToolCallParser::new(
+                format,
+                ParamTypes::from_tools(tools),
+            ))),
             _ => None,
         };
         Ok(Self { reasoning, tools })
@@ -164,7 +189,13 @@ impl OutputParser {
     }
 
     fn tools_after(&mut self, reasoning: String, content: &str, finish: bool) -> ParsedText {
-        let Some(tools) = &mut self.tools else { return ParsedText { reasoning, content: content.to_string(), tool_calls: Vec::new() } };
+        let Some(tools) = &mut self.tools else {
+            return ParsedText {
+                reasoning,
+                content: content.to_string(),
+                tool_calls: Vec::new(),
+            };
+        };
         let (mut split, tail) = match tools {
             Tools::Streamed(p) => (p.push(content), finish.then(|| p.finish())),
             Tools::Forced(p) => (p.push(content), finish.then(|| p.finish())),
@@ -173,7 +204,11 @@ impl OutputParser {
             split.content.push_str(&tail.content);
             split.calls.extend(tail.calls);
         }
-        ParsedText { reasoning, content: split.content, tool_calls: split.calls }
+        ParsedText {
+            reasoning,
+            content: split.content,
+            tool_calls: split.calls,
+        }
     }
 }
 
@@ -182,7 +217,13 @@ mod tests {
     use super::*;
 
     fn options(tool: Option<&str>, reasoning: Option<&str>) -> ParserOptions {
-        ParserOptions { tool_call_parser: tool.map(String::from), reasoning_parser: reasoning.map(String::from), tools: Some(serde_json::json!([])), thinking_disabled: false, forced: None }
+        ParserOptions {
+            tool_call_parser: tool.map(String::from),
+            reasoning_parser: reasoning.map(String::from),
+            tools: Some(serde_json::json!([])),
+            thinking_disabled: false,
+            forced: None,
+        }
     }
 
     #[test]
@@ -192,29 +233,55 @@ mod tests {
         let mut all = p.push(text);
         let tail = p.finish();
         all.content.push_str(&tail.content);
-        assert_eq!(all.reasoning, "\n<tool_call>{\"name\": \"no\"}</tool_call>\n");
+        assert_eq!(
+            all.reasoning,
+            "\n<tool_call>{\"name\": \"no\"}</tool_call>\n"
+        );
         assert_eq!(all.content, "\n\n");
-        assert_eq!(all.tool_calls, vec![ToolCall { name: "yes".into(), arguments: "{}".into() }]);
+        assert_eq!(
+            all.tool_calls,
+            vec![ToolCall {
+                name: "yes".into(),
+                arguments: "{}".into()
+            }]
+        );
     }
 
     #[test]
     fn no_tools_in_the_request_means_no_tool_parsing() {
-        let mut p = OutputParser::new(&ParserOptions { tools: None, ..options(Some("hermes"), None) }).unwrap();
+        let mut p = OutputParser::new(&ParserOptions {
+            tools: None,
+            ..options(Some("hermes"), None)
+        })
+        .unwrap();
         assert!(p.is_passthrough());
-        assert_eq!(p.push("<tool_call>{\"name\": \"f\"}</tool_call>").content, "<tool_call>{\"name\": \"f\"}</tool_call>");
+        assert_eq!(
+            p.push("<tool_call>{\"name\": \"f\"}</tool_call>").content,
+            "<tool_call>{\"name\": \"f\"}</tool_call>"
+        );
     }
 
     #[test]
     fn thinking_disabled_turns_off_forced_reasoning() {
-        let mut p = OutputParser::new(&ParserOptions { thinking_disabled: true, ..options(None, Some("deepseek_r1")) }).unwrap();
+        let mut p = OutputParser::new(&ParserOptions {
+            thinking_disabled: true,
+            ..options(None, Some("deepseek_r1"))
+        })
+        .unwrap();
         assert_eq!(p.push("<think>a</think>b").content, "<think>a</think>b");
-        let mut q = OutputParser::new(&ParserOptions { thinking_disabled: true, ..options(None, Some("qwen3")) }).unwrap();
+        let mut q = OutputParser::new(&ParserOptions {
+            thinking_disabled: true,
+            ..options(None, Some("qwen3"))
+        })
+        .unwrap();
         assert_eq!(q.push("<think>a</think>b").reasoning, "a");
     }
 
     #[test]
     fn unknown_names_are_errors() {
-        let err = OutputParser::new(&options(Some("nope"), None)).unwrap_err().to_string();
+        let err = OutputParser::new(&options(Some("nope"), None))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("unknown tool_call_parser \"nope\""), "{err}");
         assert!(OutputParser::new(&options(None, Some("nope"))).is_err());
     }

@@ -49,11 +49,17 @@ impl Parser<'_> {
 
     fn ident(&mut self) -> Option<String> {
         let start = self.at;
-        while let Some(c) = self.peek().filter(|c| c.is_alphanumeric() || *c == '_' || *c == '.') {
+        while let Some(c) = self
+            .peek()
+            .filter(|c| c.is_alphanumeric() || *c == '_' || *c == '.')
+        {
             self.at += c.len_utf8();
         }
         let name = &self.s[start..self.at];
-        name.chars().next().filter(|c| !c.is_ascii_digit()).map(|_| name.to_string())
+        name.chars()
+            .next()
+            .filter(|c| !c.is_ascii_digit())
+            .map(|_| name.to_string())
     }
 
     fn call(&mut self) -> Option<ToolCall> {
@@ -78,7 +84,10 @@ impl Parser<'_> {
                 break;
             }
         }
-        Some(ToolCall { name, arguments: Value::Object(args).to_string() })
+        Some(ToolCall {
+            name,
+            arguments: Value::Object(args).to_string(),
+        })
     }
 
     fn literal(&mut self) -> Option<Value> {
@@ -133,7 +142,10 @@ impl Parser<'_> {
     /// `True`, `False`, `None` or a number.
     fn scalar(&mut self) -> Option<Value> {
         let start = self.at;
-        while self.peek().is_some_and(|c| c.is_alphanumeric() || matches!(c, '.' | '-' | '+' | '_')) {
+        while self
+            .peek()
+            .is_some_and(|c| c.is_alphanumeric() || matches!(c, '.' | '-' | '+' | '_'))
+        {
             self.at += 1;
         }
         let word = &self.s[start..self.at];
@@ -141,11 +153,13 @@ impl Parser<'_> {
             "True" => Some(Value::Bool(true)),
             "False" => Some(Value::Bool(false)),
             "None" => Some(Value::Null),
-            _ => word
-                .parse::<i64>()
-                .ok()
-                .map(Value::from)
-                .or_else(|| word.parse::<f64>().ok().filter(|f| f.is_finite()).and_then(Number::from_f64).map(Value::Number)),
+            _ => word.parse::<i64>().ok().map(Value::from).or_else(|| {
+                word.parse::<f64>()
+                    .ok()
+                    .filter(|f| f.is_finite())
+                    .and_then(Number::from_f64)
+                    .map(Value::Number)
+            }),
         }
     }
 
@@ -186,8 +200,17 @@ mod tests {
     fn reads_calls_with_literal_arguments() {
         let text = "[get_weather(city=\"Paris\", days=3), get_time(zone='CET', exact=True, o={'a': None, \"b\": [1.5, -2]})] after";
         let (calls, end) = leading_calls(text).unwrap();
-        assert_eq!(calls[0], ToolCall { name: "get_weather".into(), arguments: r#"{"city":"Paris","days":3}"#.into() });
-        assert_eq!(calls[1].arguments, r#"{"zone":"CET","exact":true,"o":{"a":null,"b":[1.5,-2]}}"#);
+        assert_eq!(
+            calls[0],
+            ToolCall {
+                name: "get_weather".into(),
+                arguments: r#"{"city":"Paris","days":3}"#.into()
+            }
+        );
+        assert_eq!(
+            calls[1].arguments,
+            r#"{"zone":"CET","exact":true,"o":{"a":null,"b":[1.5,-2]}}"#
+        );
         assert_eq!(&text[end..], " after");
     }
 

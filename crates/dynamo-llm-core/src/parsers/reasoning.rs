@@ -13,19 +13,44 @@ pub struct ReasoningFormat {
 
 /// The reasoning format of a parser name, as stock Dynamo names them.
 pub fn reasoning_format(name: &str) -> Option<ReasoningFormat> {
-    let think = |forced| ReasoningFormat { start: "<think>", end: "</think>", forced };
+    let think = |forced| ReasoningFormat {
+        start: "<think>",
+        end: "</think>",
+        forced,
+    };
     Some(match name {
-        "basic" | "qwen3" | "qwen3_coder" | "glm45" | "step3" | "nemotron_deci" | "nemotron_nano" | "nemotron3" | "nemotron_v3" => think(false),
+        "basic" | "qwen3" | "qwen3_coder" | "glm45" | "step3" | "nemotron_deci"
+        | "nemotron_nano" | "nemotron3" | "nemotron_v3" => think(false),
         "deepseek_r1" | "minimax_append_think" => think(true),
-        "mistral" => ReasoningFormat { start: "[THINK]", end: "[/THINK]", forced: false },
-        "kimi" => ReasoningFormat { start: "◁think▷", end: "◁/think▷", forced: false },
+        "mistral" => ReasoningFormat {
+            start: "[THINK]",
+            end: "[/THINK]",
+            forced: false,
+        },
+        "kimi" => ReasoningFormat {
+            start: "◁think▷",
+            end: "◁/think▷",
+            forced: false,
+        },
         _ => return None,
     })
 }
 
 /// Names [`reasoning_format`] knows.
 pub const REASONING_PARSERS: &[&str] = &[
-    "basic", "deepseek_r1", "glm45", "kimi", "minimax_append_think", "mistral", "nemotron3", "nemotron_deci", "nemotron_nano", "nemotron_v3", "qwen3", "qwen3_coder", "step3",
+    "basic",
+    "deepseek_r1",
+    "glm45",
+    "kimi",
+    "minimax_append_think",
+    "mistral",
+    "nemotron3",
+    "nemotron_deci",
+    "nemotron_nano",
+    "nemotron_v3",
+    "qwen3",
+    "qwen3_coder",
+    "step3",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,8 +82,17 @@ pub struct ReasoningSplit {
 
 impl ReasoningParser {
     pub fn new(format: ReasoningFormat) -> Self {
-        let state = if format.forced { State::Reasoning } else { State::Before };
-        Self { format, state, pending: String::new(), at_start: true }
+        let state = if format.forced {
+            State::Reasoning
+        } else {
+            State::Before
+        };
+        Self {
+            format,
+            state,
+            pending: String::new(),
+            at_start: true,
+        }
     }
 
     /// Splits the next piece of output; a marker split across pieces is held back until whole.
@@ -74,7 +108,10 @@ impl ReasoningParser {
                     return out;
                 }
                 State::Before => {
-                    let hit = [start, end].iter().filter_map(|m| rest.find(m).map(|at| (at, *m))).min();
+                    let hit = [start, end]
+                        .iter()
+                        .filter_map(|m| rest.find(m).map(|at| (at, *m)))
+                        .min();
                     match hit {
                         Some((at, marker)) => {
                             out.content.push_str(&rest[..at]);
@@ -90,7 +127,10 @@ impl ReasoningParser {
                 State::Reasoning => {
                     if self.at_start && self.format.forced {
                         let trimmed = rest.trim_start_matches(char::is_whitespace);
-                        if trimmed.len() < start.len() && start.starts_with(trimmed) && !trimmed.is_empty() {
+                        if trimmed.len() < start.len()
+                            && start.starts_with(trimmed)
+                            && !trimmed.is_empty()
+                        {
                             self.pending = rest;
                             return out;
                         }
@@ -115,13 +155,23 @@ impl ReasoningParser {
     }
 
     /// Emits `rest` but for a tail that may become one of `markers`.
-    fn hold(&mut self, mut rest: String, markers: &[&str], mut out: ReasoningSplit, reasoning: bool) -> ReasoningSplit {
+    fn hold(
+        &mut self,
+        mut rest: String,
+        markers: &[&str],
+        mut out: ReasoningSplit,
+        reasoning: bool,
+    ) -> ReasoningSplit {
         let keep = partial_tail(&rest, markers);
         self.pending = rest.split_off(rest.len() - keep);
         if !rest.is_empty() {
             self.at_start = false;
         }
-        if reasoning { out.reasoning.push_str(&rest) } else { out.content.push_str(&rest) }
+        if reasoning {
+            out.reasoning.push_str(&rest)
+        } else {
+            out.content.push_str(&rest)
+        }
         out
     }
 
@@ -129,8 +179,14 @@ impl ReasoningParser {
     pub fn finish(&mut self) -> ReasoningSplit {
         let rest = std::mem::take(&mut self.pending);
         match self.state {
-            State::Reasoning => ReasoningSplit { reasoning: rest, content: String::new() },
-            _ => ReasoningSplit { reasoning: String::new(), content: rest },
+            State::Reasoning => ReasoningSplit {
+                reasoning: rest,
+                content: String::new(),
+            },
+            _ => ReasoningSplit {
+                reasoning: String::new(),
+                content: rest,
+            },
         }
     }
 }
@@ -157,23 +213,44 @@ mod tests {
         let whole = run("qwen3", &[text]);
         assert_eq!(whole, ("\nAdd.\n".into(), "\n\nIt is 4.".into()));
         let chars: Vec<String> = text.chars().map(String::from).collect();
-        assert_eq!(run("qwen3", &chars.iter().map(String::as_str).collect::<Vec<_>>()), whole);
+        assert_eq!(
+            run(
+                "qwen3",
+                &chars.iter().map(String::as_str).collect::<Vec<_>>()
+            ),
+            whole
+        );
     }
 
     #[test]
     fn a_stray_end_marker_is_dropped_when_not_forced() {
-        assert_eq!(run("basic", &["Adding.\n</th", "ink>\n\nIt is 4."]), ("".into(), "Adding.\n\n\nIt is 4.".into()));
+        assert_eq!(
+            run("basic", &["Adding.\n</th", "ink>\n\nIt is 4."]),
+            ("".into(), "Adding.\n\n\nIt is 4.".into())
+        );
     }
 
     #[test]
     fn forced_reasoning_needs_no_start_marker() {
-        assert_eq!(run("deepseek_r1", &["Adding.\n</think>\n\nIt is 4."]), ("Adding.\n".into(), "\n\nIt is 4.".into()));
-        assert_eq!(run("deepseek_r1", &["<th", "ink>\nA</think>B"]), ("\nA".into(), "B".into()));
-        assert_eq!(run("deepseek_r1", &["No end"]), ("No end".into(), "".into()));
+        assert_eq!(
+            run("deepseek_r1", &["Adding.\n</think>\n\nIt is 4."]),
+            ("Adding.\n".into(), "\n\nIt is 4.".into())
+        );
+        assert_eq!(
+            run("deepseek_r1", &["<th", "ink>\nA</think>B"]),
+            ("\nA".into(), "B".into())
+        );
+        assert_eq!(
+            run("deepseek_r1", &["No end"]),
+            ("No end".into(), "".into())
+        );
     }
 
     #[test]
     fn an_unfinished_block_is_all_reasoning() {
-        assert_eq!(run("qwen3", &["<think>\nStill <"]), ("\nStill <".into(), "".into()));
+        assert_eq!(
+            run("qwen3", &["<think>\nStill <"]),
+            ("\nStill <".into(), "".into())
+        );
     }
 }

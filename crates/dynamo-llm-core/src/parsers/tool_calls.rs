@@ -18,7 +18,14 @@ pub enum ToolFormat {
 }
 
 /// Names [`tool_format`] knows.
-pub const TOOL_CALL_PARSERS: &[&str] = &["deepseek_v3", "hermes", "llama3_json", "mistral", "pythonic", "qwen3_coder"];
+pub const TOOL_CALL_PARSERS: &[&str] = &[
+    "deepseek_v3",
+    "hermes",
+    "llama3_json",
+    "mistral",
+    "pythonic",
+    "qwen3_coder",
+];
 
 /// The format of a tool-call parser name, as stock Dynamo names them.
 pub fn tool_format(name: &str) -> Option<ToolFormat> {
@@ -55,19 +62,27 @@ impl ToolFormat {
     /// The calls in `held` (from a start marker on, its end marker included when it came), and
     /// the text after them that is content.
     fn parse<'a>(self, held: &'a str, types: &ParamTypes) -> Option<(Vec<ToolCall>, &'a str)> {
-        let after_start = |held: &'a str| self.starts().iter().find_map(|m| held.strip_prefix(m)).unwrap_or(held);
+        let after_start = |held: &'a str| {
+            self.starts()
+                .iter()
+                .find_map(|m| held.strip_prefix(m))
+                .unwrap_or(held)
+        };
         match self {
             Self::Hermes => {
                 let inner = after_start(held);
                 match inner.strip_suffix("</tool_call>") {
                     Some(body) => json_calls::only_calls(body).map(|calls| (calls, "")),
                     // Cut off before its end marker (e.g. by max_tokens): a complete JSON call still counts.
-                    None => json_calls::leading_calls(inner).map(|(calls, end)| (calls, &inner[end..])),
+                    None => {
+                        json_calls::leading_calls(inner).map(|(calls, end)| (calls, &inner[end..]))
+                    }
                 }
             }
             Self::Qwen3Coder => xml_calls::xml_calls(held, types).map(|calls| (calls, "")),
             Self::DeepseekV3 => deepseek::deepseek_calls(held).map(|calls| (calls, "")),
-            Self::Mistral => json_calls::leading_calls(after_start(held)).map(|(calls, end)| (calls, &after_start(held)[end..])),
+            Self::Mistral => json_calls::leading_calls(after_start(held))
+                .map(|(calls, end)| (calls, &after_start(held)[end..])),
             Self::Llama3Json => {
                 // `<|python_tag|>` is a marker; a bare `{` is part of the JSON.
                 let body = held.strip_prefix("<|python_tag|>").unwrap_or(held);
@@ -75,13 +90,17 @@ impl ToolFormat {
                 // Several calls are separated by `;`.
                 while let Some(next) = body[end..].trim_start().strip_prefix(';') {
                     let offset = body.len() - next.len();
-                    let Some((more, more_end)) = json_calls::leading_calls(next) else { break };
+                    let Some((more, more_end)) = json_calls::leading_calls(next) else {
+                        break;
+                    };
                     calls.extend(more);
                     end = offset + more_end;
                 }
                 Some((calls, &body[end..]))
             }
-            Self::Pythonic => pythonic::leading_calls(held).map(|(calls, end)| (calls, &held[end..])),
+            Self::Pythonic => {
+                pythonic::leading_calls(held).map(|(calls, end)| (calls, &held[end..]))
+            }
         }
     }
 }
@@ -105,7 +124,12 @@ pub struct ToolCallParser {
 
 impl ToolCallParser {
     pub fn new(format: ToolFormat, types: ParamTypes) -> Self {
-        Self { format, types, pending: String::new(), held: false }
+        Self {
+            format,
+            types,
+            pending: String::new(),
+            held: false,
+        }
     }
 
     /// Takes the next piece of content: returns the content that is certainly not a call, and
@@ -115,8 +139,12 @@ impl ToolCallParser {
         let mut out = ToolSplit::default();
         loop {
             if self.held {
-                let Some(end) = self.format.end() else { return out };
-                let Some(at) = self.pending.find(end) else { return out };
+                let Some(end) = self.format.end() else {
+                    return out;
+                };
+                let Some(at) = self.pending.find(end) else {
+                    return out;
+                };
                 let rest = self.pending.split_off(at + end.len());
                 let held = std::mem::replace(&mut self.pending, rest);
                 self.held = false;
@@ -147,11 +175,20 @@ impl ToolCallParser {
     pub fn finish(&mut self) -> ToolSplit {
         let pending = std::mem::take(&mut self.pending);
         if !std::mem::take(&mut self.held) {
-            return ToolSplit { content: pending, calls: Vec::new() };
+            return ToolSplit {
+                content: pending,
+                calls: Vec::new(),
+            };
         }
         match self.format.parse(&pending, &self.types) {
-            Some((calls, after)) => ToolSplit { content: after.to_string(), calls },
-            None => ToolSplit { content: pending, calls: Vec::new() },
+            Some((calls, after)) => ToolSplit {
+                content: after.to_string(),
+                calls,
+            },
+            None => ToolSplit {
+                content: pending,
+                calls: Vec::new(),
+            },
         }
     }
 }
@@ -164,13 +201,22 @@ mod tests {
         let mut p = ToolCallParser::new(tool_format(name).unwrap(), ParamTypes::default());
         let chars: Vec<char> = text.chars().collect();
         let mut out = ToolSplit::default();
-        let mut splits: Vec<ToolSplit> = chars.chunks(piece).map(|c| p.push(&c.iter().collect::<String>())).collect();
+        let mut splits: Vec<ToolSplit> = chars
+            .chunks(piece)
+            .map(|c| p.push(&c.iter().collect::<String>()))
+            .collect();
         splits.push(p.finish());
         for chunk in splits {
             out.content.push_str(&chunk.content);
             out.calls.extend(chunk.calls);
         }
-        (out.content, out.calls.into_iter().map(|c| (c.name, c.arguments)).collect())
+        (
+            out.content,
+            out.calls
+                .into_iter()
+                .map(|c| (c.name, c.arguments))
+                .collect(),
+        )
     }
 
     fn call(name: &str, args: &str) -> (String, String) {
@@ -181,7 +227,13 @@ mod tests {
     fn hermes_calls_between_text_in_any_pieces() {
         let text = "Let me check.\n<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": 1}}\n</tool_call>\n<tool_call>\n{\"name\": \"b\"}\n</tool_call> done";
         for piece in [1, 3, 1000] {
-            assert_eq!(run("hermes", text, piece), ("Let me check.\n\n done".into(), vec![call("a", "{\"x\": 1}"), call("b", "{}")]));
+            assert_eq!(
+                run("hermes", text, piece),
+                (
+                    "Let me check.\n\n done".into(),
+                    vec![call("a", "{\"x\": 1}"), call("b", "{}")]
+                )
+            );
         }
     }
 
@@ -189,20 +241,46 @@ mod tests {
     fn malformed_or_unfinished_calls_come_back_as_content() {
         let bad = "<tool_call>\n{\"name\": \"a\", \"arguments\": {\"x\": \n</tool_call>";
         assert_eq!(run("hermes", bad, 2), (bad.into(), vec![]));
-        assert_eq!(run("mistral", "[TOOL_CALLS][{\"name\": ", 2), ("[TOOL_CALLS][{\"name\": ".into(), vec![]));
-        assert_eq!(run("pythonic", "See [1] and [2]", 1), ("See [1] and [2]".into(), vec![]));
+        assert_eq!(
+            run("mistral", "[TOOL_CALLS][{\"name\": ", 2),
+            ("[TOOL_CALLS][{\"name\": ".into(), vec![])
+        );
+        assert_eq!(
+            run("pythonic", "See [1] and [2]", 1),
+            ("See [1] and [2]".into(), vec![])
+        );
     }
 
     #[test]
     fn a_call_cut_before_its_end_marker_still_counts() {
-        assert_eq!(run("hermes", "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}", 4), ("".into(), vec![call("a", "{}")]));
+        assert_eq!(
+            run(
+                "hermes",
+                "<tool_call>\n{\"name\": \"a\", \"arguments\": {}}",
+                4
+            ),
+            ("".into(), vec![call("a", "{}")])
+        );
     }
 
     #[test]
     fn formats_parsed_at_the_end() {
-        assert_eq!(run("mistral", "Calling.[TOOL_CALLS][{\"name\":\"t\",\"arguments\":{\"z\":\"CET\"}}]", 2), ("Calling.".into(), vec![call("t", "{\"z\":\"CET\"}")]));
+        assert_eq!(
+            run(
+                "mistral",
+                "Calling.[TOOL_CALLS][{\"name\":\"t\",\"arguments\":{\"z\":\"CET\"}}]",
+                2
+            ),
+            ("Calling.".into(), vec![call("t", "{\"z\":\"CET\"}")])
+        );
         assert_eq!(run("llama3_json", "<|python_tag|>{\"name\": \"a\", \"parameters\": {\"x\": 1}}; {\"name\": \"b\", \"parameters\": {}}", 3), ("".into(), vec![call("a", "{\"x\": 1}"), call("b", "{}")]));
-        assert_eq!(run("llama3_json", "{\"name\": \"a\", \"parameters\": {}}", 1), ("".into(), vec![call("a", "{}")]));
-        assert_eq!(run("pythonic", "[f(a=1), g()]", 2), ("".into(), vec![call("f", "{\"a\":1}"), call("g", "{}")]));
+        assert_eq!(
+            run("llama3_json", "{\"name\": \"a\", \"parameters\": {}}", 1),
+            ("".into(), vec![call("a", "{}")])
+        );
+        assert_eq!(
+            run("pythonic", "[f(a=1), g()]", 2),
+            ("".into(), vec![call("f", "{\"a\":1}"), call("g", "{}")])
+        );
     }
 }
