@@ -48,6 +48,12 @@ impl AddedTokens {
     }
 }
 
+/// Token ids of pre-tokenized pieces already encoded, by the piece's bytes.
+type PieceCache = HashMap<Box<[u8]>, Box<[u32]>>;
+
+/// Encodes a stretch of text between added tokens, appending its ids.
+type EncodeStretch<'a> = dyn FnMut(&[u8], &mut Vec<u32>) -> Result<()> + 'a;
+
 /// The ASCII fast path of one tokenizer.
 pub(crate) struct AsciiBpe {
     /// Added tokens that are matched before normalization, then those matched after it.
@@ -56,7 +62,7 @@ pub(crate) struct AsciiBpe {
     max_digits: usize,
     /// The byte-level alphabet: the character each byte stands for in the vocabulary.
     byte_chars: [char; 256],
-    cache: RwLock<HashMap<Box<[u8]>, Box<[u32]>>>,
+    cache: RwLock<PieceCache>,
 }
 
 impl AsciiBpe {
@@ -188,7 +194,7 @@ fn split_added(
     added: Option<&AddedTokens>,
     text: &[u8],
     ids: &mut Vec<u32>,
-    rest: &mut dyn FnMut(&[u8], &mut Vec<u32>) -> Result<()>,
+    rest: &mut EncodeStretch<'_>,
 ) -> Result<()> {
     let Some(added) = added else {
         return rest(text, ids);

@@ -153,11 +153,9 @@ impl PromptFormatter {
             .collect::<Result<_>>()?;
 
         let tool_choice_none = request.get("tool_choice").and_then(Json::as_str) == Some("none");
+        let tools_excluded = tool_choice_none && self.options.exclude_tools_when_tool_choice_none;
         let tools = match request.get("tools").and_then(Json::as_array) {
-            Some(tools)
-                if !tools.is_empty()
-                    && !(tool_choice_none && self.options.exclude_tools_when_tool_choice_none) =>
-            {
+            Some(tools) if !tools_excluded && !tools.is_empty() => {
                 Some(tools.iter().map(normalize_tool).collect::<Vec<_>>())
             }
             _ => None,

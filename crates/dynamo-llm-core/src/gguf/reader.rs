@@ -325,9 +325,9 @@ impl Reader<'_> {
 /// The fewest bytes one item of a type takes (a string's length prefix is 8).
 fn item_size(kind: u32) -> u64 {
     match kind {
-        0 | 1 | 7 => 1,
-        2 | 3 => 2,
-        4 | 5 | 6 => 4,
+        0 | 1 | 7 => 1, // u8, i8, bool
+        2 | 3 => 2,     // u16, i16
+        4..=6 => 4,     // u32, i32, f32
         _ => 8,
     }
 }
