@@ -33,7 +33,7 @@ export function inputsHash() {
     .sort();
   const blobs = git(['hash-object', '--stdin-paths'], `${files.join('\n')}\n`).trim().split('\n');
   const hash = createHash('sha256');
-  files.forEach((file, i) => hash.update(`${blobs[i]} ${file}\n`));
+  for (const [i, file] of files.entries()) hash.update(`${blobs[i]} ${file}\n`);
   return hash.digest('hex');
 }
 

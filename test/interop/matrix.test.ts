@@ -67,7 +67,10 @@ describe.skipIf('skip' in stock).each(MATRIX_SETUPS)('interop matrix, $name', (s
     await Promise.all(
       Object.values(frontends).map(async (fe) => {
         let listed: string[] = [];
-        await waitFor(`the ${fe.name} frontend to list ${wanted.join(', ')}`, async () => ((listed = await listedModels(fe.url)), wanted.every((m) => listed.includes(m))), 150_000).catch((err: Error) => {
+        await waitFor(`the ${fe.name} frontend to list ${wanted.join(', ')}`, async () => {
+          listed = await listedModels(fe.url);
+          return wanted.every((m) => listed.includes(m));
+        }, 150_000).catch((err: Error) => {
           throw new Error(`${err.message}; it lists ${listed.join(', ') || 'none (or did not answer GET /v1/models)'}`);
         });
         await waitFor(`the ${fe.name} frontend to see both workers of the mixed pool`, async () => (await healthInstances(fe.url, 'mixed')).length === 2, 60_000);
@@ -274,7 +277,10 @@ describe.skipIf('skip' in stock).each(MATRIX_SETUPS)('interop matrix, $name', (s
     expect(res.status).toBe(200);
     let signalled = false;
     const result = await readStream(res, (n) => {
-      if (n >= 10 && !signalled) (signalled = true), worker.child.kill('SIGTERM');
+      if (n >= 10 && !signalled) {
+        signalled = true;
+        worker.child.kill('SIGTERM');
+      }
     });
     expect(signalled).toBe(true);
     expect(result.error).toBeUndefined();

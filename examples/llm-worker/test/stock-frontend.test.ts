@@ -65,6 +65,7 @@ function expectedText(tokenIds: number[], maxTokens: number): string {
   return pre.tokenizer.decode(Uint32Array.from(ordinary.slice(0, maxTokens)), false);
 }
 
+// biome-ignore lint/suspicious/noExplicitAny: the assertions walk the chunks' JSON freely.
 async function sse(res: Response): Promise<Array<Record<string, any>>> {
   const text = await res.text();
   return text

@@ -186,7 +186,10 @@ async function overheadC1(url: string, deployment: Deployment, preprocessor: Pre
     };
     const payload = JSON.stringify(body);
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-    for (let i = 0; i < 20; i++) (await direct(), await streamChat(url, payload, agent));
+    for (let i = 0; i < 20; i++) {
+      await direct();
+      await streamChat(url, payload, agent);
+    }
     const via: number[] = [];
     const straight: number[] = [];
     for (let i = 0; i < c1Requests; i++) {

@@ -9,18 +9,9 @@
 export { startFrontend, type Frontend } from './start.js';
 export { FrontendSettingsSchema, type FrontendOptions, type FrontendSettings } from './options.js';
 export { frontendFlags, frontendHelp, frontendOptionsFromFlags, type FrontendFlagValues } from './flags.js';
-export {
-  ROUTER_MODES,
-  RoundRobinRouter,
-  RandomRouter,
-  DirectRouter,
-  routerFactory,
-  type Candidate,
-  type RouteRequest,
-  type Router,
-  type RouterFactory,
-  type RouterMode,
-} from './routing/router.js';
+export { ROUTER_MODES, type Candidate, type RouteRequest, type Router, type RouterFactory, type RouterMode } from './routing/router.js';
+export { RoundRobinRouter, RandomRouter, DirectRouter } from './routing/basic-routers.js';
+export { routerFactory } from './routing/router-factory.js';
 export { FrontendMetrics } from './metrics.js';
 export { HttpError, errorBody } from './http/errors.js';
 export { continuation, isMigratable } from './pipeline/migration.js';

@@ -9,7 +9,7 @@ import { CardFiles } from './models/card-files.js';
 import { ModelRegistry } from './models/registry.js';
 import { type FrontendOptions, FrontendSettingsSchema } from './options.js';
 import { KvRouterMetrics } from './routing/kv-metrics.js';
-import { routerFactory } from './routing/router.js';
+import { routerFactory } from './routing/router-factory.js';
 
 /** A running frontend. */
 export interface Frontend {

@@ -52,7 +52,10 @@ describe('request migration and cancellation (file + tcp)', () => {
     let victim: Child | undefined;
     const reading = readStream(
       res,
-      once(5, () => void servingWorker('migrate-1').then((w) => ((victim = w), w.kill()))),
+      once(5, () => void servingWorker('migrate-1').then((w) => {
+          victim = w;
+          w.kill();
+        })),
     );
     const result = await reading;
     expect(victim).toBeDefined();
@@ -68,7 +71,10 @@ describe('request migration and cancellation (file + tcp)', () => {
     let victim: Child | undefined;
     const result = await readStream(
       res,
-      once(5, () => void servingWorker('no-migrate-1').then((w) => ((victim = w), w.kill()))),
+      once(5, () => void servingWorker('no-migrate-1').then((w) => {
+          victim = w;
+          w.kill();
+        })),
     );
     expect(result.done).toBe(true);
     expect(result.finishes).toEqual([]);

@@ -40,6 +40,7 @@ describe('request options through dynamo-frontend', () => {
     expect(res.status, await res.clone().text()).toBe(200);
     await res.text();
     const line = await waitFor('the engine to print the request', () => worker.lines.slice(seen).find((l) => l.startsWith('REQUEST ')));
+    // biome-ignore lint/suspicious/noExplicitAny: the assertions walk the request's JSON freely.
     return JSON.parse(line.slice('REQUEST '.length)) as Record<string, any>;
   };
 

@@ -31,7 +31,7 @@ import {
   TokenBias,
 } from 'node-llama-cpp';
 
-import { defaultThreads, GPU_CHOICES, llamaCppFlags, llamaCppHelp } from './flags.js';
+import { defaultThreads, type GPU_CHOICES, llamaCppFlags, llamaCppHelp } from './flags.js';
 import { guidedGrammar } from './gbnf/guided.js';
 import { resolveGguf } from './gguf-path.js';
 import { EngineMetrics } from './metrics.js';

@@ -8,7 +8,9 @@ import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '../s
 import { qwen3ModelDir } from './helpers/qwen3.js';
 
 const dirs: string[] = [];
-afterAll(() => dirs.forEach((d) => rmSync(d, { recursive: true, force: true })));
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
 const modelDir = () => {
   const dir = qwen3ModelDir();
   dirs.push(dir);

@@ -43,7 +43,7 @@ import { tickBatchedWriter } from '../src/request-plane/socket-helpers.js';
 import { type NatsTestServer, startNatsServer } from '../test/harness/nats.js';
 
 // The bench re-runs itself from a bundle in bench/.build (see main), which passes its real directory.
-const here = process.env['BENCH_HERE'] ?? dirname(fileURLToPath(import.meta.url));
+const here = process.env.BENCH_HERE ?? dirname(fileURLToPath(import.meta.url));
 const packageRoot = join(here, '..');
 
 function intEnv(name: string, fallback: number): number {
@@ -60,11 +60,11 @@ const WARMUP = intEnv('BENCH_WARMUP', 2_000);
 const CONCURRENCY = intEnv('BENCH_CONCURRENCY', 64);
 const SOAK = Math.max(intEnv('BENCH_SOAK', 100_000), WARMUP + REQUESTS);
 const IDLE_SETTLE_MS = intEnv('BENCH_IDLE_SETTLE_S', 60) * 1000;
-const PLANES = (process.env['BENCH_PLANES'] ?? 'tcp,nats').split(',').map((p) => p.trim()).filter(Boolean) as Array<'tcp' | 'nats'>;
-const RUNNER_WANTED = process.env['BENCH_RUNNER'] === 'tsx' ? 'tsx' : 'node';
-const FLOOR = process.env['BENCH_FLOOR'] !== '0';
+const PLANES = (process.env.BENCH_PLANES ?? 'tcp,nats').split(',').map((p) => p.trim()).filter(Boolean) as Array<'tcp' | 'nats'>;
+const RUNNER_WANTED = process.env.BENCH_RUNNER === 'tsx' ? 'tsx' : 'node';
+const FLOOR = process.env.BENCH_FLOOR !== '0';
 // Extra node flags for the child processes, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`.
-const CHILD_FLAGS = (process.env['BENCH_CHILD_FLAGS'] ?? '').split(' ').filter(Boolean);
+const CHILD_FLAGS = (process.env.BENCH_CHILD_FLAGS ?? '').split(' ').filter(Boolean);
 
 const TARGETS = {
   streamItemsPerSec: 250_000, // one tcp stream
@@ -135,7 +135,7 @@ class Child {
     });
     proc.stdout?.on('data', () => {});
     proc.on('message', (message: Record<string, unknown>) => {
-      const list = this.#waiters.get(String(message['type']));
+      const list = this.#waiters.get(String(message.type));
       list?.shift()?.(message);
     });
     this.exited = new Promise((resolve) => proc.once('exit', (code) => resolve(code)));
@@ -454,8 +454,8 @@ async function runFloor(runner: Runner, nats: NatsTestServer | undefined): Promi
 }
 
 async function floorPhases(ready: Record<string, unknown>): Promise<FloorResults> {
-  const echoPort = Number(ready['echoPort']);
-  const streamPort = Number(ready['streamPort']);
+  const echoPort = Number(ready.echoPort);
+  const streamPort = Number(ready.streamPort);
   progress('floor: pipelined echo');
   await floorEchoPipelined(echoPort, WARMUP);
   const pipelined = await floorEchoPipelined(echoPort, REQUESTS);
@@ -756,7 +756,7 @@ function report(env: string[], floor: FloorResults | undefined, planes: PlaneRes
  * closure). Returns the exit code, or undefined when the bench should go on in this process.
  */
 async function rerunBundled(): Promise<number | undefined> {
-  if (RUNNER_WANTED !== 'node' || process.env['BENCH_BUNDLED'] === '1') return undefined;
+  if (RUNNER_WANTED !== 'node' || process.env.BENCH_BUNDLED === '1') return undefined;
   let self: string;
   try {
     self = await bundle('request-plane.bench');
@@ -775,7 +775,7 @@ async function main(): Promise<void> {
   const env = [
     `node ${process.version} (${platform()} ${arch()}, kernel ${release()}), ${cpu.length} cores (${cpu[0]?.model.trim() ?? '?'}), ${(totalmem() / 2 ** 30).toFixed(1)} GiB RAM`,
     `worker: separate process, file discovery in a temp dir, DYN_LOG=error; ${note}`,
-    `caller: this process (${process.env['BENCH_BUNDLED'] === '1' ? 'plain node on an esbuild bundle of the bench + src' : 'tsx'}); warm-up ${fmtInt(WARMUP)} requests / 50k items before each measurement`,
+    `caller: this process (${process.env.BENCH_BUNDLED === '1' ? 'plain node on an esbuild bundle of the bench + src' : 'tsx'}); warm-up ${fmtInt(WARMUP)} requests / 50k items before each measurement`,
   ];
   console.log(`request-plane bench: ${env[0]}`);
   const skipped: string[] = [];

@@ -109,7 +109,7 @@ async function floor(): Promise<() => Promise<void>> {
   const [echoPort, streamPort] = await Promise.all([listen(echo), listen(stream)]);
   // The NATS floor: a plain nats.js responder answering every request with an empty payload,
   // which is all a Dynamo worker sends back over NATS (the ack).
-  const natsServer = process.env['NATS_SERVER'];
+  const natsServer = process.env.NATS_SERVER;
   const nc = natsServer ? await (await import('@nats-io/transport-node')).connect({ servers: natsServer, noAsyncTraces: true }) : undefined;
   nc?.subscribe('bench.floor.echo', {
     callback: (err, msg) => {

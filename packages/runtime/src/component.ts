@@ -6,14 +6,39 @@ import { EndpointIngress } from './endpoint/ingress.js';
 import { InvalidArgument } from './errors.js';
 import type { EndpointLabels } from './metrics.js';
 import { type EndpointPath, validateName } from './names.js';
-import type { DistributedRuntime } from './runtime.js';
+import type { RuntimeConfig } from './config.js';
+import type { Discovery } from './discovery/discovery.js';
+import type { ClientPlanes } from './endpoint/client.js';
+import type { Log } from './logger.js';
+import type { RuntimeMetrics } from './metrics.js';
+import type { RequestPlaneServer } from './request-plane/request-plane.js';
+import type { SystemStatusServer } from './system-status.js';
+
+/**
+ * What namespaces, components and endpoints use of the runtime that made them. `DistributedRuntime`
+ * implements it; naming it here keeps this file from importing the runtime that imports it.
+ */
+export interface RuntimeHost extends ClientPlanes {
+  readonly config: RuntimeConfig;
+  readonly discovery: Discovery;
+  readonly metrics: RuntimeMetrics;
+  readonly instanceId: bigint;
+  readonly systemStatus: SystemStatusServer | undefined;
+  readonly isShuttingDown: boolean;
+  log(component: string): Log;
+  requestServer(): Promise<RequestPlaneServer>;
+  /** Tracks a served endpoint so shutdown can drain it. */
+  trackServed(endpoint: Endpoint, served: boolean): void;
+  /** Runs `hook` during shutdown, after endpoints are drained. */
+  onShutdown(hook: () => Promise<void> | void): void;
+}
 
 /** A namespace of a deployment: `runtime.namespace('dynamo')`. */
 export class Namespace {
-  readonly runtime: DistributedRuntime;
+  readonly runtime: RuntimeHost;
   readonly name: string;
 
-  constructor(runtime: DistributedRuntime, name: string) {
+  constructor(runtime: RuntimeHost, name: string) {
     this.runtime = runtime;
     this.name = validateName('namespace', name);
   }
@@ -108,7 +133,7 @@ export class Endpoint {
     return { namespace: this.component.namespace.name, component: this.component.name, endpoint: this.name };
   }
 
-  get #runtime(): DistributedRuntime {
+  get #runtime(): RuntimeHost {
     return this.component.namespace.runtime;
   }
 

@@ -16,7 +16,7 @@
 
 export { dynamoWorker, runtimeOverridesFromArgv, type WorkerOptions } from './worker.js';
 export { DistributedRuntime, type RuntimeOptions } from './runtime.js';
-export { Namespace, Component, Endpoint, type ServeOptions, type ServedEndpoint } from './component.js';
+export { Namespace, Component, Endpoint, type RuntimeHost, type ServeOptions, type ServedEndpoint } from './component.js';
 export { Client, type CallOptions } from './endpoint/client.js';
 export type { EndpointHandler } from './endpoint/handler.js';
 export { HealthCanary, type HealthCheck, type CanaryTiming } from './endpoint/canary.js';

@@ -22,7 +22,7 @@ export async function* mergeStreams<T>(sources: ReadonlyArray<AsyncIterable<T>>)
         (error: unknown) => ({ at, error }),
       ),
     );
-  iterators.forEach((_, at) => pull(at));
+  for (let at = 0; at < iterators.length; at++) pull(at);
   try {
     while (pending.size > 0) {
       const { at, result, error } = await Promise.race(pending.values());

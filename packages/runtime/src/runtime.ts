@@ -5,7 +5,7 @@ import { EtcdKvStore } from './discovery/etcd.js';
 import { FileKvStore } from './discovery/file.js';
 import type { KvStore } from './discovery/kv-store.js';
 import { type MemKvSpace, MemKvStore } from './discovery/mem.js';
-import { Namespace } from './component.js';
+import { type Endpoint, Namespace, type RuntimeHost } from './component.js';
 import { createLogging, type Log, type Logging } from './logger.js';
 import { RuntimeMetrics } from './metrics.js';
 import { parseEndpointPath } from './names.js';
@@ -19,7 +19,6 @@ import { TcpRequestPlaneClient } from './request-plane/tcp-client.js';
 import { TcpRequestPlaneServer } from './request-plane/tcp-server.js';
 import { ResponseStreamServer } from './response-plane/stream-server.js';
 import { SystemStatusServer } from './system-status.js';
-import type { Endpoint } from './component.js';
 
 /** How to build a {@link DistributedRuntime}; everything defaults to the environment. */
 export interface RuntimeOptions {
@@ -40,7 +39,7 @@ export interface RuntimeOptions {
  * planes, metrics and status server. A process has one instance id, shared by all the endpoints it
  * serves. Planes start lazily: a pure client never opens a request-plane server.
  */
-export class DistributedRuntime {
+export class DistributedRuntime implements RuntimeHost {
   readonly config: RuntimeConfig;
   readonly logging: Logging;
   readonly discovery: Discovery;

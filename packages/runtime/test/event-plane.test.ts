@@ -73,7 +73,11 @@ describe('ZMQ event plane (the default)', () => {
         return got.length > 0;
       });
       const sequences: bigint[] = [];
-      for (let i = 0; i < 50; i++) publisher.publish((_id, seq) => (sequences.push(seq), Buffer.from(`m${i}`)));
+      for (let i = 0; i < 50; i++) 
+        publisher.publish((_id, seq) => {
+          sequences.push(seq);
+          return Buffer.from(`m${i}`);
+        });
       await waitFor('50 envelopes', () => got.filter((m) => m !== 'warmup').length >= 50);
       expect(got.filter((m) => m !== 'warmup')).toEqual(Array.from({ length: 50 }, (_, i) => `m${i}`));
       expect(sequences[1]! - sequences[0]!).toBe(1n);

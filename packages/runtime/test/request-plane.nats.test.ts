@@ -113,8 +113,14 @@ describe('NATS request plane', () => {
   it('gives two instances of one endpoint distinct subjects, and a caller can target each', async () => {
     const secondNc = await open({ server: server.url });
     const got = { a: 0, b: 0 };
-    const a = await worker().serve('ns', 'comp', 'generate', 0xan, () => ((got.a += 1), ''));
-    const b = await worker(secondNc).serve('ns', 'comp', 'generate', 0xbn, () => ((got.b += 1), ''));
+    const a = await worker().serve('ns', 'comp', 'generate', 0xan, () => {
+      got.a += 1;
+      return '';
+    });
+    const b = await worker(secondNc).serve('ns', 'comp', 'generate', 0xbn, () => {
+      got.b += 1;
+      return '';
+    });
     expect(a).toEqual({ nats_tcp: 'ns_comp.generate-a' });
     expect(b).toEqual({ nats_tcp: natsEndpointSubject('ns', 'comp', 'generate', 0xbn) });
     expect(a).not.toEqual(b);
@@ -226,7 +232,7 @@ describe('NATS request plane', () => {
         ),
       ),
     );
-    outcomes.forEach((outcome, i) => expect(outcome).toBe(i % 2 === 0 ? 'ok' : `odd ${i % 256}`));
+    for (const [i, outcome] of outcomes.entries()) expect(outcome).toBe(i % 2 === 0 ? 'ok' : `odd ${i % 256}`);
   });
 
   it("rejects an envelope over the server's max_payload with a clear error", async () => {
@@ -251,7 +257,7 @@ describe('NATS request plane', () => {
 
     const ping = (await callerNc.request('$SRV.PING.dyn_backend', undefined, { timeout: 2_000 })).json<Record<string, unknown>>();
     expect(ping).toMatchObject({ type: 'io.nats.micro.v1.ping_response', name: 'dyn_backend' });
-    const info = (await callerNc.request(`$SRV.INFO.dyn_backend.${String(ping['id'])}`, undefined, { timeout: 2_000 })).json<{
+    const info = (await callerNc.request(`$SRV.INFO.dyn_backend.${String(ping.id)}`, undefined, { timeout: 2_000 })).json<{
       endpoints: unknown[];
     }>();
     expect(info.endpoints).toEqual([{ name: 'generate-abc', subject: 'dyn_backend.generate-abc', queue_group: 'dyn_backend', metadata: {} }]);
@@ -380,7 +386,10 @@ describe('NATS connection', () => {
     const callerNc = await open(auth, callerCapture.log);
     let accepted = 0;
     const plane = new NatsRequestPlaneServer(workerNc, { log: workerCapture.log });
-    const transport = await plane.serve('ns', 'comp', 'generate', 0x1234n, () => ((accepted += 1), ''));
+    const transport = await plane.serve('ns', 'comp', 'generate', 0x1234n, () => {
+      accepted += 1;
+      return '';
+    });
     const client = new NatsRequestPlaneClient(callerNc, { requestTimeoutMs: 1_000 });
     await client.send(transport, new Uint8Array(24), {});
 

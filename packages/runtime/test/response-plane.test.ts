@@ -35,7 +35,7 @@ async function rawWorker(info: ConnectionInfo): Promise<{ socket: Socket; frames
   await new Promise((r) => socket.once('connect', r));
   const frames: string[] = [];
   const decoder = new TwoPartDecoder();
-  socket.on('data', (c: Buffer) => decoder.push(c, (f) => frames.push(f.header.toString() + '|' + f.body.toString())));
+  socket.on('data', (c: Buffer) => decoder.push(c, (f) => frames.push(`${f.header.toString()}|${f.body.toString()}`)));
   socket.on('error', () => {});
   const closed = new Promise<void>((r) => socket.once('close', () => r()));
   return { socket, frames, closed };

@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Context, DistributedRuntime, loadRuntimeConfig, MemKvSpace, parseTraceparent, traceHeaders, type TraceContext } from '../src/index.js';
+import { type Context, DistributedRuntime, loadRuntimeConfig, MemKvSpace, parseTraceparent, traceHeaders, type TraceContext } from '../src/index.js';
 import { type NatsTestServer, startNatsServer } from './harness/nats.js';
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
@@ -35,7 +35,7 @@ describe('parseTraceparent', () => {
   it('continues a trace with a new span id, the same flags and the tracestate', () => {
     const trace: TraceContext = { traceId: TRACE_ID, parentId: CALLER_SPAN, flags: 1, tracestate: 'a=1' };
     const headers = traceHeaders(trace);
-    const next = parseTraceparent(headers['traceparent'], headers['tracestate'])!;
+    const next = parseTraceparent(headers.traceparent, headers.tracestate)!;
     expect(next.traceId).toBe(TRACE_ID);
     expect(next.parentId).toMatch(/^[0-9a-f]{16}$/);
     expect(next.parentId).not.toBe(CALLER_SPAN);
@@ -65,13 +65,13 @@ describe.each(['tcp', 'nats'] as const)('trace propagation through the %s reques
     try {
       const seen: Record<string, TraceContext | undefined> = {};
       await back.endpoint('trace.back.generate').serveEndpoint(async function* (_request: unknown, context: Context) {
-        seen['back'] = context.trace;
+        seen.back = context.trace;
         yield { hop: 'back' };
       });
       const toBack = await middle.endpoint('trace.back.generate').client();
       await toBack.waitForInstances({ timeoutMs: 5000 });
       await middle.endpoint('trace.middle.generate').serveEndpoint(async function* (_request: unknown, context: Context) {
-        seen['middle'] = context.trace;
+        seen.middle = context.trace;
         // Forwarding with its own context continues the trace downstream.
         for await (const item of toBack.generate({}, { context })) yield item;
       });
@@ -83,11 +83,11 @@ describe.each(['tcp', 'nats'] as const)('trace propagation through the %s reques
       for await (const item of client.generate({}, { headers })) items.push(item);
 
       expect(items).toEqual([{ hop: 'back' }]);
-      expect(seen['middle']).toEqual({ traceId: TRACE_ID, parentId: CALLER_SPAN, flags: 1, tracestate: 'vendor=x' });
-      expect(seen['back']?.traceId).toBe(TRACE_ID);
-      expect(seen['back']?.parentId).toMatch(/^[0-9a-f]{16}$/);
-      expect(seen['back']?.parentId).not.toBe(CALLER_SPAN);
-      expect(seen['back']?.tracestate).toBe('vendor=x');
+      expect(seen.middle).toEqual({ traceId: TRACE_ID, parentId: CALLER_SPAN, flags: 1, tracestate: 'vendor=x' });
+      expect(seen.back?.traceId).toBe(TRACE_ID);
+      expect(seen.back?.parentId).toMatch(/^[0-9a-f]{16}$/);
+      expect(seen.back?.parentId).not.toBe(CALLER_SPAN);
+      expect(seen.back?.tracestate).toBe('vendor=x');
     } finally {
       for (const rt of [front, middle, back]) await rt.shutdown();
     }

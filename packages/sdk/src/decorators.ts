@@ -31,7 +31,7 @@ type Class = abstract new (...args: never[]) => unknown;
  */
 export function service(options: ServiceOptions) {
   const parsed = ServiceOptionsSchema.safeParse(options);
-  return <C extends Class>(cls: C, context: ClassDecoratorContext<C>): void => {
+  return <C extends Class>(_cls: C, context: ClassDecoratorContext<C>): void => {
     const where = `@service on ${String(context.name)}`;
     if (!parsed.success) throw new TypeError(`${where}: ${parsed.error.issues.map((i: z.core.$ZodIssue) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
     const component = String(context.name).toLowerCase();
@@ -51,7 +51,7 @@ export interface EndpointOptions<Req extends z.ZodType, Res extends z.ZodType | 
   response?: Res;
 }
 
-// `any` this and rest: a method may take (request, context) and use its own class.
+// biome-ignore lint/suspicious/noExplicitAny: a method may take (request, context) and use its own class.
 type EndpointMethod<Req, Res> = (this: any, request: Req, ...rest: any[]) => AsyncIterable<Res> | Promise<Res>;
 
 /**
@@ -102,7 +102,7 @@ export function api<Req extends z.ZodType | undefined = undefined>(options: ApiO
   };
 }
 
-// `any` this: the hook is a method of the service class.
+// biome-ignore lint/suspicious/noExplicitAny: the hook is a method of the service class.
 type Hook = (this: any) => unknown;
 
 /** Runs the method once the service's clients are connected, before its endpoints serve. */

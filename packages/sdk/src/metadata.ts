@@ -55,7 +55,7 @@ const KEY = Symbol.for('dynamo.sdk');
 /** The SDK's part of a decorator context's metadata object, created on first use. */
 export function sdkMetadata(metadata: DecoratorMetadataObject | undefined, where: string): SdkMetadata {
   if (!metadata) throw new Error(`${where}: decorator metadata is unavailable; compile with TypeScript 5.2+ standard decorators (no experimentalDecorators)`);
-  const own = Object.prototype.hasOwnProperty.call(metadata, KEY) ? (metadata[KEY] as SdkMetadata) : undefined;
+  const own = Object.hasOwn(metadata, KEY) ? (metadata[KEY] as SdkMetadata) : undefined;
   if (own) return own;
   // A subclass starts from a copy of its parent's endpoints and hooks.
   const inherited = metadata[KEY] as SdkMetadata | undefined;

@@ -11,7 +11,7 @@ import { startServe } from './harness/dynamo-serve.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const readme = readFileSync(join(root, 'README.md'), 'utf8');
-const blocks = (lang: string) => [...readme.matchAll(new RegExp('```' + lang + '\\n([\\s\\S]*?)```', 'g'))].map((m) => m[1]!);
+const blocks = (lang: string) => [...readme.matchAll(new RegExp(`\`\`\`${lang}\\n([\\s\\S]*?)\`\`\``, 'g'))].map((m) => m[1]!);
 // Inside the package, so `@dynamo/sdk` resolves to it.
 const dir = mkdtempSync(join(root, '.readme-walkthrough-'));
 mkdirSync(join(dir, 'src'));

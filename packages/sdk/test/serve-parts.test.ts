@@ -5,6 +5,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { stripVTControlCharacters } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 
@@ -100,7 +101,7 @@ describe('the status table', () => {
       // then send SIGINT as Ctrl-C would.
       const inner = `stty rows 40 cols 160; node ${serveCli} ${graph} --Worker.ServiceArgs.workers=1 --Gateway.port=${port} & pid=$!; for i in $(seq 1 150); do curl -sf -o /dev/null localhost:${port}/call -H 'content-type: application/json' -d '{"n":1}' && break; sleep 0.2; done; sleep 0.5; kill -INT $pid; wait $pid; echo "EXIT $?"`;
       const r = spawnSync('script', ['-qfec', inner, '/dev/null'], { cwd: kv, env: { ...process.env, CI: '', DYN_FILE_KV: kv, DYN_LOG: 'info', DYN_LOGGING_JSONL: '' }, encoding: 'utf8', timeout: 60_000 });
-      const screen = r.stdout.replace(/\u001b\[[0-9;?]*[A-Za-z]/g, '');
+      const screen = stripVTControlCharacters(r.stdout);
       expect(screen).toMatch(/SERVICE\s+INSTANCES\s+RESTARTS\s+PIDS/);
       expect(screen).toMatch(/Worker\s+1\/1\s+0\s+\d+/);
       expect(screen).toMatch(/Gateway\s+1\/1\s+0\s+\d+\s+http:\/\/127\.0\.0\.1:\d+/);

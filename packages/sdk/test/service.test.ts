@@ -1,6 +1,6 @@
 // Services served in one process on the in-memory discovery backend: typed endpoints, depends()
 // clients between services, request and response checks, lifecycle hooks and config.
-import { Context, DistributedRuntime, InvalidArgument, loadRuntimeConfig, MemKvSpace } from '@dynamo/runtime';
+import { type Context, DistributedRuntime, InvalidArgument, loadRuntimeConfig, MemKvSpace } from '@dynamo/runtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 

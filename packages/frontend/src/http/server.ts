@@ -1,12 +1,10 @@
 import { createServer as httpServer, type IncomingMessage, type Server } from 'node:http';
 import { createServer as httpsServer } from 'node:https';
 import type { Socket } from 'node:net';
-import { DynamoException, type Log, stringifyJson } from '@dynamo/runtime';
+import { DynamoException, stringifyJson } from '@dynamo/runtime';
 import Fastify, { type FastifyInstance } from 'fastify';
 
 import { anthropicErrorBody } from '../anthropic/output.js';
-import type { FrontendMetrics } from '../metrics.js';
-import type { ModelRegistry } from '../models/registry.js';
 import { ANTHROPIC_PATH, countTokensHandler, messagesHandler } from './anthropic.js';
 import { type ConnectionLimits, guardConnections } from './connection-guard.js';
 import { embeddingsHandler } from './embeddings.js';

@@ -1,6 +1,5 @@
 import type { ModelDeploymentCard } from '@dynamo/llm';
-import { type Client, type EventScope, InvalidArgument } from '@dynamo/runtime';
-import { KvAwareRouter, type KvRouterDeps, type KvRouterSettings } from './kv-router.js';
+import type { Client, EventScope } from '@dynamo/runtime';
 
 /** An instance that can take a request for a model now, and the client that reaches it. */
 export interface Candidate {
@@ -52,56 +51,4 @@ export function fresh(candidates: readonly Candidate[], failed: ReadonlySet<bigi
   if (failed.size === 0) return candidates;
   const left = candidates.filter((c) => !failed.has(c.instanceId));
   return left.length > 0 ? left : candidates;
-}
-
-/** Takes the instances in turn. */
-export class RoundRobinRouter implements Router {
-  readonly mode = 'round-robin';
-  #next = 0;
-
-  select(candidates: readonly Candidate[], request: RouteRequest): Candidate {
-    const pool = fresh(candidates, request.failed);
-    const chosen = pool[this.#next % pool.length]!;
-    this.#next = (this.#next + 1) % 0x4000_0000;
-    return chosen;
-  }
-}
-
-/** Picks an instance uniformly at random. */
-export class RandomRouter implements Router {
-  readonly mode = 'random';
-
-  select(candidates: readonly Candidate[], request: RouteRequest): Candidate {
-    const pool = fresh(candidates, request.failed);
-    return pool[Math.floor(Math.random() * pool.length)]!;
-  }
-}
-
-/**
- * Refuses to choose: every request names its instance (`x-dynamo-worker-instance-id` or
- * `nvext.backend_instance_id`), which the pipeline honours before asking any router.
- */
-export class DirectRouter implements Router {
-  readonly mode = 'direct';
-
-  select(): Candidate {
-    throw new InvalidArgument(
-      'router mode "direct" needs the instance in the request: the x-dynamo-worker-instance-id header or nvext.backend_instance_id',
-    );
-  }
-}
-
-/** The factory for a built-in mode; `kv` needs what the KV router reads events from. */
-export function routerFactory(mode: RouterMode, kv?: { settings: KvRouterSettings; deps: KvRouterDeps }): RouterFactory {
-  switch (mode) {
-    case 'round-robin':
-      return () => new RoundRobinRouter();
-    case 'random':
-      return () => new RandomRouter();
-    case 'direct':
-      return () => new DirectRouter();
-    case 'kv':
-      if (!kv) throw new TypeError('router mode kv needs the KV router settings and runtime');
-      return (model, card) => new KvAwareRouter(model, card, kv.settings, kv.deps);
-  }
 }

@@ -83,7 +83,7 @@ export class HfRepoCache {
   /** True when the blob is present (and, if `size` is given, has that size). */
   async hasBlob(etag: string, size?: number): Promise<boolean> {
     const s = await stat(this.blobPath(etag)).catch(() => undefined);
-    return s !== undefined && s.isFile() && (size === undefined || s.size === size);
+    return s?.isFile() === true && (size === undefined || s.size === size);
   }
 
   /** Points `snapshots/{commit}/{file}` at `blobs/{etag}` with a relative symlink, replacing atomically. */

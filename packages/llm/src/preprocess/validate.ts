@@ -42,7 +42,7 @@ export function validateSampling(request: ChatCompletionRequest | CompletionRequ
   } else {
     const stops = (stop == null ? [] : typeof stop === 'string' ? [stop] : stop) as string[];
     if (stops.length > MAX_STOPS) throw new InvalidArgument(`Maximum of ${MAX_STOPS} stop sequences allowed, got ${stops.length}`);
-    stops.forEach((s, i) => s === '' && fail(`Stop sequence at index ${i} cannot be empty`));
+    for (const [i, s] of stops.entries()) if (s === '') fail(`Stop sequence at index ${i} cannot be empty`);
   }
   if ((request.stop_token_ids?.length ?? 0) > MAX_STOPS) throw new InvalidArgument(`Maximum of ${MAX_STOPS} stop token IDs allowed, got ${request.stop_token_ids!.length}`);
   const n = request.n ?? 1;
@@ -62,7 +62,7 @@ export function validateSampling(request: ChatCompletionRequest | CompletionRequ
     if (Array.isArray(prompt) && prompt.length === 0) fail('Prompt string array cannot be empty');
     if (completion.suffix != null && Buffer.byteLength(completion.suffix) > 10_000) fail('Suffix is too long, maximum 10000 characters');
     const batch = promptBatch(prompt);
-    batch.forEach((p, i) => p.length === 0 && fail(`Prompt ${typeof p === 'string' ? 'string' : 'integer array'} at index ${i} cannot be empty`));
+    for (const [i, p] of batch.entries()) if (p.length === 0) fail(`Prompt ${typeof p === 'string' ? 'string' : 'integer array'} at index ${i} cannot be empty`);
     if (batch.length * n > MAX_CHOICES) fail(`Total choices (batch_size × n = ${batch.length} × ${n} = ${batch.length * n}) exceeds maximum of ${MAX_CHOICES}`);
   }
 }

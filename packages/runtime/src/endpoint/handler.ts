@@ -5,6 +5,7 @@ import type { Context } from '../context.js';
  * parameter to receive the request's {@link Context} (cancellation, id, metadata); handlers that
  * declare only one are called without it.
  */
+// biome-ignore lint/suspicious/noExplicitAny: the default lets an untyped handler take any request, as JSON does.
 export type EndpointHandler<Req = any, Res = unknown> =
   | ((request: Req) => AsyncIterable<Res>)
   | ((request: Req, context: Context) => AsyncIterable<Res>);

@@ -69,10 +69,10 @@ const watchdog = [
  */
 export function natsServerBinary(): string {
   const candidates = [
-    process.env['NATS_SERVER_BIN'],
+    process.env.NATS_SERVER_BIN,
     '/usr/sbin/nats-server',
     '/usr/bin/nats-server',
-    ...(process.env['PATH'] ?? '').split(delimiter).filter(Boolean).map((dir) => join(dir, 'nats-server')),
+    ...(process.env.PATH ?? '').split(delimiter).filter(Boolean).map((dir) => join(dir, 'nats-server')),
   ];
   for (const candidate of candidates) {
     if (!candidate) continue;

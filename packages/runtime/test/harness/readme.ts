@@ -16,7 +16,7 @@ export function typecheckReadme(packageRoot: string, named: Readonly<Record<stri
   const names = new Map(Object.entries(named).map(([file, index]) => [index, file]));
   const dir = mkdtempSync(join(packageRoot, '.readme-check-'));
   try {
-    blocks.forEach((code, i) => writeFileSync(join(dir, names.get(i) ?? `example-${i}.ts`), code));
+    for (const [i, code] of blocks.entries()) writeFileSync(join(dir, names.get(i) ?? `example-${i}.ts`), code);
     writeFileSync(
       join(dir, 'tsconfig.json'),
       JSON.stringify({ extends: '../../../tsconfig.base.json', compilerOptions: { noEmit: true, rootDir: '.', module: 'NodeNext' }, include: ['*.ts'] }),

@@ -19,6 +19,7 @@ function failedSuites(task: RunnerTask): RunnerTestSuite[] {
 }
 
 // vitest hands hooks a fixture object first; only the file (the second argument) is used.
+// biome-ignore lint/correctness/noEmptyPattern: vitest reads fixtures from a destructured first argument; the file is the second.
 afterAll(({}, file) => {
   const failed = failedSuites(file);
   if (failed.length > 0) report(`a hook of ${failed.map((s) => (s === file ? 'the file' : `"${s.name}"`)).join(', ')} failed`);

@@ -55,7 +55,11 @@ export function runStock(python: string, script: 'worker.py' | 'client.py', args
   child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString()).slice(-8000)));
   createInterface({ input: child.stdout! }).on('line', (line) => {
     lines.push(line);
-    for (const w of [...waiters]) if (w.pattern.test(line)) (waiters.splice(waiters.indexOf(w), 1), w.resolve(line));
+    for (const w of [...waiters]) 
+      if (w.pattern.test(line)) {
+        waiters.splice(waiters.indexOf(w), 1);
+        w.resolve(line);
+      }
   });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return {
@@ -69,7 +73,11 @@ export function runStock(python: string, script: 'worker.py' | 'client.py', args
         const seen = lines.find((l) => pattern.test(l));
         if (seen) return resolve(seen);
         const timer = setTimeout(() => reject(new Error(`${script} printed no line matching ${pattern} in ${ms} ms; stderr:\n${stderr}`)), ms);
-        waiters.push({ pattern, resolve: (l) => (clearTimeout(timer), resolve(l)) });
+        waiters.push({ pattern, resolve: (l) => {
+            clearTimeout(timer);
+            resolve(l);
+          },
+        });
         void exited.then((code) => setTimeout(() => reject(new Error(`${script} exited (${code}) before ${pattern}; stderr:\n${stderr}`)), 50));
       }).finally(done);
     },

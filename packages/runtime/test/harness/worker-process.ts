@@ -47,7 +47,11 @@ export async function startWorker(env: Record<string, string>, args: string[] = 
       const seen = lines.find((l) => pattern.test(l));
       if (seen) return resolve(seen);
       const timer = setTimeout(() => reject(new Error(`worker printed no line matching ${pattern} within ${ms} ms; stderr:\n${stderr}`)), ms);
-      waiters.push({ pattern, resolve: (l) => (clearTimeout(timer), resolve(l)) });
+      waiters.push({ pattern, resolve: (l) => {
+          clearTimeout(timer);
+          resolve(l);
+        },
+      });
       void exited.then((code) => reject(new Error(`worker exited (${code}) before printing ${pattern}; stderr:\n${stderr}`)));
     }).finally(done);
   };

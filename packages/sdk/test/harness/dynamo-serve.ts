@@ -36,7 +36,9 @@ export function startServe(args: string[], env: Record<string, string | undefine
   const text: string[] = [];
   const stdout: string[] = [];
   const waiters: Array<() => void> = [];
-  const wake = () => waiters.splice(0).forEach((w) => w());
+  const wake = () => {
+    for (const w of waiters.splice(0)) w();
+  };
   createInterface({ input: child.stderr! }).on('line', (line) => {
     try {
       logs.push(JSON.parse(line) as LogLine);
@@ -49,7 +51,11 @@ export function startServe(args: string[], env: Record<string, string | undefine
     stdout.push(line);
     wake();
   });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => (resolve({ code, signal }), wake())));
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => {
+      resolve({ code, signal });
+      wake();
+    }),
+  );
   const waitForLog = async (match: (line: LogLine) => boolean, what: string, timeoutMs = 60_000): Promise<LogLine> => {
     const deadline = Date.now() + timeoutMs;
     const done = waitingFor(`dynamo-serve to log ${what}`);
