@@ -4,6 +4,11 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The topic of KV event batches.
+pub const KV_EVENTS_TOPIC: &str = "kv-events";
+/// The topic of load reports ([`ActiveLoad`]).
+pub const KV_METRICS_TOPIC: &str = "kv_metrics";
+
 /// One event-plane publication.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Envelope {
@@ -44,6 +49,17 @@ pub struct ActiveLoad {
 impl ActiveLoad {
     pub fn encode(&self) -> Vec<u8> {
         rmp_serde::to_vec_named(self).expect("a load report always encodes")
+    }
+
+    /// The report as publication `sequence` of `publisher_id` on `kv_metrics`, at `now_ms`.
+    pub fn envelope(&self, publisher_id: u64, sequence: u64, now_ms: u64) -> Envelope {
+        Envelope {
+            publisher_id,
+            sequence,
+            published_at: now_ms,
+            topic: KV_METRICS_TOPIC.into(),
+            payload: self.encode(),
+        }
     }
 
     /// The error names what did not match stock's `ActiveLoad`.

@@ -2,23 +2,29 @@
 //! blocks each worker caches (fed by its KV events, or guessed from past routing), the router's
 //! own count of each worker's active prefill and decode load, and the cost function that weighs
 //! the two. Sans-IO: the caller decodes events, supplies the clock and the randomness, and
-//! sends the request.
+//! sends the request. [`RouterOptions`] turns a user's options into the router's settings.
+//! The worker's side is here too: [`KvEventBatcher`] numbers its KV events per rank, queues
+//! them into envelopes and answers routers' recovery queries from its [`LocalIndexer`]s.
 
 mod approx;
+mod batcher;
 mod children;
 mod envelope;
 mod hasher;
 mod index;
 mod local;
+mod options;
 mod selector;
 mod sequences;
 mod vllm;
 mod wire;
 
 pub use approx::{ApproxCache, ApproxConfig};
-pub use envelope::{ActiveLoad, Envelope};
+pub use batcher::{KvEventBatcher, DEFAULT_RECOVERY_BUFFER_EVENTS};
+pub use envelope::{ActiveLoad, Envelope, KV_EVENTS_TOPIC, KV_METRICS_TOPIC};
 pub use index::{ApplyOutcome, KvEventData, RadixIndex, StoredBlock};
 pub use local::{LocalIndexer, QueryRequest};
+pub use options::{InvalidOption, RouterOptions, RouterSettings};
 pub use selector::{Candidate, CostConfig, Scored};
 pub use sequences::{ActiveSequences, Load};
 pub use vllm::{decode_vllm_batch, VllmBatch, VllmEvent};
@@ -51,6 +57,18 @@ pub struct EventReport {
     pub missed: Option<u64>,
 }
 
+/// What applying a batch of KV events did, for the caller's logs and metrics.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BatchReport {
+    pub applied: u32,
+    /// Stored events whose parent block the worker never reported: dropped.
+    pub unknown_parent: u32,
+    /// Events of another storage tier than `device`: not indexed.
+    pub other_tier: u32,
+    /// Worker ranks whose event ids skipped some, with how many, in the batch's order.
+    pub gaps: Vec<(WorkerKey, u64)>,
+}
+
 /// Where a request goes, and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Decision {
@@ -59,6 +77,17 @@ pub struct Decision {
     pub logit: f64,
     /// Every candidate's cost, in the order given.
     pub scores: Vec<Scored>,
+}
+
+impl Decision {
+    /// The largest overlap any candidate had: above `overlap_blocks` when load won over cache.
+    pub fn best_overlap_blocks(&self) -> u32 {
+        self.scores
+            .iter()
+            .map(|s| s.overlap_blocks)
+            .max()
+            .unwrap_or(0)
+    }
 }
 
 /// Why no worker was chosen.
@@ -133,8 +162,30 @@ impl KvRouter {
         }
     }
 
+    /// Applies a decoded batch of events in order; only `device`-tier events feed the index.
+    pub fn apply_events(&mut self, events: &[WireEvent]) -> BatchReport {
+        let mut report = BatchReport::default();
+        for event in events {
+            if event.storage_tier != "device" {
+                report.other_tier += 1;
+                continue;
+            }
+            let outcome = self.apply_event(event.worker, event.event_id, &event.data);
+            if let Some(missed) = outcome.missed {
+                report.gaps.push((event.worker, missed));
+            }
+            match outcome.outcome {
+                ApplyOutcome::Applied => report.applied += 1,
+                ApplyOutcome::UnknownParent => report.unknown_parent += 1,
+            }
+        }
+        report
+    }
+
     /// Chooses a worker among `candidates` and counts the request on it until
-    /// [`KvRouter::free`]. `random` is a uniform draw in [0, 1); `now_ms` the clock for guesses.
+    /// [`KvRouter::free`]. `random` is a uniform draw in [0, 1) (clamped into it); `now_ms` the
+    /// clock for guesses. A request id routed again (a retry, a migration) is freed first, so its earlier
+    /// placement neither weighs on the choice nor stays counted.
     pub fn route(
         &mut self,
         request: &RouteRequest,
@@ -142,6 +193,10 @@ impl KvRouter {
         random: f64,
         now_ms: u64,
     ) -> Result<Decision, NoWorker> {
+        if candidates.is_empty() {
+            return Err(NoWorker::NoCandidates);
+        }
+        self.sequences.free(request.request_id);
         let decision = self.decide(request, candidates, random, now_ms)?;
         let prefill = request
             .isl_tokens
@@ -212,7 +267,9 @@ impl KvRouter {
             return Err(NoWorker::AllBusy);
         }
         let scores = self.cost.score(request.isl_tokens, &free);
-        let chosen = scores[self.cost.pick(&scores, random)];
+        let chosen = scores[self
+            .cost
+            .pick(&scores, random.clamp(0.0, 1.0 - f64::EPSILON))];
         Ok(Decision {
             worker: chosen.worker,
             overlap_blocks: chosen.overlap_blocks,

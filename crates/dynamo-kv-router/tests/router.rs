@@ -1,8 +1,8 @@
 //! Load tracking, the cost function, approximate mode and the router as a whole.
 
 use dynamo_kv_router::{
-    ActiveLoad, ActiveSequences, ApproxConfig, Candidate, CostConfig, KvEventData, KvRouter, Load,
-    NoWorker, RouteRequest, StoredBlock, WorkerInfo, WorkerKey,
+    ActiveLoad, ActiveSequences, ApproxConfig, BatchReport, Candidate, CostConfig, KvEventData,
+    KvRouter, Load, NoWorker, RouteRequest, StoredBlock, WireEvent, WorkerInfo, WorkerKey,
 };
 
 fn w(id: u64) -> WorkerKey {
@@ -182,6 +182,33 @@ fn busy_workers_are_skipped_and_all_busy_is_an_error() {
     assert_eq!(
         router.route(&request("d"), &[], 0.0, 0),
         Err(NoWorker::NoCandidates)
+    );
+}
+
+#[test]
+fn a_request_routed_again_is_freed_first_and_counted_once() {
+    let cost = CostConfig {
+        block_size: 4,
+        active_prefill_tokens_threshold: Some(10),
+        ..Default::default()
+    };
+    let mut router = KvRouter::new(cost, None);
+    let request = RouteRequest {
+        request_id: "a",
+        tokens_hashes: &[],
+        sequence_hashes: &[],
+        isl_tokens: 20,
+    };
+    router.route(&request, &[info(1)], 0.0, 0).unwrap();
+    // Its own 20 prefill tokens would make worker 1 busy, were they still counted.
+    let again = router.route(&request, &[info(1)], 0.0, 0).unwrap();
+    assert_eq!(again.worker, w(1));
+    assert_eq!(router.sequences().len(), 1);
+    assert_eq!(router.sequences().load(w(1)).prefill_tokens, 20);
+    // A draw outside [0, 1) is clamped into it.
+    assert_eq!(
+        router.route(&request, &[info(1)], 7.0, 0).unwrap().worker,
+        w(1)
     );
 }
 
@@ -404,5 +431,90 @@ fn approximate_mode_prunes_the_oldest_guesses_past_max_tree_size() {
             .unwrap()
             .overlap_blocks,
         0
+    );
+}
+
+#[test]
+fn a_batch_is_tallied_by_outcome_with_each_ranks_gap() {
+    let mut router = KvRouter::new(CostConfig::default(), None);
+    let event = |worker: WorkerKey, event_id: u64, tier: &str, data: KvEventData| WireEvent {
+        worker,
+        event_id,
+        storage_tier: tier.into(),
+        data,
+    };
+    let stored = |parent_hash: Option<u64>, block_hash: u64| KvEventData::Stored {
+        parent_hash,
+        blocks: vec![StoredBlock {
+            block_hash,
+            tokens_hash: block_hash + 100,
+        }],
+    };
+    let rank1 = WorkerKey {
+        worker_id: 1,
+        dp_rank: 1,
+    };
+    let report = router.apply_events(&[
+        event(w(1), 1, "device", stored(None, 10)),
+        event(w(1), 2, "host_pinned", stored(None, 11)),
+        event(w(1), 4, "device", stored(Some(99), 12)),
+        // A rank's first event is no gap, whatever its id.
+        event(rank1, 3, "device", KvEventData::Cleared),
+        event(rank1, 6, "device", KvEventData::Cleared),
+    ]);
+    assert_eq!(
+        report,
+        BatchReport {
+            applied: 3,
+            unknown_parent: 1,
+            other_tier: 1,
+            gaps: vec![(w(1), 2), (rank1, 2)],
+        }
+    );
+    assert_eq!(router.index().worker_blocks(w(1)), 1);
+}
+
+#[test]
+fn the_best_overlap_shows_when_load_won_over_cache() {
+    let mut router = KvRouter::new(
+        CostConfig {
+            block_size: 4,
+            ..Default::default()
+        },
+        None,
+    );
+    router.apply_event(
+        w(2),
+        1,
+        &KvEventData::Stored {
+            parent_hash: None,
+            blocks: vec![StoredBlock {
+                block_hash: 7,
+                tokens_hash: 100,
+            }],
+        },
+    );
+    // Worker 2 caches the first block but is far busier.
+    let busy = RouteRequest {
+        request_id: "busy",
+        tokens_hashes: &[],
+        sequence_hashes: &[50, 51, 52, 53, 54, 55, 56, 57],
+        isl_tokens: 32,
+    };
+    router.route(&busy, &[info(2)], 0.0, 0).unwrap();
+    let request = RouteRequest {
+        request_id: "r",
+        tokens_hashes: &[100, 101],
+        sequence_hashes: &[1, 2],
+        isl_tokens: 8,
+    };
+    let decision = router.route(&request, &[info(1), info(2)], 0.0, 0).unwrap();
+    assert_eq!(
+        (
+            decision.worker,
+            decision.overlap_blocks,
+            decision.best_overlap_blocks()
+        ),
+        (w(1), 0, 1)
     );
 }

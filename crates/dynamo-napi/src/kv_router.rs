@@ -2,11 +2,9 @@
 //! request out) and the worker's `KvEventBatcher` (engine events in, stock-format envelopes out).
 //! Each call crosses once per message or per request; hashing and msgpack stay in Rust.
 
-use std::collections::HashMap;
-
 use dynamo_kv_router::{
-    self as kv, ActiveLoad, ApproxConfig, CostConfig, Envelope, KvEventData, LocalIndexer,
-    RouteRequest, StoredBlock, VllmEvent, WireEvent, WorkerInfo, WorkerKey,
+    self as kv, ActiveLoad, Envelope, InvalidOption, RouteRequest, RouterOptions, WorkerInfo,
+    WorkerKey,
 };
 use dynamo_llm_core::block_hash::{block_hashes, sequence_hashes, HashScope};
 use napi::bindgen_prelude::{BigInt, BigUint64Array, Buffer, Uint32Array};
@@ -36,6 +34,33 @@ fn whole(name: &str, value: f64) -> napi::Result<u64> {
         )));
     }
     Ok(value as u64)
+}
+
+/// The option's name as JS spells it (`overlap_score_weight` → `overlapScoreWeight`).
+fn camel_case(snake: &str) -> String {
+    let mut parts = snake.split('_');
+    let first = parts.next().unwrap_or_default().to_owned();
+    parts.fold(first, |mut name, part| {
+        let mut chars = part.chars();
+        if let Some(c) = chars.next() {
+            name.extend(c.to_uppercase());
+            name.push_str(chars.as_str());
+        }
+        name
+    })
+}
+
+fn invalid_option(e: InvalidOption) -> Error {
+    invalid(format!("{} {}", camel_case(e.option), e.problem))
+}
+
+/// Hashes full blocks of tokens as routers hash prompts, scoped by the LoRA adapter.
+fn hash_blocks(tokens: &[u32], block_size: usize, lora_name: Option<&str>) -> Vec<u64> {
+    let scope = HashScope {
+        lora_name,
+        salt: None,
+    };
+    block_hashes(tokens, block_size, &scope)
 }
 
 /// The router's settings; unset fields take stock Dynamo 1.6's defaults.
@@ -145,76 +170,29 @@ impl KvRouter {
     /// Throws `InvalidArg` naming a bad option.
     #[napi(constructor)]
     pub fn new(options: KvRouterOptions) -> napi::Result<Self> {
-        if options.block_size == 0 {
-            return Err(invalid("blockSize must be at least 1"));
-        }
-        let defaults = CostConfig::default();
-        let fraction = |name: &str, v: Option<f64>| -> napi::Result<Option<f64>> {
-            match v {
-                Some(x) if !(x.is_finite() && x >= 0.0) => Err(invalid(format!(
-                    "{name} must be a non-negative number, got {x}"
-                ))),
-                other => Ok(other),
-            }
-        };
-        let weight = fraction("overlapScoreWeight", options.overlap_score_weight)?;
-        let credit = fraction("overlapScoreCredit", options.overlap_score_credit)?
-            .unwrap_or(defaults.overlap_score_credit);
-        if credit > 1.0 {
-            return Err(invalid(format!(
-                "overlapScoreCredit must be at most 1, got {credit}"
-            )));
-        }
-        let cost = CostConfig {
+        let settings = RouterOptions {
             block_size: options.block_size,
-            prefill_load_scale: weight
-                .or(fraction("prefillLoadScale", options.prefill_load_scale)?)
-                .unwrap_or(defaults.prefill_load_scale),
-            overlap_score_credit: if weight == Some(0.0) { 0.0 } else { credit },
-            overlap_score_credit_decay: fraction(
-                "overlapScoreCreditDecay",
-                options.overlap_score_credit_decay,
-            )?
-            .unwrap_or(defaults.overlap_score_credit_decay),
-            temperature: fraction("temperature", options.temperature)?
-                .unwrap_or(defaults.temperature),
-            assume_kv_reuse: options.assume_kv_reuse.unwrap_or(defaults.assume_kv_reuse),
-            active_decode_blocks_threshold: fraction(
-                "activeDecodeBlocksThreshold",
-                options.active_decode_blocks_threshold,
-            )?,
+            prefill_load_scale: options.prefill_load_scale,
+            overlap_score_weight: options.overlap_score_weight,
+            overlap_score_credit: options.overlap_score_credit,
+            overlap_score_credit_decay: options.overlap_score_credit_decay,
+            temperature: options.temperature,
+            assume_kv_reuse: options.assume_kv_reuse,
+            active_decode_blocks_threshold: options.active_decode_blocks_threshold,
             active_prefill_tokens_threshold: options
                 .active_prefill_tokens_threshold
                 .map(|t| whole("activePrefillTokensThreshold", t))
                 .transpose()?,
-            decode_active_request_weight: fraction(
-                "decodeActiveRequestWeight",
-                options.decode_active_request_weight,
-            )?
-            .unwrap_or(defaults.decode_active_request_weight),
-        };
-        let approx = if options.use_kv_events.unwrap_or(true) {
-            None
-        } else {
-            let base = ApproxConfig::default();
-            let ratio = fraction("pruneTargetRatio", options.prune_target_ratio)?
-                .unwrap_or(base.prune_target_ratio);
-            if ratio > 1.0 {
-                return Err(invalid(format!(
-                    "pruneTargetRatio must be at most 1, got {ratio}"
-                )));
-            }
-            Some(ApproxConfig {
-                ttl_ms: fraction("ttlSecs", options.ttl_secs)?
-                    .map_or(base.ttl_ms, |s| (s * 1000.0) as u64),
-                max_tree_size: options
-                    .max_tree_size
-                    .map_or(base.max_tree_size, |n| n as usize),
-                prune_target_ratio: ratio,
-            })
-        };
+            decode_active_request_weight: options.decode_active_request_weight,
+            use_kv_events: options.use_kv_events,
+            ttl_secs: options.ttl_secs,
+            max_tree_size: options.max_tree_size.map(|n| n as usize),
+            prune_target_ratio: options.prune_target_ratio,
+        }
+        .resolve()
+        .map_err(invalid_option)?;
         Ok(Self {
-            inner: kv::KvRouter::new(cost, approx),
+            inner: kv::KvRouter::new(settings.cost, settings.approx),
             block_size: options.block_size,
             lora_name: options.lora_name,
         })
@@ -241,35 +219,23 @@ impl KvRouter {
     #[napi]
     pub fn apply_event_batch(&mut self, payload: &[u8]) -> napi::Result<KvEventReport> {
         let events = kv::decode_event_batch(payload).map_err(invalid)?;
-        let mut report = KvEventReport {
+        let report = self.inner.apply_events(&events);
+        Ok(KvEventReport {
             publisher_id: None,
             sequence: None,
-            applied: 0,
-            unknown_parent: 0,
-            other_tier: 0,
-            gaps: Vec::new(),
-        };
-        for event in events {
-            if event.storage_tier != "device" {
-                report.other_tier += 1;
-                continue;
-            }
-            let outcome = self
-                .inner
-                .apply_event(event.worker, event.event_id, &event.data);
-            if let Some(missed) = outcome.missed {
-                report.gaps.push(KvEventGap {
-                    worker_id: BigInt::from(event.worker.worker_id),
-                    dp_rank: event.worker.dp_rank,
+            applied: report.applied,
+            unknown_parent: report.unknown_parent,
+            other_tier: report.other_tier,
+            gaps: report
+                .gaps
+                .into_iter()
+                .map(|(worker, missed)| KvEventGap {
+                    worker_id: BigInt::from(worker.worker_id),
+                    dp_rank: worker.dp_rank,
                     missed: missed as f64,
-                });
-            }
-            match outcome.outcome {
-                kv::ApplyOutcome::Applied => report.applied += 1,
-                kv::ApplyOutcome::UnknownParent => report.unknown_parent += 1,
-            }
-        }
-        Ok(report)
+                })
+                .collect(),
+        })
     }
 
     /// Applies a worker rank's JSON reply to a recovery query (replayed events, or a dump that
@@ -313,9 +279,6 @@ impl KvRouter {
         random: f64,
         now_ms: f64,
     ) -> napi::Result<Option<KvDecision>> {
-        if candidates.is_empty() {
-            return Err(invalid("route needs at least one candidate"));
-        }
         let workers = candidates
             .iter()
             .map(|c| {
@@ -331,11 +294,12 @@ impl KvRouter {
                 })
             })
             .collect::<napi::Result<Vec<_>>>()?;
-        let scope = HashScope {
-            lora_name: self.lora_name.as_deref(),
-            salt: None,
-        };
-        let tokens = block_hashes(&token_ids, self.block_size as usize, &scope);
+        let now_ms = whole("nowMs", now_ms.floor())?;
+        let tokens = hash_blocks(
+            &token_ids,
+            self.block_size as usize,
+            self.lora_name.as_deref(),
+        );
         let sequence = sequence_hashes(&tokens);
         let request = RouteRequest {
             request_id: &request_id,
@@ -343,23 +307,17 @@ impl KvRouter {
             sequence_hashes: &sequence,
             isl_tokens: token_ids.len() as u64,
         };
-        self.inner.free(&request_id);
-        match self.inner.route(
-            &request,
-            &workers,
-            random.clamp(0.0, 1.0 - f64::EPSILON),
-            whole("nowMs", now_ms.floor())?,
-        ) {
+        match self.inner.route(&request, &workers, random, now_ms) {
             Ok(d) => Ok(Some(KvDecision {
                 worker_id: BigInt::from(d.worker.worker_id),
                 dp_rank: d.worker.dp_rank,
                 overlap_blocks: d.overlap_blocks,
                 request_blocks: tokens.len() as u32,
                 logit: d.logit,
-                best_overlap_blocks: d.scores.iter().map(|s| s.overlap_blocks).max().unwrap_or(0),
+                best_overlap_blocks: d.best_overlap_blocks(),
             })),
             Err(kv::NoWorker::AllBusy) => Ok(None),
-            Err(kv::NoWorker::NoCandidates) => unreachable!("candidates were checked"),
+            Err(kv::NoWorker::NoCandidates) => Err(invalid("route needs at least one candidate")),
         }
     }
 
@@ -415,109 +373,41 @@ pub struct KvPublisherIdentity {
     pub recovery_buffer_events: Option<u32>,
 }
 
+/// Hashes a block-aligned run of tokens for the batcher, with the publisher's LoRA scope.
+type BlockHasher = Box<dyn Fn(&[u32], usize) -> Vec<u64>>;
+
 /// A worker's KV events on their way out: the engine's stored / removed / cleared calls are
 /// numbered per data-parallel rank (from 1, as stock numbers them) and queued; `flush` encodes
 /// the queue as one stock-format envelope. Token hashes are computed here from the block's tokens.
 #[napi]
 pub struct KvEventBatcher {
-    worker_id: u64,
-    block_size: u32,
-    lora_name: Option<String>,
-    last_event_id: HashMap<u32, u64>,
-    queue: Vec<WireEvent>,
-    recovery_buffer: usize,
-    local: HashMap<u32, LocalIndexer>,
+    inner: kv::KvEventBatcher<BlockHasher>,
 }
 
 #[napi]
 impl KvEventBatcher {
     #[napi(constructor)]
     pub fn new(identity: KvPublisherIdentity) -> napi::Result<Self> {
-        if identity.block_size == 0 {
-            return Err(invalid("blockSize must be at least 1"));
-        }
-        Ok(Self {
-            worker_id: u64_of("workerId", &identity.worker_id)?,
-            block_size: identity.block_size,
-            lora_name: identity.lora_name,
-            last_event_id: HashMap::new(),
-            queue: Vec::new(),
-            recovery_buffer: identity.recovery_buffer_events.unwrap_or(1024) as usize,
-            local: HashMap::new(),
-        })
-    }
-
-    fn push(&mut self, dp_rank: u32, data: KvEventData) {
-        let id = self.last_event_id.entry(dp_rank).or_insert(0);
-        *id += 1;
-        let worker = WorkerKey {
-            worker_id: self.worker_id,
-            dp_rank,
-        };
-        let event = WireEvent {
-            worker,
-            event_id: *id,
-            storage_tier: "device".into(),
-            data,
-        };
-        let capacity = self.recovery_buffer;
-        self.local
-            .entry(dp_rank)
-            .or_insert_with(|| LocalIndexer::new(worker, capacity))
-            .record(&event);
-        self.queue.push(event);
+        let worker_id = u64_of("workerId", &identity.worker_id)?;
+        let lora_name = identity.lora_name;
+        let hasher: BlockHasher = Box::new(move |tokens, block_size| {
+            hash_blocks(tokens, block_size, lora_name.as_deref())
+        });
+        let inner = kv::KvEventBatcher::new(
+            worker_id,
+            identity.block_size,
+            identity.recovery_buffer_events.map(|n| n as usize),
+            hasher,
+        )
+        .map_err(invalid_option)?;
+        Ok(Self { inner })
     }
 
     /// Answers a router's recovery query for one rank (stock's `WorkerKvQueryRequest` as JSON):
     /// the events it asks for, or a dump of the cache when they are no longer kept.
     #[napi]
     pub fn query(&self, dp_rank: u32, request: String) -> String {
-        match self.local.get(&dp_rank) {
-            Some(local) => local.query_json(&request),
-            // Nothing published yet: an empty cache.
-            None => LocalIndexer::new(
-                WorkerKey {
-                    worker_id: self.worker_id,
-                    dp_rank,
-                },
-                1,
-            )
-            .query_json(&request),
-        }
-    }
-
-    fn stored_blocks(
-        &self,
-        token_ids: &[u32],
-        block_ids: &[u64],
-        block_size: u32,
-    ) -> napi::Result<Vec<StoredBlock>> {
-        if block_size != self.block_size {
-            return Err(invalid(format!(
-                "blocks of {block_size} tokens do not match the model's kv_cache_block_size {}",
-                self.block_size
-            )));
-        }
-        if token_ids.len() != block_ids.len() * block_size as usize {
-            return Err(invalid(format!(
-                "{} token ids do not fill {} blocks of {block_size}",
-                token_ids.len(),
-                block_ids.len()
-            )));
-        }
-        let scope = HashScope {
-            lora_name: self.lora_name.as_deref(),
-            salt: None,
-        };
-        let tokens = block_hashes(token_ids, block_size as usize, &scope);
-        Ok(block_ids
-            .iter()
-            .zip(tokens)
-            .map(|(&block_hash, tokens_hash)| StoredBlock {
-                block_hash,
-                tokens_hash,
-            })
-            .collect())
+        self.inner.query(dp_rank, &request)
     }
 
     /// Full blocks now cached: `blockIds` are the engine's ids for them (one per
@@ -530,37 +420,22 @@ impl KvEventBatcher {
         block_ids: BigUint64Array,
         parent_id: Option<BigInt>,
     ) -> napi::Result<()> {
-        let parent_hash = parent_id.map(|p| u64_of("parentId", &p)).transpose()?;
-        let blocks = self.stored_blocks(&token_ids, &block_ids, self.block_size)?;
-        if !blocks.is_empty() {
-            self.push(
-                dp_rank,
-                KvEventData::Stored {
-                    parent_hash,
-                    blocks,
-                },
-            );
-        }
-        Ok(())
+        let parent_id = parent_id.map(|p| u64_of("parentId", &p)).transpose()?;
+        self.inner
+            .stored(dp_rank, &token_ids, &block_ids, parent_id)
+            .map_err(invalid)
     }
 
     /// Blocks evicted.
     #[napi]
     pub fn removed(&mut self, dp_rank: u32, block_ids: BigUint64Array) {
-        if !block_ids.is_empty() {
-            self.push(
-                dp_rank,
-                KvEventData::Removed {
-                    block_hashes: block_ids.to_vec(),
-                },
-            );
-        }
+        self.inner.removed(dp_rank, &block_ids);
     }
 
     /// The whole cache of the rank was dropped.
     #[napi]
     pub fn cleared(&mut self, dp_rank: u32) {
-        self.push(dp_rank, KvEventData::Cleared);
+        self.inner.cleared(dp_rank);
     }
 
     /// Queues a vLLM raw batch (as a vLLM engine publishes on its own ZMQ socket); its
@@ -568,35 +443,16 @@ impl KvEventBatcher {
     /// event and field that did not decode; nothing is queued then.
     #[napi]
     pub fn relay_vllm(&mut self, dp_rank: u32, payload: &[u8]) -> napi::Result<u32> {
-        let batch = kv::decode_vllm_batch(payload).map_err(invalid)?;
-        let rank = batch.dp_rank.unwrap_or(dp_rank);
-        let mut decoded = Vec::with_capacity(batch.events.len());
-        for event in batch.events {
-            decoded.push(match event {
-                VllmEvent::Stored {
-                    block_hashes,
-                    parent_hash,
-                    token_ids,
-                    block_size,
-                } => KvEventData::Stored {
-                    parent_hash,
-                    blocks: self.stored_blocks(&token_ids, &block_hashes, block_size)?,
-                },
-                VllmEvent::Removed { block_hashes } => KvEventData::Removed { block_hashes },
-                VllmEvent::Cleared => KvEventData::Cleared,
-            });
-        }
-        let count = decoded.len() as u32;
-        for data in decoded {
-            self.push(rank, data);
-        }
-        Ok(count)
+        self.inner
+            .relay_vllm(dp_rank, payload)
+            .map(|n| n as u32)
+            .map_err(invalid)
     }
 
     /// Events queued since the last flush.
     #[napi(getter)]
     pub fn pending(&self) -> u32 {
-        self.queue.len() as u32
+        self.inner.pending() as u32
     }
 
     /// The queue as one `kv-events` envelope of the publisher's `sequence` (null when empty).
@@ -607,18 +463,13 @@ impl KvEventBatcher {
         sequence: BigInt,
         now_ms: f64,
     ) -> napi::Result<Option<Buffer>> {
-        if self.queue.is_empty() {
-            return Ok(None);
-        }
-        let envelope = Envelope {
-            publisher_id: u64_of("publisherId", &publisher_id)?,
-            sequence: u64_of("sequence", &sequence)?,
-            published_at: whole("nowMs", now_ms.floor())?,
-            topic: "kv-events".into(),
-            payload: kv::encode_event_batch(&self.queue),
-        };
-        self.queue.clear();
-        Ok(Some(envelope.encode().into()))
+        let publisher_id = u64_of("publisherId", &publisher_id)?;
+        let sequence = u64_of("sequence", &sequence)?;
+        let now_ms = whole("nowMs", now_ms.floor())?;
+        Ok(self
+            .inner
+            .flush(publisher_id, sequence, now_ms)
+            .map(|envelope| envelope.encode().into()))
     }
 }
 
@@ -641,20 +492,17 @@ pub fn encode_active_load(
     load: ActiveLoadReport,
 ) -> napi::Result<Buffer> {
     let opt = |name: &str, v: Option<f64>| v.map(|x| whole(name, x)).transpose();
-    let payload = ActiveLoad {
+    let load = ActiveLoad {
         worker_id: u64_of("workerId", &load.worker_id)?,
         dp_rank: load.dp_rank,
         active_decode_blocks: opt("activeDecodeBlocks", load.active_decode_blocks)?,
         active_prefill_tokens: opt("activePrefillTokens", load.active_prefill_tokens)?,
         kv_used_blocks: opt("kvUsedBlocks", load.kv_used_blocks)?,
-    }
-    .encode();
-    let envelope = Envelope {
-        publisher_id: u64_of("publisherId", &publisher_id)?,
-        sequence: u64_of("sequence", &sequence)?,
-        published_at: whole("nowMs", now_ms.floor())?,
-        topic: "kv_metrics".into(),
-        payload,
     };
+    let envelope = load.envelope(
+        u64_of("publisherId", &publisher_id)?,
+        u64_of("sequence", &sequence)?,
+        whole("nowMs", now_ms.floor())?,
+    );
     Ok(envelope.encode().into())
 }
