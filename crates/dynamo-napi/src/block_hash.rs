@@ -2,8 +2,9 @@
 
 use dynamo_llm_core::block_hash::{block_hashes, sequence_hashes, HashScope};
 use napi::bindgen_prelude::BigUint64Array;
-use napi::{Error, Status};
 use napi_derive::napi;
+
+use crate::convert::invalid;
 
 /// What scopes the hashes: a LoRA adapter name and a cache salt.
 #[napi(object)]
@@ -21,10 +22,7 @@ pub fn compute_block_hashes(
     options: Option<BlockHashOptions>,
 ) -> napi::Result<BigUint64Array> {
     if block_size == 0 {
-        return Err(Error::new(
-            Status::InvalidArg,
-            "blockSize must be at least 1, got 0",
-        ));
+        return Err(invalid("blockSize must be at least 1, got 0"));
     }
     let options = options.unwrap_or(BlockHashOptions {
         lora_name: None,

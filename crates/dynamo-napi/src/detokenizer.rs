@@ -4,8 +4,8 @@ use dynamo_llm_core::detokenizer::{Detokenizer as Core, Step, StopConfig, StopHi
 use napi::Either;
 use napi_derive::napi;
 
+use crate::convert::js_error;
 use crate::tokenizer::Tokenizer;
-use crate::work::js_error;
 
 /// How a request's output stops (wire names of Dynamo's `stop_conditions`, camelCased).
 #[napi(object)]

@@ -2,58 +2,36 @@
 //! as bigint; errors cross as JS errors whose `code` is the crate's `ErrorCode`
 //! (`CUDA_UNAVAILABLE`, `INVALID_ARGUMENT`, `CUDA_ERROR`).
 
-use dynamo_kernels::{self as dk, BlockLayout, DType, Direction, ErrorCode, KernelError};
+use dynamo_kernels::{self as dk, BlockLayout, DType, Direction, ErrorCode};
 use napi::bindgen_prelude::{BigInt, Unknown};
 use napi::ValueType;
 use napi_derive::napi;
 
+use crate::convert::{bigint_to_u64, invalid_argument, js_error, NotU64};
+
 type Result<T> = napi::Result<T, ErrorCode>;
 
-/// JS spelling of the crate's snake_case names, for messages.
-fn to_js_names(text: &str) -> String {
-    [
-        ("num_layers", "numLayers"),
-        ("outer_dim", "outerDim"),
-        ("block_size", "blockSize"),
-        ("num_heads", "numHeads"),
-        ("head_dim", "headDim"),
-    ]
-    .iter()
-    .fold(text.to_string(), |t, (rust, js)| t.replace(rust, js))
-}
-
-fn js_error(e: KernelError) -> napi::Error<ErrorCode> {
-    napi::Error::new(e.code(), to_js_names(&e.to_string()))
-}
-
-fn invalid(argument: &str, problem: &str) -> napi::Error<ErrorCode> {
-    napi::Error::new(
-        ErrorCode::InvalidArgument,
-        format!("invalid argument {argument}: {problem}"),
-    )
-}
-
 fn to_u64(argument: &str, value: &Unknown<'_>) -> Result<u64> {
-    let kind = value.get_type().map_err(|e| invalid(argument, &e.reason))?;
+    let kind = value
+        .get_type()
+        .map_err(|e| invalid_argument(argument, e.reason))?;
     if kind != ValueType::BigInt {
         let kind = format!("{kind:?}").to_lowercase();
-        return Err(invalid(
+        return Err(invalid_argument(
             argument,
-            &format!("must be a bigint, got a {kind}"),
+            format!("must be a bigint, got a {kind}"),
         ));
     }
     // SAFETY: the value was just checked to be a bigint.
-    let value: BigInt = unsafe { value.cast() }.map_err(|e| invalid(argument, &e.reason))?;
-    if value.sign_bit && value.words.iter().any(|&w| w != 0) {
-        return Err(invalid(
+    let value: BigInt =
+        unsafe { value.cast() }.map_err(|e| invalid_argument(argument, e.reason))?;
+    bigint_to_u64(&value).map_err(|why| match why {
+        NotU64::Negative => invalid_argument(
             argument,
             "must be a non-negative bigint, got a negative one",
-        ));
-    }
-    if value.words.iter().skip(1).any(|&w| w != 0) {
-        return Err(invalid(argument, "must fit in 64 bits (below 2n ** 64n)"));
-    }
-    Ok(value.words.first().copied().unwrap_or(0))
+        ),
+        NotU64::TooLarge => invalid_argument(argument, "must fit in 64 bits (below 2n ** 64n)"),
+    })
 }
 
 fn to_u64s(argument: &str, values: &[Unknown<'_>]) -> Result<Vec<u64>> {
@@ -69,7 +47,7 @@ fn stream_handle(stream: Option<Unknown<'_>>) -> Result<u64> {
     match stream {
         None => Ok(0),
         Some(s) if matches!(s.get_type(), Ok(ValueType::Undefined | ValueType::Null)) => Ok(0),
-        Some(s) if matches!(s.get_type(), Ok(ValueType::Number)) => Err(invalid(
+        Some(s) if matches!(s.get_type(), Ok(ValueType::Number)) => Err(invalid_argument(
             "stream",
             "must be a bigint cudaStream_t (0n for the default stream), got a number",
         )),
@@ -79,9 +57,9 @@ fn stream_handle(stream: Option<Unknown<'_>>) -> Result<u64> {
 
 fn to_u32(argument: &str, value: f64) -> Result<u32> {
     if value.fract() != 0.0 || !(0.0..=f64::from(u32::MAX)).contains(&value) {
-        return Err(invalid(
+        return Err(invalid_argument(
             argument,
-            &format!("must be an integer from 0 to {}, got {value}", u32::MAX),
+            format!("must be an integer from 0 to {}, got {value}", u32::MAX),
         ));
     }
     Ok(value as u32)

@@ -3,56 +3,13 @@
 //! Each call crosses once per message or per request; hashing and msgpack stay in Rust.
 
 use dynamo_kv_router::{
-    self as kv, ActiveLoad, Envelope, InvalidOption, RouteRequest, RouterOptions, WorkerInfo,
-    WorkerKey,
+    self as kv, ActiveLoad, Envelope, RouteRequest, RouterOptions, WorkerInfo, WorkerKey,
 };
 use dynamo_llm_core::block_hash::{block_hashes, sequence_hashes, HashScope};
 use napi::bindgen_prelude::{BigInt, BigUint64Array, Buffer, Uint32Array};
-use napi::{Error, Status};
 use napi_derive::napi;
 
-fn invalid(message: impl Into<String>) -> Error {
-    Error::new(Status::InvalidArg, message.into())
-}
-
-fn u64_of(name: &str, value: &BigInt) -> napi::Result<u64> {
-    let (negative, n, lossless) = value.get_u64();
-    if negative || !lossless {
-        return Err(invalid(format!("{name} must be a bigint in 0..2n ** 64n")));
-    }
-    Ok(n)
-}
-
-fn whole(name: &str, value: f64) -> napi::Result<u64> {
-    if !(value.is_finite()
-        && value >= 0.0
-        && value.fract() == 0.0
-        && value <= 9_007_199_254_740_991.0)
-    {
-        return Err(invalid(format!(
-            "{name} must be a non-negative integer, got {value}"
-        )));
-    }
-    Ok(value as u64)
-}
-
-/// The option's name as JS spells it (`overlap_score_weight` → `overlapScoreWeight`).
-fn camel_case(snake: &str) -> String {
-    let mut parts = snake.split('_');
-    let first = parts.next().unwrap_or_default().to_owned();
-    parts.fold(first, |mut name, part| {
-        let mut chars = part.chars();
-        if let Some(c) = chars.next() {
-            name.extend(c.to_uppercase());
-            name.push_str(chars.as_str());
-        }
-        name
-    })
-}
-
-fn invalid_option(e: InvalidOption) -> Error {
-    invalid(format!("{} {}", camel_case(e.option), e.problem))
-}
+use crate::convert::{invalid, js_error, u64_of, whole};
 
 /// Hashes full blocks of tokens as routers hash prompts, scoped by the LoRA adapter.
 fn hash_blocks(tokens: &[u32], block_size: usize, lora_name: Option<&str>) -> Vec<u64> {
@@ -190,7 +147,7 @@ impl KvRouter {
             prune_target_ratio: options.prune_target_ratio,
         }
         .resolve()
-        .map_err(invalid_option)?;
+        .map_err(js_error)?;
         Ok(Self {
             inner: kv::KvRouter::new(settings.cost, settings.approx),
             block_size: options.block_size,
@@ -399,7 +356,7 @@ impl KvEventBatcher {
             identity.recovery_buffer_events.map(|n| n as usize),
             hasher,
         )
-        .map_err(invalid_option)?;
+        .map_err(js_error)?;
         Ok(Self { inner })
     }
 

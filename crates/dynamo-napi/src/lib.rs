@@ -4,6 +4,7 @@
 mod block_hash;
 mod checksum;
 mod conformance;
+mod convert;
 mod detokenizer;
 mod gguf;
 mod heap;

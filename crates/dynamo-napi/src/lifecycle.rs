@@ -7,22 +7,11 @@ use dynamo_lifecycle::{
     parse_finish_reason_json, EngineEvent, EngineLifecycle as Machine, ShutdownConfig,
     ShutdownEvent, ShutdownPlanner as Planner, ShutdownSettings, WorkerSituation,
 };
-use napi::{Error, Result, Status};
+use napi::Result;
 use napi_derive::napi;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-fn invalid(what: &str, e: impl std::fmt::Display) -> Error {
-    Error::new(Status::InvalidArg, format!("{what}: {e}"))
-}
-
-fn decode<T: DeserializeOwned>(what: &str, value: Value) -> Result<T> {
-    serde_json::from_value(value).map_err(|e| invalid(what, e))
-}
-
-fn encode<T: serde::Serialize>(value: &T) -> Result<Value> {
-    serde_json::to_value(value).map_err(|e| Error::from_reason(e.to_string()))
-}
+use crate::convert::{decode, encode, failure, invalid};
 
 /// Normalizes a finish reason as Dynamo does ("abort" becomes "cancelled", `{error: msg}` kept);
 /// throws naming the value when it is not one.
@@ -31,14 +20,16 @@ fn encode<T: serde::Serialize>(value: &T) -> Result<Value> {
     ts_return_type = "string | { error: string }"
 )]
 pub fn normalize_finish_reason(value: Value) -> Result<Value> {
-    let reason = parse_finish_reason_json(&value).map_err(|e| invalid("finish_reason", e))?;
+    let reason =
+        parse_finish_reason_json(&value).map_err(|e| invalid(format!("finish_reason: {e}")))?;
     encode(&reason)
 }
 
 /// The OpenAI `finish_reason` for a Dynamo one (eos/stop/cancelled/error → stop, length, content_filter).
 #[napi(ts_args_type = "value: unknown")]
 pub fn finish_reason_to_openai(value: Value) -> Result<&'static str> {
-    let reason = parse_finish_reason_json(&value).map_err(|e| invalid("finish_reason", e))?;
+    let reason =
+        parse_finish_reason_json(&value).map_err(|e| invalid(format!("finish_reason: {e}")))?;
     Ok(reason.as_openai())
 }
 
@@ -103,10 +94,7 @@ impl EngineLifecycle {
     )]
     pub fn on(&mut self, event: Value) -> Result<Value> {
         let event: EngineEvent = decode("engine lifecycle event", event)?;
-        let action = self
-            .machine
-            .on(event)
-            .map_err(|e| Error::new(Status::GenericFailure, e.to_string()))?;
+        let action = self.machine.on(event).map_err(failure)?;
         encode(&action)
     }
 }

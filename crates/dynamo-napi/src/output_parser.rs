@@ -5,7 +5,7 @@ use dynamo_llm_core::parsers::{self, OutputParser as Core, ParsedText, ParserOpt
 use napi::Result;
 use napi_derive::napi;
 
-use crate::work::js_error;
+use crate::convert::js_error;
 
 /// Which parsers apply to one request.
 #[napi(object)]

@@ -5,12 +5,12 @@ use std::sync::Arc;
 use dynamo_llm_core::prompt::{PromptFormatter as Core, RenderOptions, TemplateSources};
 use dynamo_llm_core::tokenizer::Tokenizer as TokenizerCore;
 use napi::bindgen_prelude::{AsyncTask, Uint32Array};
-use napi::{Error, Status};
 use napi_derive::napi;
 use serde_json::Value;
 
+use crate::convert::{invalid, js_error};
 use crate::tokenizer::Tokenizer;
-use crate::work::{js_error, Work};
+use crate::work::Work;
 
 /// Where the chat template comes from, as file contents (the first one present wins, in this order).
 #[napi(object)]
@@ -34,8 +34,7 @@ pub struct PromptFormatterOptions {
 
 fn parse(name: &str, text: Option<String>) -> napi::Result<Option<Value>> {
     text.map(|t| {
-        serde_json::from_str(&t)
-            .map_err(|e| Error::new(Status::InvalidArg, format!("{name} is not valid JSON: {e}")))
+        serde_json::from_str(&t).map_err(|e| invalid(format!("{name} is not valid JSON: {e}")))
     })
     .transpose()
 }

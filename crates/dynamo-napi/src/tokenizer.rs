@@ -8,7 +8,8 @@ use dynamo_llm_core::tokenizer::Tokenizer as Core;
 use napi::bindgen_prelude::{AsyncTask, Uint32Array};
 use napi_derive::napi;
 
-use crate::work::{js_error, Work};
+use crate::convert::js_error;
+use crate::work::Work;
 
 /// A Hugging Face tokenizer (`tokenizer.json`), or one built from a GGUF file's vocabulary.
 #[napi]

@@ -1,20 +1,10 @@
-//! Running llm-core work off the JS thread, and its errors as JS errors.
+//! Running llm-core work off the JS thread.
 
 use dynamo_llm_core::LlmError;
 use napi::bindgen_prelude::{ToNapiValue, TypeName};
-use napi::{Env, Error, Status, Task};
+use napi::{Env, Task};
 
-/// An llm-core error as a JS error: bad input and bad files are `InvalidArg`.
-pub fn js_error(e: LlmError) -> Error {
-    let status = match e {
-        LlmError::Io { .. }
-        | LlmError::BadFile { .. }
-        | LlmError::InvalidArgument(_)
-        | LlmError::Template(_) => Status::InvalidArg,
-        LlmError::Tokenizer(_) => Status::GenericFailure,
-    };
-    Error::new(status, e.to_string())
-}
+use crate::convert::{failure, js_error};
 
 /// A closure run on the libuv pool whose result is converted to JS on the JS thread.
 pub struct Work<T: Send + 'static, J> {
@@ -39,10 +29,7 @@ impl<T: Send + 'static, J: ToNapiValue + TypeName> Task for Work<T, J> {
     type JsValue = J;
 
     fn compute(&mut self) -> napi::Result<T> {
-        let job = self
-            .job
-            .take()
-            .ok_or_else(|| Error::from_reason("work already ran"))?;
+        let job = self.job.take().ok_or_else(|| failure("work already ran"))?;
         job().map_err(js_error)
     }
 
