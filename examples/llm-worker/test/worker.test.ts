@@ -5,7 +5,8 @@ import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Context, DistributedRuntime, loadRuntimeConfig, parseJson } from '@dynamo/runtime';
+import { Context, DistributedRuntime, loadRuntimeConfig } from '@dynamo/runtime';
+import { parseJson } from '@dynamo/runtime/internal';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { type Child, startChild } from '../../../packages/runtime/test/harness/child.js';

@@ -1,4 +1,5 @@
-import { createLogging, envFlag, type Log, type Logging } from '@dynamo/runtime';
+import { createLogging, type Log, type Logging } from '@dynamo/runtime';
+import { envFlag } from '@dynamo/runtime/internal';
 
 type Env = Readonly<Record<string, string | undefined>>;
 

@@ -2,7 +2,8 @@ import { Writable } from 'node:stream';
 import { createLogging } from '@dynamo/runtime';
 import { describe, expect, it } from 'vitest';
 
-import { forcedDpRank, InvalidArgument, validateGlobalDpRank } from '../src/index.js';
+import { InvalidArgument } from '../src/index.js';
+import { forcedDpRank, validateGlobalDpRank } from '../src/internal.js';
 
 /** A logger whose JSON lines land in `lines`. */
 function capturingLog() {

@@ -2,7 +2,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Cancelled, Context, Disconnected, DistributedRuntime, loadRuntimeConfig, MemKvSpace, type ServedEndpoint, StreamIncomplete } from '@dynamo/runtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { engineHandler, InvalidArgument, type GenerateChunk, type GenerateRequest, usage } from '../src/index.js';
+import { InvalidArgument, type GenerateChunk, type GenerateRequest, usage } from '../src/index.js';
+import { engineHandler } from '../src/internal.js';
 import { GoodEngine } from './engines.js';
 
 /** An engine whose behaviour per request comes from the request's `extra_args.mode`. */

@@ -4,7 +4,8 @@
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { type Client, DistributedRuntime, hexId, loadRuntimeConfig } from '@dynamo/runtime';
+import { type Client, DistributedRuntime, loadRuntimeConfig } from '@dynamo/runtime';
+import { hexId } from '@dynamo/runtime/internal';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { Child } from '../../runtime/test/harness/child.js';

@@ -1,14 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import {
-  engineConfigToWire,
-  GenerateChunkSchema,
-  GenerateRequestSchema,
-  InvalidArgument,
-  kvEventSourcesToWire,
-  parseDisaggregationMode,
-  usage,
-  workerConfig,
-} from '../src/index.js';
+import { InvalidArgument, parseDisaggregationMode, usage, workerConfig } from '../src/index.js';
+import { engineConfigToWire, GenerateChunkSchema, GenerateRequestSchema, kvEventSourcesToWire } from '../src/internal.js';
 
 describe('workerConfig', () => {
   it("applies Dynamo's defaults, with the embedded file discovery", () => {

@@ -1,7 +1,8 @@
 import { ModelType } from '@dynamo/llm';
 import { describe, expect, it } from 'vitest';
 
-import { InvalidArgument, modelRegistration, parseEndpointTypes, workerConfig } from '../src/index.js';
+import { InvalidArgument, workerConfig } from '../src/index.js';
+import { modelRegistration, parseEndpointTypes } from '../src/internal.js';
 
 const engine = { model: 'org/model', llm: { contextLength: 2048, kvCacheBlockSize: 32, totalKvBlocks: 100, bootstrapHost: 'h', bootstrapPort: 7 } };
 

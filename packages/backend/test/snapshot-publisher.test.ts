@@ -1,7 +1,7 @@
 import { DistributedRuntime, InvalidArgument, loadRuntimeConfig } from '@dynamo/runtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { SnapshotPublisher } from '../src/index.js';
+import { SnapshotPublisher } from '../src/internal.js';
 
 const labels = { dynamo_namespace: 'dynamo', dynamo_component: 'backend', dynamo_endpoint: 'generate', model: 'm', model_name: 'm' };
 

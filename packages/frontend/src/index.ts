@@ -7,11 +7,7 @@
  * @packageDocumentation
  */
 export { startFrontend, type Frontend } from './start.js';
-export { FrontendSettingsSchema, type FrontendOptions, type FrontendSettings } from './options.js';
+export type { FrontendOptions, FrontendSettings } from './options.js';
 export { frontendFlags, frontendHelp, frontendOptionsFromFlags, type FrontendFlagValues } from './flags.js';
+// The contract a custom router implements (`FrontendOptions.router`).
 export { ROUTER_MODES, type Candidate, type RouteRequest, type Router, type RouterFactory, type RouterMode } from './routing/router.js';
-export { RoundRobinRouter, RandomRouter, DirectRouter } from './routing/basic-routers.js';
-export { routerFactory } from './routing/router-factory.js';
-export { FrontendMetrics } from './metrics.js';
-export { HttpError, errorBody } from './http/errors.js';
-export { continuation, isMigratable } from './pipeline/migration.js';

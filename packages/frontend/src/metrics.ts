@@ -1,4 +1,4 @@
-import { processMetrics } from '@dynamo/runtime';
+import { processMetrics } from '@dynamo/runtime/internal';
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 
 import { type LocalHistogram, TokenHistogram } from './token-histogram.js';

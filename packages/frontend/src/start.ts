@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
-import { modelParsers } from '@dynamo/llm';
+import { modelParsers } from '@dynamo/llm/internal';
 import { type Context, DistributedRuntime, InvalidArgument, parseOrThrow } from '@dynamo/runtime';
 
 import { createHttpServer } from './http/server.js';

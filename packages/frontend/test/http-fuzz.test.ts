@@ -4,7 +4,7 @@
 // socket. Every fuzz input gets a 4xx or, where the value happens to be valid, a 200 (never a 5xx,
 // never a hang); every good request finishes; the process stays up.
 import { connect } from 'node:net';
-import { ChatCompletionRequestSchema, CompletionRequestSchema } from '@dynamo/llm';
+import { ChatCompletionRequestSchema, CompletionRequestSchema } from '@dynamo/llm/internal';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { Child } from '../../runtime/test/harness/child.js';

@@ -1,7 +1,7 @@
 // The serving pipeline, all real processes: dynamo-frontend and two dynamo-sample-engine workers,
 // on the embedded default (file discovery + TCP) and on etcd + NATS (real servers).
 import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dynamo/llm';
-import { parseJson } from '@dynamo/runtime';
+import { parseJson } from '@dynamo/runtime/internal';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { ChatOutputParser, joinParts, modelParsers } from '../src/index.js';
+import { ChatOutputParser, joinParts, modelParsers } from '../src/internal.js';
 
 const tools = [{ type: 'function', function: { name: 'f' } }];
 const call = (name: string) => `<tool_call>\n{"name": "${name}", "arguments": {}}\n</tool_call>`;

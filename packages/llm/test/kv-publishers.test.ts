@@ -1,10 +1,11 @@
 import { KvRouter } from '@dynamo/core';
-import { DistributedRuntime, EVENT_SOURCES_BUCKET, EventSourceRecordSchema, loadRuntimeConfig, MemKvSpace, parseJson } from '@dynamo/runtime';
+import { DistributedRuntime, loadRuntimeConfig, MemKvSpace } from '@dynamo/runtime';
+import { EVENT_SOURCES_BUCKET, EventSourceRecordSchema, parseJson } from '@dynamo/runtime/internal';
 import { Publisher as ZmqPublisher } from 'zeromq';
 import { afterEach, describe, expect, it } from 'vitest';
 
 import { waitFor } from '../../runtime/test/harness/free-port.js';
-import { KV_EVENTS_TOPIC, KV_METRICS_TOPIC, KvEventPublisher, LoadPublisher } from '../src/index.js';
+import { KV_EVENTS_TOPIC, KV_METRICS_TOPIC, KvEventPublisher, LoadPublisher } from '../src/internal.js';
 
 const scope = { namespace: 'dyn', component: 'backend', endpoint: 'generate' };
 const runtimes: DistributedRuntime[] = [];

@@ -2,7 +2,8 @@ import { rmSync } from 'node:fs';
 import { InvalidArgument } from '@dynamo/runtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { type ChoiceDelta, LocalModel, postprocess, postprocessBatches, postprocessChoices, type PreprocessedRequest, type TextDelta, type Tokenizer } from '../src/index.js';
+import { type ChoiceDelta, LocalModel, postprocess, type PreprocessedRequest, type TextDelta, type Tokenizer } from '../src/index.js';
+import { postprocessBatches, postprocessChoices } from '../src/internal.js';
 import { qwen3ModelDir } from './helpers/qwen3.js';
 
 let dir: string;

@@ -4,7 +4,8 @@ import { fileURLToPath } from 'node:url';
 import { InvalidArgument } from '@dynamo/runtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { buildCard, LocalModel, ModelDeploymentCardSchema, ModelInput, ModelType, mdcsum, Preprocessor } from '../src/index.js';
+import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '../src/index.js';
+import { ModelDeploymentCardSchema, mdcsum } from '../src/internal.js';
 import { qwen3ModelDir } from './helpers/qwen3.js';
 
 const here = dirname(fileURLToPath(import.meta.url));

@@ -1,10 +1,12 @@
 import { readFileSync, rmSync, unlinkSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DistributedRuntime, InvalidArgument, loadRuntimeConfig, MemKvSpace, parseJson } from '@dynamo/runtime';
+import { DistributedRuntime, InvalidArgument, loadRuntimeConfig, MemKvSpace } from '@dynamo/runtime';
+import { parseJson } from '@dynamo/runtime/internal';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { ModelDeploymentCardSchema, ModelInput, ModelType, mdcsum, registerLlm, unregisterLlm } from '../src/index.js';
+import { ModelInput, ModelType, registerLlm, unregisterLlm } from '../src/index.js';
+import { ModelDeploymentCardSchema, mdcsum } from '../src/internal.js';
 import { qwen3ModelDir } from './helpers/qwen3.js';
 
 const stockDir = join(dirname(fileURLToPath(import.meta.url)), '../../../test/interop/fixtures/llm-1.6.1');

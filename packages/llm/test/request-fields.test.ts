@@ -4,7 +4,8 @@
 import { rmSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { buildCard, DEFAULT_MAX_DATA_URL_BYTES, LocalModel, ModelInput, ModelType, Preprocessor, templateArgs } from '../src/index.js';
+import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '../src/index.js';
+import { DEFAULT_MAX_DATA_URL_BYTES, templateArgs } from '../src/internal.js';
 import { gatherMedia } from '../src/preprocess/multimodal.js';
 import { qwen3ModelDir } from './helpers/qwen3.js';
 

@@ -1,18 +1,8 @@
 import { connect } from '@nats-io/transport-node';
 import { Publisher as ZmqPublisher } from 'zeromq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import {
-  decodeEventChannelRecord,
-  DistributedRuntime,
-  EVENT_CHANNELS_BUCKET,
-  eventRecordKey,
-  eventSubject,
-  loadRuntimeConfig,
-  MemKvSpace,
-  parseJson,
-  parseZmqFrames,
-  zmqFrames,
-} from '../src/index.js';
+import { DistributedRuntime, loadRuntimeConfig, MemKvSpace } from '../src/index.js';
+import { decodeEventChannelRecord, EVENT_CHANNELS_BUCKET, eventRecordKey, eventSubject, parseJson, parseZmqFrames, zmqFrames } from '../src/internal.js';
 import { waitFor } from './harness/free-port.js';
 import { type NatsTestServer, startNatsServer } from './harness/nats.js';
 

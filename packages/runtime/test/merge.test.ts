@@ -1,7 +1,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it } from 'vitest';
 
-import { mergeStreams } from '../src/index.js';
+import { mergeStreams } from '../src/internal.js';
 
 /** A stream of `items`, `ms` apart, that records whether it was closed before its end. */
 function source(items: number[], ms: number, state = { closed: false, finished: false }, failAfter?: number) {

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { DistributedRuntime, InvalidArgument, loadRuntimeConfig, MemKvSpace, parseEndpointPath, validateName } from '../src/index.js';
+import { DistributedRuntime, InvalidArgument, loadRuntimeConfig, MemKvSpace, parseEndpointPath } from '../src/index.js';
+import { validateName } from '../src/internal.js';
 
 describe('names', () => {
   it('accepts lowercase letters, digits, _ and -', () => {

@@ -130,7 +130,8 @@ describe('runtime in one process (mem discovery, tcp)', () => {
 
 describe('bad requests at an endpoint', () => {
   it('answers a body that is not JSON with an error prologue, while good requests complete', async () => {
-    const { controlHeader, encodeRequestEnvelope, CannotConnect } = await import('../src/index.js');
+    const { CannotConnect } = await import('../src/index.js');
+    const { controlHeader, encodeRequestEnvelope } = await import('../src/internal.js');
     const space = new MemKvSpace();
     const worker = await memRuntime(space);
     const caller = await memRuntime(space);

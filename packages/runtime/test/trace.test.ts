@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { type Context, DistributedRuntime, loadRuntimeConfig, MemKvSpace, parseTraceparent, traceHeaders, type TraceContext } from '../src/index.js';
+import { type Context, DistributedRuntime, loadRuntimeConfig, MemKvSpace, type TraceContext } from '../src/index.js';
+import { parseTraceparent, traceHeaders } from '../src/internal.js';
 import { type NatsTestServer, startNatsServer } from './harness/nats.js';
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';

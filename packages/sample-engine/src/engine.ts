@@ -1,23 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import {
-  type Context,
-  type DisaggregationMode,
-  type EmbedRequest,
-  type Embeddings,
-  type EngineConfig,
-  engineLog,
-  type GenerateChunk,
-  type GenerateRequest,
-  InvalidArgument,
-  type KvEventSource,
-  LLMEngine,
-  parseFlags,
-  type SnapshotPublisher,
-  usage,
-  type WorkerConfig,
-  workerConfigFromFlags,
-} from '@dynamo/backend';
+import { type Context, type DisaggregationMode, type EmbedRequest, type Embeddings, type EngineConfig, engineLog, type GenerateChunk, type GenerateRequest, InvalidArgument, type KvEventSource, LLMEngine, parseFlags, usage, type WorkerConfig, workerConfigFromFlags } from '@dynamo/backend';
+import type { SnapshotPublisher } from '@dynamo/backend/internal';
 import { sampleEngineFlags, sampleEngineHelp } from './flags.js';
 import { PagedPrefixCache } from './kv-cache.js';
 

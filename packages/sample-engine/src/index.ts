@@ -5,6 +5,4 @@
  * @packageDocumentation
  */
 export { SampleEngine, type SampleEngineOptions, sampleLogprobs, sampleEmbedding, SAMPLE_EMBEDDING_DIMENSIONS } from './engine.js';
-export { PagedPrefixCache, type Admission, type CacheUsage } from './kv-cache.js';
 export { sampleEngineFlags, sampleEngineHelp, type SampleEngineFlagValues } from './flags.js';
-export { formatConformanceReport } from './report.js';

@@ -2,7 +2,8 @@ import type { KvCacheEvents } from '@dynamo/backend';
 import { Context } from '@dynamo/backend';
 import { describe, expect, it } from 'vitest';
 
-import { PagedPrefixCache, SampleEngine } from '../src/index.js';
+import { SampleEngine } from '../src/index.js';
+import { PagedPrefixCache } from '../src/kv-cache.js';
 
 /** Records the events a cache reports. */
 function recorder() {

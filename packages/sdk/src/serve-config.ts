@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
-import { describeIssues, InvalidArgument } from '@dynamo/runtime';
+import { InvalidArgument } from '@dynamo/runtime';
+import { describeIssues } from '@dynamo/runtime/internal';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 

@@ -10,7 +10,8 @@ import { parse } from 'yaml';
 import { z } from 'zod';
 
 import { graphManifest } from '../src/deploy/manifest.js';
-import { DynamoGraphDeploymentSchema, endpoint, service } from '../src/index.js';
+import { DynamoGraphDeploymentSchema } from '../src/deploy/schema.js';
+import { endpoint, service } from '../src/index.js';
 import { resolveServices } from '../src/serve-config.js';
 import { runDeploy } from './harness/dynamo-serve.js';
 

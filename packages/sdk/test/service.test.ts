@@ -4,7 +4,8 @@ import { type Context, DistributedRuntime, InvalidArgument, loadRuntimeConfig, M
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 
-import { depends, endpoint, onShutdown, onStart, serveService, type ServedService, service, serviceClient, serviceConfig, serviceSpec } from '../src/index.js';
+import { depends, endpoint, onShutdown, onStart, serveService, type ServedService, service, serviceClient, serviceConfig } from '../src/index.js';
+import { serviceSpec } from '../src/clients.js';
 
 const Request = z.object({ text: z.string().min(1), times: z.number().int().positive().default(1) });
 const events: string[] = [];

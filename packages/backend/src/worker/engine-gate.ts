@@ -53,10 +53,10 @@ export class EngineGate {
   /** Cleans up once, bounded by `timeoutMs`; later calls get the first call's result. */
   async cleanup(timeoutMs: number): Promise<CleanupResult> {
     for (;;) {
-      const action = this.#machine.on({ type: 'cleanup_requested', timeout_ms: timeoutMs }) as { type: string; timeout_ms?: number };
+      const action = this.#machine.on({ type: 'cleanup_requested', timeout_ms: timeoutMs });
       switch (action.type) {
         case 'call_cleanup':
-          this.#cleanup = this.#callCleanup(action.timeout_ms ?? timeoutMs);
+          this.#cleanup = this.#callCleanup(action.timeout_ms);
           return this.#cleanup;
         case 'wait_for_cleanup':
           return this.#cleanup ?? 'ok';

@@ -1,6 +1,8 @@
 import { normalizeFinishReason } from '@dynamo/core';
-import { embeddingToBase64, type EmbeddingsOutput } from '@dynamo/llm';
-import { Cancelled, type Context, DynamoException, type Log, mergeStreams, parseOrThrow, toDynamoException, Unknown } from '@dynamo/runtime';
+import type { EmbeddingsOutput } from '@dynamo/llm';
+import { embeddingToBase64 } from '@dynamo/llm/internal';
+import { Cancelled, type Context, DynamoException, type Log, parseOrThrow, toDynamoException, Unknown } from '@dynamo/runtime';
+import { mergeStreams } from '@dynamo/runtime/internal';
 
 import type { LLMEngine } from '../engine.js';
 import { type GenerateChunk, GenerateChunkSchema } from '../protocol/chunk.js';

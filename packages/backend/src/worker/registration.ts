@@ -1,4 +1,5 @@
-import { ModelInput, ModelType, type ModelTypeFlags, N_CHOICES_KEY, type RegisterLlmOptions, type RuntimeConfigInput, type WorkerType } from '@dynamo/llm';
+import { ModelInput, ModelType, type ModelTypeFlags, type RegisterLlmOptions, type RuntimeConfigInput, type WorkerType } from '@dynamo/llm';
+import { N_CHOICES_KEY } from '@dynamo/llm/internal';
 import { InvalidArgument } from '@dynamo/runtime';
 
 import type { EngineConfig } from '../protocol/engine-config.js';

@@ -1,5 +1,6 @@
 import { resolveShutdownSettings, ShutdownPlanner } from '@dynamo/core';
-import { KvEventPublisher, LoadPublisher, registerLlm, type RegisteredModel } from '@dynamo/llm';
+import { registerLlm, type RegisteredModel } from '@dynamo/llm';
+import { KvEventPublisher, LoadPublisher } from '@dynamo/llm/internal';
 import {
   CannotConnect,
   DistributedRuntime,

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { ChatParts, ToolCallDelta } from '@dynamo/llm';
+import type { ChatParts, ToolCallDelta } from '@dynamo/llm/internal';
 
 import type { Usage } from '../http/openai-shapes.js';
 import type { SseWriter } from '../http/sse.js';

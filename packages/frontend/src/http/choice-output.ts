@@ -1,4 +1,5 @@
-import { type ChatOutputParser, type ChatParts, type ChoiceDelta, joinParts, type TokenLogprob } from '@dynamo/llm';
+import type { ChoiceDelta, TokenLogprob } from '@dynamo/llm';
+import { type ChatOutputParser, type ChatParts, joinParts } from '@dynamo/llm/internal';
 
 import type { GenerationSurface } from '../models/served-model.js';
 import { chatLogprobs, completionLogprobs } from './openai-shapes.js';

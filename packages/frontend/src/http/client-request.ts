@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Preprocessor } from '@dynamo/llm';
-import { Cancelled, CannotConnect, Context, type Log, parseTraceparent } from '@dynamo/runtime';
+import { Cancelled, CannotConnect, Context, type Log } from '@dynamo/runtime';
+import { parseTraceparent } from '@dynamo/runtime/internal';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
 import type { EndpointLabel, FrontendMetrics, RequestTracker } from '../metrics.js';

@@ -1,4 +1,4 @@
-import { embeddingFromBase64, EmbeddingRequestSchema, EmbeddingsOutputSchema, embeddingToBase64, float32Json } from '@dynamo/llm';
+import { embeddingFromBase64, EmbeddingRequestSchema, EmbeddingsOutputSchema, embeddingToBase64, float32Json } from '@dynamo/llm/internal';
 import { Cancelled, parseOrThrow } from '@dynamo/runtime';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 

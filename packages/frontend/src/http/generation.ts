@@ -1,5 +1,7 @@
-import { ChatOutputParser, type PreprocessedRequest, type Preprocessor, promptBatch } from '@dynamo/llm';
-import { Cancelled, type DynamoException, mergeStreams } from '@dynamo/runtime';
+import type { PreprocessedRequest, Preprocessor } from '@dynamo/llm';
+import { ChatOutputParser, promptBatch } from '@dynamo/llm/internal';
+import { Cancelled, type DynamoException } from '@dynamo/runtime';
+import { mergeStreams } from '@dynamo/runtime/internal';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
 import type { GenerationSurface, ServedModel } from '../models/served-model.js';

@@ -1,5 +1,5 @@
 import { isUtf8 } from 'node:buffer';
-import { parseJson } from '@dynamo/runtime';
+import { parseJson } from '@dynamo/runtime/internal';
 
 import { HttpError } from './errors.js';
 

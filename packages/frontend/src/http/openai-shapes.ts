@@ -1,4 +1,5 @@
-import type { ChatParts, TokenLogprob } from '@dynamo/llm';
+import type { TokenLogprob } from '@dynamo/llm';
+import type { ChatParts } from '@dynamo/llm/internal';
 
 import type { GenerationSurface } from '../models/served-model.js';
 

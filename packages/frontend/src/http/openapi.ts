@@ -1,5 +1,5 @@
 import { createRequire } from 'node:module';
-import { ChatCompletionRequestSchema, CompletionRequestSchema, EmbeddingRequestSchema } from '@dynamo/llm';
+import { ChatCompletionRequestSchema, CompletionRequestSchema, EmbeddingRequestSchema } from '@dynamo/llm/internal';
 import { z } from 'zod';
 
 import { MessagesRequestSchema } from '../anthropic/request.js';

@@ -1,4 +1,5 @@
-import type { ChatParts, ChoiceDelta } from '@dynamo/llm';
+import type { ChoiceDelta } from '@dynamo/llm';
+import type { ChatParts } from '@dynamo/llm/internal';
 import type { Context, Log } from '@dynamo/runtime';
 import type { FastifyReply } from 'fastify';
 

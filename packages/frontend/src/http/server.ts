@@ -1,7 +1,8 @@
 import { createServer as httpServer, type IncomingMessage, type Server } from 'node:http';
 import { createServer as httpsServer } from 'node:https';
 import type { Socket } from 'node:net';
-import { DynamoException, stringifyJson } from '@dynamo/runtime';
+import { DynamoException } from '@dynamo/runtime';
+import { stringifyJson } from '@dynamo/runtime/internal';
 import Fastify, { type FastifyInstance } from 'fastify';
 
 import { anthropicErrorBody } from '../anthropic/output.js';

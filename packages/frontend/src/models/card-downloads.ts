@@ -2,7 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { mkdir, rename, rm, stat, symlink, writeFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { type CheckedFile, fileChecksumBlake3, mdcsum, type ModelDeploymentCard, slugify } from '@dynamo/llm';
+import type { CheckedFile, ModelDeploymentCard } from '@dynamo/llm';
+import { fileChecksumBlake3, mdcsum, slugify } from '@dynamo/llm/internal';
 import { InvalidArgument } from '@dynamo/runtime';
 
 /** How long one card file may take to download. */

@@ -1,5 +1,7 @@
-import { mdcsum, ModelDeploymentCardSchema, N_CHOICES_KEY, type ModelParsers, modelTypeFromWire, ModelType, Preprocessor } from '@dynamo/llm';
-import { type Client, type DistributedRuntime, type EndpointRecord, type Log, MDC_BUCKET, type ModelEvent, type ModelRecord } from '@dynamo/runtime';
+import { ModelType, Preprocessor } from '@dynamo/llm';
+import { mdcsum, ModelDeploymentCardSchema, N_CHOICES_KEY, type ModelParsers, modelTypeFromWire } from '@dynamo/llm/internal';
+import type { Client, DistributedRuntime, EndpointRecord, Log, ModelEvent, ModelRecord } from '@dynamo/runtime';
+import { MDC_BUCKET } from '@dynamo/runtime/internal';
 
 import type { RouterFactory } from '../routing/router.js';
 import type { CardFiles } from './card-files.js';

@@ -1,4 +1,5 @@
-import { type ModelDeploymentCard, type ModelParsers, modelParsers, ModelType, type Preprocessor } from '@dynamo/llm';
+import { type ModelDeploymentCard, ModelType, type Preprocessor } from '@dynamo/llm';
+import { type ModelParsers, modelParsers } from '@dynamo/llm/internal';
 import type { Client } from '@dynamo/runtime';
 
 import type { Candidate, Router } from '../routing/router.js';

@@ -1,4 +1,5 @@
-import { type ChoiceDelta, type PreprocessedRequest, postprocessChoices, type Tokenizer } from '@dynamo/llm';
+import type { ChoiceDelta, PreprocessedRequest, Tokenizer } from '@dynamo/llm';
+import { postprocessChoices } from '@dynamo/llm/internal';
 import { Context, type DynamoException } from '@dynamo/runtime';
 
 import type { Candidate } from '../routing/router.js';

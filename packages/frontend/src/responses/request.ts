@@ -1,4 +1,4 @@
-import { REASONING_EFFORTS } from '@dynamo/llm';
+import { REASONING_EFFORTS } from '@dynamo/llm/internal';
 import { parseOrThrow } from '@dynamo/runtime';
 import { z } from 'zod';
 

@@ -1,14 +1,5 @@
-import {
-  type Client,
-  type DistributedRuntime,
-  EVENT_SOURCES_BUCKET,
-  type EventScope,
-  eventRecordPrefix,
-  EventSourceRecordSchema,
-  type Log,
-  parseJson,
-  stringifyJson,
-} from '@dynamo/runtime';
+import type { Client, DistributedRuntime, EventScope, Log } from '@dynamo/runtime';
+import { EVENT_SOURCES_BUCKET, eventRecordPrefix, EventSourceRecordSchema, parseJson, stringifyJson } from '@dynamo/runtime/internal';
 import { z } from 'zod';
 
 /** A worker rank's KV event source, and where to ask for what it missed. */

@@ -1,17 +1,6 @@
 import { KvEventBatcher } from '@dynamo/core';
-import {
-  type DistributedRuntime,
-  EVENT_SOURCES_BUCKET,
-  type EventPublisher,
-  type EventScope,
-  eventRecordKey,
-  eventSourceRecord,
-  InvalidArgument,
-  type Log,
-  parseJson,
-  type ServedEndpoint,
-  stringifyJson,
-} from '@dynamo/runtime';
+import { type DistributedRuntime, type EventPublisher, type EventScope, InvalidArgument, type Log, type ServedEndpoint } from '@dynamo/runtime';
+import { EVENT_SOURCES_BUCKET, eventRecordKey, eventSourceRecord, parseJson, stringifyJson } from '@dynamo/runtime/internal';
 import { Subscriber as ZmqSubscriber } from 'zeromq';
 
 /** The topic stock routers read KV cache events from. */

@@ -1,7 +1,8 @@
 import { homedir } from 'node:os';
 import { isAbsolute, join, resolve } from 'node:path';
 import { z } from 'zod';
-import { InvalidArgument, describeIssues, envFlag as flag } from '@dynamo/runtime';
+import { InvalidArgument } from '@dynamo/runtime';
+import { describeIssues, envFlag as flag } from '@dynamo/runtime/internal';
 
 const seconds = z.coerce.number().positive().finite();
 

@@ -1,5 +1,6 @@
 import type { PromptFormatter, Tokenizer } from '@dynamo/core';
-import { InvalidArgument, parseOrThrow, stringifyJson } from '@dynamo/runtime';
+import { InvalidArgument, parseOrThrow } from '@dynamo/runtime';
+import { stringifyJson } from '@dynamo/runtime/internal';
 
 import { mdcsum } from '../card/mdcsum.js';
 import { embeddingInputs, EmbeddingRequestSchema, type PreprocessedEmbeddingRequest } from '../embeddings/request.js';

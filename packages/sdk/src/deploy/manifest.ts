@@ -1,4 +1,5 @@
-import { describeIssues, InvalidArgument } from '@dynamo/runtime';
+import { InvalidArgument } from '@dynamo/runtime';
+import { describeIssues } from '@dynamo/runtime/internal';
 
 import { serviceSpec } from '../clients.js';
 import type { ServiceGraph } from '../graph.js';

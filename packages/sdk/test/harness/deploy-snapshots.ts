@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 
-import { DynamoGraphDeploymentSchema } from '../../src/index.js';
+import { DynamoGraphDeploymentSchema } from '../../src/deploy/schema.js';
 import { runDeploy } from './dynamo-serve.js';
 
 const dockerUp = spawnSync('docker', ['info'], { stdio: 'ignore', timeout: 10_000 }).status === 0;
