@@ -118,7 +118,10 @@ export class DistributedRuntime implements RuntimeHost {
     return this.namespace(namespace).component(component).endpoint(endpoint);
   }
 
-  /** @internal A logger for a runtime component. */
+  /**
+   * A logger named `component` (e.g. `'my-engine'`), at the level `DYN_LOG` sets for that name, in
+   * the runtime's format (`DYN_LOGGING_JSONL`).
+   */
   log(component: string): Log {
     return this.logging.child(component);
   }
