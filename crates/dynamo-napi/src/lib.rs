@@ -14,5 +14,6 @@ mod kv_router;
 mod lifecycle;
 mod output_parser;
 mod prompt;
+mod shutdown;
 mod tokenizer;
 mod work;

@@ -1,13 +1,7 @@
-import type { ShutdownPlanner } from '@dynamo/core';
+import type { ShutdownAction, ShutdownLogLevel, ShutdownPlanner } from '@dynamo/core';
 
-/** One stage's record, as the planner reports it. */
-export interface StageOutcome {
-  stage: string;
-  reason: string;
-  elapsed_ms: number;
-  remaining_total_ms: number | null;
-  detail: string | null;
-}
+/** One stage's record, as the planner reports it (its `record_stage` action). */
+export type StageOutcome = Omit<Extract<ShutdownAction, { type: 'record_stage' }>, 'type'>;
 
 /** What the planner's actions do in this process. Each waiting call's result is fed back as its answer. */
 export interface ShutdownHost {
@@ -20,12 +14,11 @@ export interface ShutdownHost {
   /** Engine cleanup, bounded by the caller; resolves with an error message when it failed. */
   cleanup(timeoutMs: number): Promise<'ok' | { error: string } | 'timed_out'>;
   record(outcome: StageOutcome): void;
-  log(level: 'debug' | 'info' | 'warn' | 'error', message: string): void;
+  log(level: ShutdownLogLevel, message: string): void;
   exit(code: number): void;
 }
 
-type Action = { type: string; [key: string]: unknown };
-type Event = { type: string; [key: string]: unknown };
+type Event = Parameters<ShutdownPlanner['on']>[1];
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
@@ -61,16 +54,15 @@ export class ShutdownRun {
   }
 
   #feed(event: Event): void {
-    const actions = this.#planner.on(this.#now(), event) as Action[];
-    for (const action of actions) this.#perform(action);
+    for (const action of this.#planner.on(this.#now(), event)) this.#perform(action);
   }
 
   #answer(work: Promise<Event>): void {
     void work.then((event) => this.#feed(event));
   }
 
-  #tickAfter(ms: unknown): void {
-    if (typeof ms !== 'number') return;
+  #tickAfter(ms: number | null): void {
+    if (ms === null) return;
     const timer = setTimeout(() => {
       this.#timers.delete(timer);
       this.#feed({ type: 'tick' });
@@ -79,7 +71,7 @@ export class ShutdownRun {
     this.#timers.add(timer);
   }
 
-  #perform(action: Action): void {
+  #perform(action: ShutdownAction): void {
     const host = this.#host;
     switch (action.type) {
       case 'unregister':
@@ -91,7 +83,7 @@ export class ShutdownRun {
         const timer = setTimeout(() => {
           this.#timers.delete(timer);
           this.#feed({ type: 'wake' });
-        }, action.ms as number);
+        }, action.ms);
         this.#timers.add(timer);
         return;
       }
@@ -99,7 +91,7 @@ export class ShutdownRun {
         host.stopAdmission();
         return this.#feed({ type: 'admission_stopped' });
       case 'wait_inflight': {
-        const timeout = (action.timeout_ms as number | null) ?? undefined;
+        const timeout = action.timeout_ms ?? undefined;
         return this.#answer(host.waitInflight(timeout).then((left) => (left === 0 ? { type: 'inflight_drained' } : { type: 'inflight_timed_out', inflight: left })));
       }
       case 'call_drain':
@@ -115,21 +107,25 @@ export class ShutdownRun {
           (err: unknown) => ({ type: 'quiescent', value: null, error: message(err) }),
         ));
       case 'call_cleanup':
-        return this.#answer(host.cleanup(action.timeout_ms as number).then((result) =>
+        return this.#answer(host.cleanup(action.timeout_ms).then((result) =>
           result === 'ok' ? { type: 'cleanup_done' } : result === 'timed_out' ? { type: 'cleanup_timed_out' } : { type: 'cleanup_done', error: result.error },
         ));
       case 'record_stage':
-        return host.record(action as unknown as StageOutcome);
+        return host.record(action);
       case 'log':
-        return host.log(action.level as 'info', action.message as string);
+        return host.log(action.level, action.message);
       case 'exit':
         this.#clearTimers();
-        return host.exit(action.code as number);
+        return host.exit(action.code);
       case 'done':
         this.#clearTimers();
         return this.#resolve();
-      default:
-        host.log('error', `unknown shutdown action ${JSON.stringify(action)}; ignored`);
+      default: {
+        // Every action is handled above (TypeScript checks it); an addon newer than this code
+        // could still send another.
+        const unknown: never = action;
+        host.log('error', `unknown shutdown action ${JSON.stringify(unknown)}; ignored`);
+      }
     }
   }
 
