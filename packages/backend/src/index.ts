@@ -12,7 +12,7 @@ export { Worker, type WorkerOptions } from './worker/worker.js';
 export { engineLog } from './logging.js';
 export type { Log } from '@dynamo/runtime';
 export { Context, type ContextOptions, type TraceContext, registerPrometheus, type RegisterPrometheusOptions } from '@dynamo/runtime';
-export { DynamoException, Unknown, InvalidArgument, CannotConnect, Disconnected, ConnectionTimeout, Cancelled, EngineShutdown, StreamIncomplete, WorkerOverloaded, dynamoExceptionOf, toDynamoException, type DynamoErrorKind } from '@dynamo/runtime';
+export * from '@dynamo/runtime/errors';
 export type { GenerateRequest, StopConditions } from './protocol/request.js';
 export type { EmbedRequest, Embeddings } from './protocol/embedding.js';
 export { usage, type GenerateChunk, type FinishReason, type CompletionUsage } from './protocol/chunk.js';

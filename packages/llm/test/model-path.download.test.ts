@@ -5,7 +5,8 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { CannotConnect, InvalidArgument, createLogging } from '@dynamo/runtime';
-import { resolveModelPath, type ModelPathLog } from '../src/model-path/index.js';
+import type { Log } from '@dynamo/runtime';
+import { resolveModelPath } from '../src/model-path/index.js';
 import { startHubServer, writeModelRepo, type HubServer, type ModelRepoFiles } from './helpers/hub-server.js';
 import { QWEN3_TOKENIZER_JSON as QWEN_TOKENIZER_JSON } from './helpers/qwen3.js';
 
@@ -231,7 +232,7 @@ describe('progress', () => {
         done();
       },
     });
-    const log: ModelPathLog = createLogging({ destination: sink, jsonl: true }).child('llm.model-path');
+    const log: Log = createLogging({ destination: sink, jsonl: true }).child('llm.model-path');
     await resolveModelPath(REPO, { env: env(), progress: 'log', log });
     const done = lines.filter((l) => String(l.msg).startsWith('downloaded '));
     expect(done.map((l) => l.file).sort()).toEqual(CARD_FILES);
@@ -242,7 +243,7 @@ describe('progress', () => {
 
   it("progress 'none' writes nothing, not even through a given logger", async () => {
     const calls: unknown[] = [];
-    const log: ModelPathLog = { debug: (...a) => calls.push(a), info: (...a) => calls.push(a), warn: (...a) => calls.push(a) };
+    const log: Log = { debug: (...a: unknown[]) => calls.push(a), info: (...a: unknown[]) => calls.push(a), warn: (...a: unknown[]) => calls.push(a), error: (...a: unknown[]) => calls.push(a) };
     await resolveModelPath(REPO, { env: env(), progress: 'none', log });
     expect(calls).toEqual([]);
   });

@@ -4,7 +4,8 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, 
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { resolveModelPath, type ModelPathLog } from '../src/model-path/index.js';
+import type { Log } from '@dynamo/runtime';
+import { resolveModelPath } from '../src/model-path/index.js';
 import { startHubServer, writeModelRepo, type HubServer } from './helpers/hub-server.js';
 import { QWEN3_TOKENIZER_JSON as QWEN_TOKENIZER_JSON } from './helpers/qwen3.js';
 
@@ -23,7 +24,7 @@ const tokenizerGets = () => hub.requests.filter((r) => r.method === 'GET' && r.p
 
 function recordingLog() {
   const warnings: Array<{ fields: Record<string, unknown>; message: string }> = [];
-  const log: ModelPathLog = { debug() {}, info() {}, warn: (fields, message) => void warnings.push({ fields: fields as Record<string, unknown>, message }) };
+  const log: Log = { debug() {}, info() {}, error() {}, warn: (fields: unknown, message?: string) => void warnings.push({ fields: fields as Record<string, unknown>, message: message ?? '' }) };
   return { log, warnings };
 }
 
@@ -90,7 +91,7 @@ describe('interrupted downloads', () => {
     const { log } = recordingLog();
     // Abort as soon as the drop is noticed (during the backoff before resuming).
     const warn = log.warn.bind(log);
-    log.warn = (f, m) => {
+    log.warn = (f: unknown, m?: string) => {
       warn(f, m);
       controller.abort();
     };

@@ -1,6 +1,7 @@
 /**
  * The Dynamo error family. Each class is one `BackendError` kind of stock Dynamo, so an error an
- * engine throws keeps its meaning when it crosses the wire.
+ * engine throws keeps its meaning when it crosses the wire. Everything this module exports is the
+ * family: `@dynamo/runtime` and `@dynamo/backend` re-export it whole (`@dynamo/runtime/errors`).
  */
 
 /** Names of the error kinds, as Dynamo spells them. */
@@ -51,7 +52,10 @@ export class StreamIncomplete extends kindClass('StreamIncomplete') {}
 /** This worker has no room for the request now (its queue is full); a frontend answers 529. */
 export class WorkerOverloaded extends kindClass('WorkerOverloaded') {}
 
-const byKind: Record<DynamoErrorKind, new (message: string, options?: { cause?: unknown }) => DynamoException> = {
+type ErrorClass = new (message: string, options?: { cause?: unknown }) => DynamoException;
+
+// The class of each kind, for errors that arrive by name; `satisfies` keeps it and the union in step.
+const byKind = {
   Unknown,
   InvalidArgument,
   CannotConnect,
@@ -61,11 +65,11 @@ const byKind: Record<DynamoErrorKind, new (message: string, options?: { cause?: 
   EngineShutdown,
   StreamIncomplete,
   WorkerOverloaded,
-};
+} satisfies Record<DynamoErrorKind, ErrorClass>;
 
 /** Builds the error class for a kind name received from the wire; unknown names become `Unknown`. */
 export function dynamoExceptionOf(kind: string, message: string, options?: { cause?: unknown }): DynamoException {
-  const cls = (byKind as Record<string, (typeof byKind)[DynamoErrorKind] | undefined>)[kind] ?? Unknown;
+  const cls: ErrorClass = Object.hasOwn(byKind, kind) ? byKind[kind as DynamoErrorKind] : Unknown;
   return new cls(message, options);
 }
 

@@ -35,20 +35,6 @@ export type { EventSubscriber } from './event-plane/subscriber.js';
 export type { EventScope } from './event-plane/subject.js';
 export { Context, type ContextOptions } from './context.js';
 export type { TraceContext } from './trace.js';
-export {
-  DynamoException,
-  Unknown,
-  InvalidArgument,
-  CannotConnect,
-  Disconnected,
-  ConnectionTimeout,
-  Cancelled,
-  EngineShutdown,
-  StreamIncomplete,
-  WorkerOverloaded,
-  dynamoExceptionOf,
-  toDynamoException,
-  type DynamoErrorKind,
-} from './errors.js';
+export * from './errors.js';
 export { parseOrThrow } from './validate.js';
 export { parseFlags, formatHelp, type Flag, type Flags, type FlagValues, type ParsedFlags } from './flags.js';

@@ -10,7 +10,7 @@ export { HealthCanary, type CanaryTiming } from './endpoint/canary.js';
 export type { ClientPlanes } from './endpoint/client.js';
 export { envFlag } from './config.js';
 export { validateName } from './names.js';
-export { parseLogFilter } from './logger.js';
+export { parseLogFilter, silentLog } from './logger.js';
 export { RuntimeMetrics } from './metrics.js';
 export { processMetrics } from './process-metrics.js';
 export { parseJson, stringifyJson, hexId, parseHexId } from './json.js';

@@ -4,6 +4,9 @@ import pretty from 'pino-pretty';
 /** A logger as the runtime's modules use it: pino's, or anything with the same four methods. */
 export type Log = Pick<Logger, 'debug' | 'info' | 'warn' | 'error'>;
 
+/** A {@link Log} that drops everything (the default where a caller passes none). */
+export const silentLog: Log = { debug() {}, info() {}, warn() {}, error() {} };
+
 const levels = new Set<string>(['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent']);
 // Dynamo's filter speaks tracing's level names; `off` silences.
 const alias: Record<string, string> = { off: 'silent', warning: 'warn' };

@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CannotConnect, InvalidArgument } from '../src/errors.js';
 import { encodeTwoPartText } from '../src/request-plane/envelope.js';
 import type { RequestAcceptor, Transport } from '../src/request-plane/request-plane.js';
-import type { PlaneLogger } from '../src/request-plane/socket-helpers.js';
+import type { Log } from '../src/logger.js';
 import { TcpRequestPlaneClient } from '../src/request-plane/tcp-client.js';
 import { TcpRequestPlaneServer } from '../src/request-plane/tcp-server.js';
 import { freePort, waitFor } from './harness/free-port.js';
@@ -16,7 +16,7 @@ const INSTANCE = 0x694d9a3c5e1f2a07n;
 function recordingLogger() {
   const lines: { level: string; obj: object; msg: string }[] = [];
   const at = (level: string) => (obj: object, msg?: string) => lines.push({ level, obj, msg: msg ?? '' });
-  const log: PlaneLogger = { warn: at('warn'), debug: at('debug'), error: at('error') };
+  const log: Log = { warn: at('warn'), info: at('info'), debug: at('debug'), error: at('error') };
   return { log, lines, warnings: () => lines.filter((l) => l.level === 'warn').map((l) => l.msg) };
 }
 

@@ -3,7 +3,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Cancelled, CannotConnect, Disconnected } from '../src/errors.js';
 import type { ConnectionInfo } from '../src/request-plane/control.js';
 import { encodeTwoPartText, TwoPartDecoder } from '../src/request-plane/envelope.js';
-import type { PlaneLogger } from '../src/request-plane/socket-helpers.js';
+import type { Log } from '../src/logger.js';
 import { callHome, type ResponseSender } from '../src/response-plane/call-home.js';
 import { ResponseProtocolError } from '../src/response-plane/frames.js';
 import type { PendingResponse } from '../src/response-plane/response-stream.js';
@@ -13,7 +13,7 @@ import { freePort, waitFor } from './harness/free-port.js';
 function recordingLogger() {
   const lines: { level: string; msg: string }[] = [];
   const at = (level: string) => (_obj: object, msg?: string) => lines.push({ level, msg: msg ?? '' });
-  const log: PlaneLogger = { warn: at('warn'), debug: at('debug'), error: at('error') };
+  const log: Log = { warn: at('warn'), info: at('info'), debug: at('debug'), error: at('error') };
   return { log, warnings: () => lines.filter((l) => l.level === 'warn').map((l) => l.msg) };
 }
 

@@ -75,10 +75,11 @@ export class ShutdownRun {
     const host = this.#host;
     switch (action.type) {
       case 'unregister':
-        return this.#answer(host.unregister().then(
+        this.#answer(host.unregister().then(
           () => ({ type: 'unregistered' }),
           (err: unknown) => ({ type: 'unregistered', error: message(err) }),
         ));
+        return;
       case 'sleep': {
         const timer = setTimeout(() => {
           this.#timers.delete(timer);
@@ -89,37 +90,46 @@ export class ShutdownRun {
       }
       case 'stop_admission':
         host.stopAdmission();
-        return this.#feed({ type: 'admission_stopped' });
+        this.#feed({ type: 'admission_stopped' });
+        return;
       case 'wait_inflight': {
         const timeout = action.timeout_ms ?? undefined;
-        return this.#answer(host.waitInflight(timeout).then((left) => (left === 0 ? { type: 'inflight_drained' } : { type: 'inflight_timed_out', inflight: left })));
+        this.#answer(host.waitInflight(timeout).then((left) => (left === 0 ? { type: 'inflight_drained' } : { type: 'inflight_timed_out', inflight: left })));
+        return;
       }
       case 'call_drain':
         this.#tickAfter(action.timeout_ms);
-        return this.#answer(host.drain().then(
+        this.#answer(host.drain().then(
           () => ({ type: 'drained' }),
           (err: unknown) => ({ type: 'drained', error: message(err) }),
         ));
+        return;
       case 'poll_quiescent':
         this.#tickAfter(action.timeout_ms);
-        return this.#answer(host.isQuiescent().then(
+        this.#answer(host.isQuiescent().then(
           (value) => ({ type: 'quiescent', value }),
           (err: unknown) => ({ type: 'quiescent', value: null, error: message(err) }),
         ));
+        return;
       case 'call_cleanup':
-        return this.#answer(host.cleanup(action.timeout_ms).then((result) =>
+        this.#answer(host.cleanup(action.timeout_ms).then((result) =>
           result === 'ok' ? { type: 'cleanup_done' } : result === 'timed_out' ? { type: 'cleanup_timed_out' } : { type: 'cleanup_done', error: result.error },
         ));
+        return;
       case 'record_stage':
-        return host.record(action);
+        host.record(action);
+        return;
       case 'log':
-        return host.log(action.level, action.message);
+        host.log(action.level, action.message);
+        return;
       case 'exit':
         this.#clearTimers();
-        return host.exit(action.code);
+        host.exit(action.code);
+        return;
       case 'done':
         this.#clearTimers();
-        return this.#resolve();
+        this.#resolve();
+        return;
       default: {
         // Every action is handled above (TypeScript checks it); an addon newer than this code
         // could still send another.

@@ -7,7 +7,7 @@ import { Cancelled, Disconnected, Unknown, type DynamoException } from '@dynamo/
 import type { HfRepoCache } from './hf-cache.js';
 import { isTransient, markTransient, type FileMetadata, type HubClient } from './hf-http.js';
 import { withFileLock } from './lock.js';
-import type { ModelPathLog } from './log.js';
+import type { Log } from '@dynamo/runtime';
 import type { FileProgress, Progress } from './progress.js';
 
 /** Everything downloading the files of one repo commit needs. */
@@ -17,7 +17,7 @@ export interface DownloadContext {
   repoId: string;
   commit: string;
   progress: Progress;
-  log: ModelPathLog;
+  log: Log;
   signal?: AbortSignal;
   /** A transfer that stalls this long (no bytes) is dropped and resumed. */
   stallTimeoutMs: number;

@@ -8,7 +8,7 @@ import {
   parseOrThrow,
   type DynamoException,
 } from '@dynamo/runtime';
-import type { ModelPathLog } from './log.js';
+import type { Log } from '@dynamo/runtime';
 
 /** What a request was about, for error messages. */
 interface Subject {
@@ -76,7 +76,7 @@ export interface HubClientOptions {
   fetch: typeof fetch;
   metadataTimeoutMs: number;
   signal?: AbortSignal;
-  log: ModelPathLog;
+  log: Log;
 }
 
 /** The few Hugging Face Hub HTTP calls a download needs, with Dynamo errors that name the repo. */

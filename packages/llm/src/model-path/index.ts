@@ -11,7 +11,6 @@
 
 export { resolveModelPath } from './resolve.js';
 export type { ResolvedModelPath, ResolveOptions } from './types.js';
-export type { ModelPathLog } from './log.js';
 export type { ProgressMode } from './progress.js';
 export { loadHfEnv, type HfEnv } from './hf-env.js';
 export { parseRepoRef, type RepoRef } from './repo-id.js';

@@ -1,22 +1,12 @@
-import { createLogging } from '@dynamo/runtime';
+import { createLogging, type Log } from '@dynamo/runtime';
+import { silentLog } from '@dynamo/runtime/internal';
 
-/**
- * The logger model-path resolution writes to: pino's `Logger` (e.g. from `createLogging`) fits,
- * and so does any object with these three methods.
- */
-export interface ModelPathLog {
-  debug(fields: object, message: string): void;
-  info(fields: object, message: string): void;
-  warn(fields: object, message: string): void;
-}
+export { silentLog };
 
-/** Drops everything. */
-export const silentLog: ModelPathLog = { debug() {}, info() {}, warn() {} };
-
-let fallback: ModelPathLog | undefined;
+let fallback: Log | undefined;
 
 /** The logger used when the caller gives none: the runtime's pino logging at `info`, to stderr. */
-export function defaultLog(): ModelPathLog {
+export function defaultLog(): Log {
   fallback ??= createLogging().child('llm.model-path');
   return fallback;
 }

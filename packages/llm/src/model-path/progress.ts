@@ -1,5 +1,5 @@
 import cliProgress from 'cli-progress';
-import type { ModelPathLog } from './log.js';
+import type { Log } from '@dynamo/runtime';
 
 /** Progress of one file's download. */
 export interface FileProgress {
@@ -32,7 +32,7 @@ export function formatBytes(n: number): string {
 
 const none: Progress = { file: () => ({ start() {}, advance() {}, done() {} }), stop() {} };
 
-function logProgress(repoId: string, log: ModelPathLog): Progress {
+function logProgress(repoId: string, log: Log): Progress {
   return {
     file(name) {
       let began = 0;
@@ -106,7 +106,7 @@ function barProgress(stream: NodeJS.WritableStream): Progress {
 export function createProgress(
   mode: ProgressMode,
   repoId: string,
-  log: ModelPathLog,
+  log: Log,
   opts: { disableBars: boolean; stream?: NodeJS.WritableStream & { isTTY?: boolean } },
 ): Progress {
   const stream = opts.stream ?? process.stderr;

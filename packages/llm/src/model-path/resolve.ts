@@ -7,7 +7,8 @@ import { fetchFile, type DownloadContext } from './hf-download.js';
 import { loadHfEnv, type HfEnv } from './hf-env.js';
 import { HubClient } from './hf-http.js';
 import { resolveLocalPath } from './local.js';
-import { defaultLog, silentLog, type ModelPathLog } from './log.js';
+import type { Log } from '@dynamo/runtime';
+import { defaultLog, silentLog } from './log.js';
 import { createProgress } from './progress.js';
 import { parseRepoRef } from './repo-id.js';
 import type { ResolvedModelPath, ResolveOptions } from './types.js';
@@ -121,7 +122,7 @@ async function download(
   cache: HfRepoCache,
   hf: HfEnv,
   options: ResolveOptions,
-  log: ModelPathLog,
+  log: Log,
 ): Promise<ResolvedModelPath> {
   const token = hf.token ?? (await readFile(hf.tokenPath, 'utf8').then((t) => t.trim() || undefined, () => undefined));
   // Aborted by the caller, or by the first failed file so the others stop too.
@@ -185,10 +186,10 @@ async function download(
 }
 
 /** With `progress: 'none'` nothing is printed: info and debug go nowhere, warnings only to a given log. */
-function quietFor(mode: ResolveOptions['progress'], given: ModelPathLog | undefined): ModelPathLog {
+function quietFor(mode: ResolveOptions['progress'], given: Log | undefined): Log {
   if (mode !== 'none') return given ?? defaultLog();
   if (given === undefined) return silentLog;
-  return { debug() {}, info() {}, warn: (fields, message) => given.warn(fields, message) };
+  return { debug() {}, info() {}, warn: given.warn.bind(given), error: given.error.bind(given) };
 }
 
 /** Runs `fn` over `items`, `limit` at a time; on the first failure aborts `stop`, waits for the rest, rethrows. */

@@ -1,4 +1,4 @@
-import type { ModelPathLog } from './log.js';
+import type { Log } from '@dynamo/runtime';
 import type { ProgressMode } from './progress.js';
 
 /** Where a model's files are on local disk, once {@link resolveModelPath} is done. */
@@ -45,7 +45,7 @@ export interface ResolveOptions {
    */
   progress?: ProgressMode;
   /** Where log lines go; pino's `Logger` fits. Default: the runtime's logging on stderr. */
-  log?: ModelPathLog;
+  log?: Log;
   /** Aborts lookups and downloads; partial files stay and a later call resumes them. */
   signal?: AbortSignal;
   /** The `fetch` to use (default the global one). */

@@ -21,16 +21,9 @@ import {
 import { z } from 'zod';
 import { CannotConnect, InvalidArgument } from '../errors.js';
 import { parseOrThrow } from '../validate.js';
+import type { Log } from '../logger.js';
 
 export type { NatsConnection } from '@nats-io/transport-node';
-
-/** The logging calls the NATS planes make; a pino logger fits as is. */
-export interface NatsLogger {
-  debug(obj: object, msg: string): void;
-  info(obj: object, msg: string): void;
-  warn(obj: object, msg: string): void;
-  error(obj: object, msg: string): void;
-}
 
 /** Dynamo's environment variable behind each {@link NatsConnectionOptions} field. */
 export const NATS_ENV = {
@@ -271,7 +264,7 @@ function describeError(err: unknown): string {
   return String(err);
 }
 
-function logStatus(log: NatsLogger, status: Status, backoff: ReconnectBackoff): void {
+function logStatus(log: Log, status: Status, backoff: ReconnectBackoff): void {
   switch (status.type) {
     case 'disconnect':
       log.warn({ server: status.server }, 'NATS connection lost; reconnecting');
@@ -321,7 +314,7 @@ function logStatus(log: NatsLogger, status: Status, backoff: ReconnectBackoff): 
  * the connection reconnects forever with exponential backoff and logs each status change via `log`.
  * The caller owns the connection: `drain()` or `close()` it on shutdown.
  */
-export async function connectNats(options: NatsConnectionOptionsInput, log: NatsLogger): Promise<NatsConnection> {
+export async function connectNats(options: NatsConnectionOptionsInput, log: Log): Promise<NatsConnection> {
   const o = parseNatsConnectionOptions(options);
   const urls = parseServers(o.server);
   const servers = urls.map(redactUrl);

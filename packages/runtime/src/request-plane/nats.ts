@@ -23,8 +23,8 @@ import { z } from 'zod';
 import { CannotConnect, InvalidArgument } from '../errors.js';
 import { hexId } from '../json.js';
 import { parseOrThrow } from '../validate.js';
-import type { NatsLogger } from './nats-connection.js';
 import type { RequestAcceptor, RequestPlaneClient, RequestPlaneServer, Transport } from './request-plane.js';
+import type { Log } from '../logger.js';
 
 /** async-nats's request timeout, which stock Dynamo uses when `DYN_NATS_REQUEST_TIMEOUT_SECS` is unset. */
 export const DEFAULT_NATS_REQUEST_TIMEOUT_MS = 10_000;
@@ -96,7 +96,7 @@ interface Service {
 /** Options of {@link NatsRequestPlaneServer}. */
 export interface NatsRequestPlaneServerOptions {
   /** Where accept failures and malformed requests are reported. */
-  log: NatsLogger;
+  log: Log;
   /** Answer the NATS service-discovery subjects `$SRV.PING/INFO/STATS` (default true). */
   serviceDiscovery?: boolean;
   /** Version reported in `$SRV` answers (default `0.1.0`). */
@@ -112,7 +112,7 @@ export interface NatsRequestPlaneServerOptions {
 export class NatsRequestPlaneServer implements RequestPlaneServer {
   readonly kind = 'nats' as const;
   readonly #nc: NatsConnection;
-  readonly #log: NatsLogger;
+  readonly #log: Log;
   readonly #discovery: boolean;
   readonly #version: string;
   readonly #served = new Map<string, Served>();
@@ -299,7 +299,7 @@ export interface NatsRequestPlaneClientOptions {
    */
   batchWindowMs?: number;
   /** Where per-request failures are reported (debug level). */
-  log?: NatsLogger;
+  log?: Log;
 }
 
 /** A request waiting for its ack. */
@@ -335,7 +335,7 @@ export class NatsRequestPlaneClient implements RequestPlaneClient {
   readonly #nc: NatsConnection;
   readonly #timeoutMs: number;
   readonly #batchWindowMs: number;
-  readonly #log: NatsLogger | undefined;
+  readonly #log: Log | undefined;
   #inbox: string | undefined;
   #sub: Subscription | undefined;
   #seq = 0;

@@ -5,19 +5,6 @@ import { isIPv6, type Socket } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { InvalidArgument } from '../errors.js';
 
-/**
- * The logging the planes need. A pino logger (or child) fits; the planes log recovered faults
- * (a bad frame, a peer that went away) at `warn`, connection-level detail at `debug`.
- */
-export interface PlaneLogger {
-  warn(obj: object, msg?: string): void;
-  debug(obj: object, msg?: string): void;
-  error(obj: object, msg?: string): void;
-}
-
-/** A logger that drops everything (the default when none is passed). */
-export const silentLogger: PlaneLogger = { warn() {}, debug() {}, error() {} };
-
 /** Longest endpoint path a request frame may name. */
 export const MAX_PATH_BYTES = 1024;
 

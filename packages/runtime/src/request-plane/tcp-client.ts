@@ -5,7 +5,8 @@ import { connect, type Socket } from 'node:net';
 import { CannotConnect, InvalidArgument } from '../errors.js';
 import { ChunkBuffer } from './envelope.js';
 import type { RequestPlaneClient, Transport } from './request-plane.js';
-import { type BatchedWriter, DEFAULT_MAX_MESSAGE_SIZE, MAX_PATH_BYTES, type PlaneLogger, silentLogger, splitHostPort, tickBatchedWriter } from './socket-helpers.js';
+import { type BatchedWriter, DEFAULT_MAX_MESSAGE_SIZE, MAX_PATH_BYTES, splitHostPort, tickBatchedWriter } from './socket-helpers.js';
+import { type Log, silentLog } from '../logger.js';
 
 /** Options of {@link TcpRequestPlaneClient}; the runtime fills them from `DYN_TCP_*`. */
 export interface TcpRequestPlaneClientOptions {
@@ -17,7 +18,7 @@ export interface TcpRequestPlaneClientOptions {
   poolSize?: number;
   /** Largest request message this client sends (`DYN_TCP_MAX_MESSAGE_SIZE`); default 32 MiB. */
   maxMessageSize?: number;
-  log?: PlaneLogger;
+  log?: Log;
 }
 
 interface Waiter {
@@ -177,7 +178,7 @@ class ClientConnection {
 export class TcpRequestPlaneClient implements RequestPlaneClient {
   readonly kind = 'tcp' as const;
   readonly #options: Required<Omit<TcpRequestPlaneClientOptions, 'log'>>;
-  readonly #log: PlaneLogger;
+  readonly #log: Log;
   readonly #pools = new Map<string, ClientConnection[]>();
   #closed = false;
 
@@ -188,7 +189,7 @@ export class TcpRequestPlaneClient implements RequestPlaneClient {
       poolSize: Math.max(1, options.poolSize ?? 100),
       maxMessageSize: options.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE,
     };
-    this.#log = options.log ?? silentLogger;
+    this.#log = options.log ?? silentLog;
   }
 
   async send(transport: Transport, envelope: Uint8Array, headers: Record<string, string>): Promise<void> {

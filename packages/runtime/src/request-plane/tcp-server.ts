@@ -14,7 +14,8 @@ import { CannotConnect, InvalidArgument } from '../errors.js';
 import { hexId } from '../json.js';
 import { ChunkBuffer, decodeTwoPart } from './envelope.js';
 import type { RequestAcceptor, RequestPlaneServer, Transport } from './request-plane.js';
-import { advertisedHost, type BatchedWriter, DEFAULT_MAX_MESSAGE_SIZE, formatHostPort, MAX_PATH_BYTES, type PlaneLogger, SERVER_UNAVAILABLE, silentLogger, tickBatchedWriter } from './socket-helpers.js';
+import { advertisedHost, type BatchedWriter, DEFAULT_MAX_MESSAGE_SIZE, formatHostPort, MAX_PATH_BYTES, SERVER_UNAVAILABLE, tickBatchedWriter } from './socket-helpers.js';
+import { type Log, silentLog } from '../logger.js';
 
 const ACK = Buffer.alloc(4); // u32 0: accepted. Never mutated, so one instance serves all replies.
 
@@ -42,7 +43,7 @@ export interface TcpRequestPlaneServerOptions {
   advertiseHost?: string;
   /** Largest accepted request message in bytes (`DYN_TCP_MAX_MESSAGE_SIZE`); default 32 MiB. */
   maxMessageSize?: number;
-  log?: PlaneLogger;
+  log?: Log;
 }
 
 interface Route {
@@ -52,7 +53,7 @@ interface Route {
 
 /** What a connection needs from its server. */
 interface Dispatcher {
-  readonly log: PlaneLogger;
+  readonly log: Log;
   readonly maxMessageSize: number;
   dispatch(path: string, headers: Record<string, string>, payload: Buffer): string;
 }
@@ -65,7 +66,7 @@ interface Dispatcher {
  */
 export class TcpRequestPlaneServer implements RequestPlaneServer, Dispatcher {
   readonly kind = 'tcp' as const;
-  readonly log: PlaneLogger;
+  readonly log: Log;
   readonly maxMessageSize: number;
   readonly #host: string;
   readonly #port: number;
@@ -83,7 +84,7 @@ export class TcpRequestPlaneServer implements RequestPlaneServer, Dispatcher {
     this.#port = options.port ?? 0;
     this.#advertiseHost = options.advertiseHost;
     this.maxMessageSize = options.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE;
-    this.log = options.log ?? silentLogger;
+    this.log = options.log ?? silentLog;
   }
 
   /** The advertised `HOST:PORT`, once listening. */

@@ -9,8 +9,9 @@ import { connect, type Socket } from 'node:net';
 import { Cancelled, CannotConnect } from '../errors.js';
 import type { ConnectionInfo } from '../request-plane/control.js';
 import { TwoPartDecoder, type TwoPartFrame } from '../request-plane/envelope.js';
-import { type BatchedWriter, silentLogger, splitHostPort, tickBatchedWriter, type PlaneLogger } from '../request-plane/socket-helpers.js';
+import { type BatchedWriter, splitHostPort, tickBatchedWriter } from '../request-plane/socket-helpers.js';
 import { controlWord, encodeHandshake, encodeItemFrame, encodePrologue, END_FRAME, itemJson, SENTINEL_FRAME } from './frames.js';
+import { type Log, silentLog } from '../logger.js';
 
 /** Options of {@link callHome}. */
 export interface CallHomeOptions {
@@ -18,7 +19,7 @@ export interface CallHomeOptions {
   connectTimeoutMs?: number;
   /** After the sentinel (or an error prologue), wait this long for the caller to close; default 10 s. */
   closeWaitMs?: number;
-  log?: PlaneLogger;
+  log?: Log;
 }
 
 /**
@@ -77,7 +78,7 @@ export class ResponseSender {
   readonly #socket: Socket;
   readonly #subject: string;
   readonly #closeWaitMs: number;
-  readonly #log: PlaneLogger;
+  readonly #log: Log;
   #controller: AbortController | undefined;
   #cancelReason: Cancelled | undefined;
   #onCancel: (() => void) | undefined;
@@ -96,7 +97,7 @@ export class ResponseSender {
     this.#subject = subject;
     this.contextId = contextId;
     this.#closeWaitMs = options.closeWaitMs ?? 10_000;
-    this.#log = options.log ?? silentLogger;
+    this.#log = options.log ?? silentLog;
     this.#closed = new Promise((resolve) => socket.once('close', () => resolve()));
 
     const decoder = new TwoPartDecoder({ maxFrameBytes: 64 * 1024 });

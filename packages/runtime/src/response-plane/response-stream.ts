@@ -7,9 +7,9 @@ import type { Socket } from 'node:net';
 import { CannotConnect, Disconnected } from '../errors.js';
 import type { ConnectionInfo } from '../request-plane/control.js';
 import type { TwoPartFrame } from '../request-plane/envelope.js';
-import type { PlaneLogger } from '../request-plane/socket-helpers.js';
 import { controlWord, KILL_FRAME, parseDataFrame, parsePrologue, ResponseProtocolError, STOP_FRAME } from './frames.js';
 import { ItemQueue } from './item-queue.js';
+import type { Log } from '../logger.js';
 
 /** Where the worker's side of the stream is. */
 type Phase =
@@ -65,7 +65,7 @@ export interface ResponseStreamInit {
   connectionInfo: ConnectionInfo;
   callHomeTimeoutMs: number;
   signal: AbortSignal | undefined;
-  log: PlaneLogger;
+  log: Log;
   /** Removes the stream from its server's pending map. */
   unregister(): void;
 }
@@ -77,7 +77,7 @@ export interface ResponseStreamInit {
  */
 export class ResponseStream implements PendingResponse, AsyncIterableIterator<unknown> {
   readonly connectionInfo: ConnectionInfo;
-  readonly #log: PlaneLogger;
+  readonly #log: Log;
   readonly #unregister: () => void;
   readonly #signal: AbortSignal | undefined;
   readonly #onAbort = () => this.kill();

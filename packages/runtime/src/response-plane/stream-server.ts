@@ -10,9 +10,10 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { CannotConnect, Disconnected } from '../errors.js';
 import type { ConnectionInfo } from '../request-plane/control.js';
 import { DEFAULT_MAX_FRAME_BYTES, TwoPartDecoder, type TwoPartFrame } from '../request-plane/envelope.js';
-import { advertisedHost, formatHostPort, silentLogger, type PlaneLogger } from '../request-plane/socket-helpers.js';
+import { advertisedHost, formatHostPort } from '../request-plane/socket-helpers.js';
 import { type PendingResponse, ResponseStream } from './response-stream.js';
 import { parseHandshake } from './frames.js';
+import { type Log, silentLog } from '../logger.js';
 
 /** Options of {@link ResponseStreamServer}; the runtime fills them from `DYN_TCP_RESPONSE_STREAM_*`. */
 export interface ResponseStreamServerOptions {
@@ -28,7 +29,7 @@ export interface ResponseStreamServerOptions {
   handshakeTimeoutMs?: number;
   /** Largest accepted frame (`header_len + body_len`); default 32 MiB. */
   maxFrameBytes?: number;
-  log?: PlaneLogger;
+  log?: Log;
 }
 
 /**
@@ -59,7 +60,7 @@ export class ResponseStreamServer {
   readonly #callHomeTimeoutMs: number;
   readonly #handshakeTimeoutMs: number;
   readonly #maxFrameBytes: number;
-  readonly #log: PlaneLogger;
+  readonly #log: Log;
   readonly #pending = new Map<string, ResponseStream>();
   readonly #sockets = new Set<Socket>();
   #servers: Server[] = [];
@@ -76,7 +77,7 @@ export class ResponseStreamServer {
     this.#callHomeTimeoutMs = options.callHomeTimeoutMs ?? 30_000;
     this.#handshakeTimeoutMs = options.handshakeTimeoutMs ?? 10_000;
     this.#maxFrameBytes = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
-    this.#log = options.log ?? silentLogger;
+    this.#log = options.log ?? silentLog;
   }
 
   /** The advertised `HOST:PORT` workers dial (the first, when there are several), once listening. */
