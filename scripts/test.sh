@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The whole test suite: every package's vitest suite on the machine's Node (20) and again on
+# The whole test suite. First the gates (cargo fmt and clippy, Biome, no new repeated code; a
+# failing gate ends the run), then every package's vitest suite on the machine's Node (20) and again on
 # Node 22, with the cargo tests of the pure crates, the type check and the release build of
 # @dynamo/core's binary beside them (for this platform, or all six when the native code or the
 # release scripts changed since the last six-platform build: scripts/release/verified-inputs.mjs);
@@ -21,6 +22,29 @@ step() {
   return "$status"
 }
 
+# Gates, fast and first (after the package install, before the build): formatting and lints of
+# both languages and repeated code. A failing gate ends the run here, so its finding comes in
+# about two minutes instead of after the whole suite.
+gate() {
+  local label=$1
+  shift
+  echo "== gate: $label"
+  if step "gate: $label" "$@" </dev/null; then return 0; fi
+  echo "gate failed: $label" >&2
+  gate_failures+=("$label")
+}
+after_install() {
+  gate_failures=()
+  gate "cargo fmt --all --check" cargo fmt --all --check
+  gate "cargo clippy --workspace --all-targets -- -D warnings" cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
+  gate "biome lint (TypeScript, JavaScript)" pnpm exec biome lint --error-on-warnings .
+  gate "duplicates: no new repeats of six lines or more" node scripts/duplicates-gate.mjs
+  if [ "${#gate_failures[@]}" -gt 0 ]; then
+    printf '  failed gate: %s\n' "${gate_failures[@]}"
+    echo "0 passed, ${#gate_failures[@]} failed"
+    exit 1
+  fi
+}
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 
 install_servers() {
