@@ -7,7 +7,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect, it } from 'vitest';
 
-import { startChild } from '../packages/runtime/test/harness/child.js';
+import { startChild } from '@dynamo/testing/child';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..');
 const repeatPass = process.env.DYNAMO_TS_REPEAT_PASS === '1';

@@ -11,8 +11,8 @@ import { loadRuntimeConfig } from '@dynamo/runtime';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 
-import { startChild } from '../packages/runtime/test/harness/child.js';
-import { freePort, waitFor } from '../packages/runtime/test/harness/free-port.js';
+import { startChild } from '@dynamo/testing/child';
+import { freePort, waitFor } from '@dynamo/testing/free-port';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const composeFile = join(repoRoot, 'deploy', 'docker-compose.yml');

@@ -10,8 +10,8 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, expect, it } from 'vitest';
 
-import { type Child, startChild } from '../packages/runtime/test/harness/child.js';
-import { freePort, waitFor } from '../packages/runtime/test/harness/free-port.js';
+import { type Child, startChild } from '@dynamo/testing/child';
+import { freePort, waitFor } from '@dynamo/testing/free-port';
 
 const repoRoot = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const readme = readFileSync(join(repoRoot, 'README.md'), 'utf8');

@@ -11,8 +11,8 @@ import { LocalModel, type Tokenizer } from '@dynamo/llm';
 import { formatHelp, parseFlags } from '@dynamo/runtime';
 import { z } from 'zod';
 
-import { Deployment, modelDir, post, SETUPS, waitForModel } from '../../packages/frontend/test/support/stack.js';
-import type { Child } from '../../packages/runtime/test/harness/child.js';
+import { Deployment, modelDir, post, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
+import type { Child } from '@dynamo/testing/child';
 
 const MODEL = 'chaos';
 export const VOCAB = 32_000;

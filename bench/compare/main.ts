@@ -17,12 +17,12 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SingleBar } from 'cli-progress';
 
-import { modelDir, tokenizerModels } from '../../packages/frontend/test/support/stack.js';
-import type { Child } from '../../packages/runtime/test/harness/child.js';
-import { waitFor } from '../../packages/runtime/test/harness/free-port.js';
-import { qwen3ModelDir } from '../../packages/runtime/test/harness/qwen3-model.js';
-import { stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
-import { type Frontend, InteropStack, listedModels, MATRIX_SETUPS } from '../../test/interop/stack.js';
+import { modelDir } from '@dynamo/testing/frontend-stack';
+import type { Child } from '@dynamo/testing/child';
+import { waitFor } from '@dynamo/testing/free-port';
+import { qwen3ModelDir } from '@dynamo/testing/qwen3-model';
+import { stockPython } from '@dynamo/testing/stock-dynamo';
+import { type Frontend, InteropStack, listedModels, MATRIX_SETUPS } from '@dynamo/testing/interop-stack';
 import { type AiperfResult, ISL, OSL, runAiperf } from './aiperf.js';
 import { type ChartPoint, renderChart } from './chart.js';
 import { type Figures, markdown, type Measurement, medians, type Pairing, PAIRINGS, pairingName, type Results, type Scenario, type Side } from './report.js';
@@ -73,8 +73,8 @@ const stack = await InteropStack.start(MATRIX_SETUPS[0]!, python);
 const artifacts = mkdtempSync(join(tmpdir(), 'bench-compare-'));
 try {
   // The stock sample engine serves its model folder's path as the model's name: a folder each.
-  const stockFast = qwen3ModelDir(tokenizerModels);
-  const stockPaced = qwen3ModelDir(tokenizerModels);
+  const stockFast = qwen3ModelDir();
+  const stockPaced = qwen3ModelDir();
   const workers: Record<Side, Record<'fast' | 'paced', { child: Child; model: string }>> = {
     stock: {
       fast: { child: stack.stockSample(stockFast, 'stock-fast', ['--delay', '0']), model: stockFast },

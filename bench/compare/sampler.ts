@@ -1,4 +1,4 @@
-import { cpuMs, rssMiB } from '../../packages/runtime/test/harness/proc-stats.js';
+import { cpuMs, rssMiB } from '@dynamo/testing/proc-stats';
 
 /** One reading of the processes under test. */
 interface Sample {

@@ -12,9 +12,9 @@ import { LocalModel, type Tokenizer } from '@dynamo/llm';
 import { formatHelp, parseFlags } from '@dynamo/runtime';
 import { z } from 'zod';
 
-import { Deployment, modelDir, once, post, readStream, SETUPS, waitForModel } from '../../packages/frontend/test/support/stack.js';
-import type { Child } from '../../packages/runtime/test/harness/child.js';
-import { freePort } from '../../packages/runtime/test/harness/free-port.js';
+import { Deployment, modelDir, once, post, readStream, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
+import type { Child } from '@dynamo/testing/child';
+import { freePort } from '@dynamo/testing/free-port';
 import { expectedText, VOCAB } from '../chaos/main.js';
 import { renderLines, type SeriesPoint } from '../compare/chart.js';
 

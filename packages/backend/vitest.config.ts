@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 
-import { reportOnFailure } from '../runtime/test/harness/vitest-setup.js';
+import { reportOnFailure } from '@dynamo/testing/vitest-setup';
 
 export default defineConfig({
   test: {

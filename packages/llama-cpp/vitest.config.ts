@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 
-import { reportOnFailure } from '../runtime/test/harness/vitest-setup.js';
+import { reportOnFailure } from '@dynamo/testing/vitest-setup';
 
 // llama.cpp reads a batch's logits lazily and without a lock, and node-llama-cpp samples each
 // sequence on its own libuv thread: parallel sequences only get their own logits with one pool

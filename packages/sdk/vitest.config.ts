@@ -1,7 +1,7 @@
 import { lowerStandardDecorators } from './src/vitest.js';
 import { defineConfig } from 'vitest/config';
 
-import { reportOnFailure } from '../runtime/test/harness/vitest-setup.js';
+import { reportOnFailure } from '@dynamo/testing/vitest-setup';
 
 export default defineConfig({
   plugins: [lowerStandardDecorators()],

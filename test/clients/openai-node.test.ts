@@ -9,9 +9,9 @@ import { sampleEmbedding, sampleLogprobs } from '@dynamo/sample-engine';
 import OpenAI, { type APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { modelDir, waitForModel } from '../../packages/frontend/test/support/stack.js';
-import { freePort, waitFor } from '../../packages/runtime/test/harness/free-port.js';
-import { stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
+import { modelDir, waitForModel } from '@dynamo/testing/frontend-stack';
+import { freePort, waitFor } from '@dynamo/testing/free-port';
+import { stockPython } from '@dynamo/testing/stock-dynamo';
 import { type ClientStack, ENGINES, type Engine, repeatPass, SAMPLE, SMOLLM2, skipNote, startClientStack } from './stack.js';
 
 let stack: ClientStack;

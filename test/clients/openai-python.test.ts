@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { sampleEmbedding, sampleLogprobs } from '@dynamo/sample-engine';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
+import { stockPython } from '@dynamo/testing/stock-dynamo';
 import { type ClientStack, ENGINES, type Engine, repeatPass, SAMPLE, SMOLLM2, startClientStack } from './stack.js';
 
 const script = join(dirname(fileURLToPath(import.meta.url)), 'python', 'openai_client.py');

@@ -6,9 +6,9 @@ import { fileURLToPath } from 'node:url';
 
 import { LocalModel } from '@dynamo/llm';
 
-import { Deployment, modelDir, SETUPS, waitForModel } from '../../packages/frontend/test/support/stack.js';
-import type { Child } from '../../packages/runtime/test/harness/child.js';
-import { waitFor } from '../../packages/runtime/test/harness/free-port.js';
+import { Deployment, modelDir, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
+import type { Child } from '@dynamo/testing/child';
+import { waitFor } from '@dynamo/testing/free-port';
 import { smolLm2 } from '../../scripts/test-model.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));

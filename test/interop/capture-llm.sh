@@ -28,7 +28,7 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 OUT="${1:-$(mktemp -d /tmp/dynamo-llm-capture-XXXXXX)}"
 mkdir -p "$OUT"
 OUT="$(cd "$OUT" && pwd)"
-PY="$("$HERE/setup-venv.sh" --print-python | tail -n1)" || exit $?
+PY="$("$HERE/../../packages/testing/stock-dynamo/setup-venv.sh" --print-python | tail -n1)" || exit $?
 TMPROOT="${TMPDIR:-/tmp}"
 MODEL="${DYNAMO_LLM_MODEL_DIR:-$TMPROOT/dynamo-ts-qwen3-model}"
 WORK="$(mktemp -d "$TMPROOT/dynamo-llm-work-XXXXXX")"

@@ -13,7 +13,7 @@ set -u
 HERE="$(cd "$(dirname "$0")" && pwd)"
 OUT="${1:-$(mktemp -d /tmp/dynamo-wire-XXXXXX)}"
 mkdir -p "$OUT"
-PY="$("$HERE/setup-venv.sh" --print-python | tail -n1)" || exit $?
+PY="$("$HERE/../../packages/testing/stock-dynamo/setup-venv.sh" --print-python | tail -n1)" || exit $?
 KV="$(mktemp -d /tmp/dynamo-wire-kv-XXXXXX)"
 export DYN_DISCOVERY_BACKEND=file DYN_FILE_KV="$KV" DYN_REQUEST_PLANE=tcp DYN_LOG="${DYN_LOG:-warn}"
 PIDS=()

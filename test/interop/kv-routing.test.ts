@@ -4,10 +4,10 @@
 // passed, without PyPI.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { waitFor } from '../../packages/runtime/test/harness/free-port.js';
-import { stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
-import { post } from '../../packages/frontend/test/support/stack.js';
-import { counter, type Frontend, healthInstances, InteropStack, listedModels, MATRIX_SETUPS } from './stack.js';
+import { waitFor } from '@dynamo/testing/free-port';
+import { stockPython } from '@dynamo/testing/stock-dynamo';
+import { post } from '@dynamo/testing/frontend-stack';
+import { counter, type Frontend, healthInstances, InteropStack, listedModels, MATRIX_SETUPS } from '@dynamo/testing/interop-stack';
 
 const stock = stockPython();
 

@@ -8,13 +8,13 @@ import { fileURLToPath } from 'node:url';
 import { DistributedRuntime, InvalidArgument, loadRuntimeConfig } from '@dynamo/runtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { Child } from '../../packages/runtime/test/harness/child.js';
-import { freePort, waitFor } from '../../packages/runtime/test/harness/free-port.js';
-import { qwen3ModelDir } from '../../packages/runtime/test/harness/qwen3-model.js';
-import { runStock, stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
-import { startWorker } from '../../packages/runtime/test/harness/worker-process.js';
-import { modelDir, post, readStream, sseEvents, tokenizerModels } from '../../packages/frontend/test/support/stack.js';
-import { counter, type Frontend, healthInstances, InteropStack, listedModels, MATRIX_SETUPS } from './stack.js';
+import type { Child } from '@dynamo/testing/child';
+import { freePort, waitFor } from '@dynamo/testing/free-port';
+import { qwen3ModelDir } from '@dynamo/testing/qwen3-model';
+import { runStock, stockPython } from '@dynamo/testing/stock-dynamo';
+import { startWorker } from '@dynamo/testing/worker-process';
+import { modelDir, post, readStream, sseEvents } from '@dynamo/testing/frontend-stack';
+import { counter, type Frontend, healthInstances, InteropStack, listedModels, MATRIX_SETUPS } from '@dynamo/testing/interop-stack';
 
 const stock = stockPython();
 if ('skip' in stock) console.warn(`\n*** INTEROP MATRIX SKIPPED: ${stock.skip} ***\n`);
@@ -43,7 +43,7 @@ const GOLDEN = (
 ).filter((c) => c.status === 200 && c.request.model === 'qwen3');
 
 /** The mixed pool's model: a folder of its own, because the stock sample engine serves its folder's path as the name. */
-const mixedDir = qwen3ModelDir(tokenizerModels);
+const mixedDir = qwen3ModelDir();
 
 type Chunk = { choices: Array<{ delta?: { content?: string }; text?: string; finish_reason: string | null }>; usage?: { prompt_tokens: number; completion_tokens: number } };
 

@@ -9,12 +9,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { Child } from '../../packages/runtime/test/harness/child.js';
-import { stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
-import { REPLAY_CASES, type ReplayCase } from '../../packages/frontend/test/fixtures/replay-cases.js';
-import { waitFor } from '../../packages/runtime/test/harness/free-port.js';
-import { modelDir, packageDir, post, sseEvents, waitForModel } from '../../packages/frontend/test/support/stack.js';
-import { type Frontend, InteropStack } from './stack.js';
+import type { Child } from '@dynamo/testing/child';
+import { stockPython } from '@dynamo/testing/stock-dynamo';
+import { REPLAY_CASES, type ReplayCase } from '@dynamo/testing/replay-cases';
+import { waitFor } from '@dynamo/testing/free-port';
+import { modelDir, packageDir, post, sseEvents, waitForModel } from '@dynamo/testing/frontend-stack';
+import { type Frontend, InteropStack } from '@dynamo/testing/interop-stack';
 
 const stock = stockPython();
 if ('skip' in stock) console.warn(`\n*** PARSER PARITY SKIPPED: ${stock.skip} ***\n`);

@@ -13,9 +13,9 @@ import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dyn
 import { getLlama, type Token } from 'node-llama-cpp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { Deployment, post, SETUPS, waitForModel } from '../../packages/frontend/test/support/stack.js';
-import { freePort, waitFor } from '../../packages/runtime/test/harness/free-port.js';
-import { stockPython } from '../../packages/runtime/test/harness/stock-dynamo.js';
+import { Deployment, post, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
+import { freePort, waitFor } from '@dynamo/testing/free-port';
+import { stockPython } from '@dynamo/testing/stock-dynamo';
 import { smolLm2 } from '../../scripts/test-model.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));

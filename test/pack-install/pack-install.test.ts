@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { CONFORMANCE_CHECKS } from '@dynamo/backend';
 
-import { commandName, trackProcess } from '../../packages/runtime/test/harness/processes.js';
+import { commandName, trackProcess } from '@dynamo/testing/processes';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const repoRoot = resolve(here, '..', '..');

@@ -1,6 +1,6 @@
 import { defineConfig } from 'vitest/config';
 
-import { reportOnFailure } from '../../packages/runtime/test/harness/vitest-setup.js';
+import { reportOnFailure } from '@dynamo/testing/vitest-setup';
 
 // The released tarballs installed by an outside project (pnpm run test:pack-install). CI runs it
 // once, on Node 24, after pnpm release:build and pnpm release:pack.

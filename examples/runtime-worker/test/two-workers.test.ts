@@ -4,7 +4,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { type Child, startChild } from '../../../packages/runtime/test/harness/child.js';
+import { type Child, startChild } from '@dynamo/testing/child';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const store = mkdtempSync(join(tmpdir(), 'dynamo-example-'));

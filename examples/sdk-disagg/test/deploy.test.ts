@@ -4,9 +4,10 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 
-import { deploySnapshotSuite } from '../../../packages/sdk/test/harness/deploy-snapshots.js';
+import { DynamoGraphDeploymentSchema } from '@dynamo/sdk';
+import { deploySnapshotSuite } from '@dynamo/testing/deploy-snapshots';
 
-deploySnapshotSuite('dynamo-deploy of sdk-disagg', join(dirname(fileURLToPath(import.meta.url)), '..'), ['src/disagg.ts#Prefill', '--namespace', 'dynamo'], 'disagg', (dgd) => {
+deploySnapshotSuite('dynamo-deploy of sdk-disagg', join(dirname(fileURLToPath(import.meta.url)), '..'), ['src/disagg.ts#Prefill', '--namespace', 'dynamo'], 'disagg', DynamoGraphDeploymentSchema.parse, (dgd) => {
   expect(dgd.metadata).toMatchObject({ name: 'prefill', namespace: 'dynamo' });
   expect(dgd.spec.components.map((c) => [c.name, c.type, c.replicas, c.podTemplate.spec.containers[0]!.resources?.limits?.['nvidia.com/gpu']])).toEqual([
     ['prefill', 'prefill', 1, '1'],

@@ -8,7 +8,7 @@ import { DistributedRuntime, loadRuntimeConfig } from '@dynamo/runtime';
 import { serviceClient } from '@dynamo/sdk';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { type ServeProcess, startServe } from '../../../packages/sdk/test/harness/dynamo-serve.js';
+import { type ServeProcess, startServe } from '@dynamo/testing/dynamo-serve';
 import { Decode, Prefill, type TokenChunk } from '../src/disagg.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');

@@ -4,9 +4,10 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { expect } from 'vitest';
 
-import { deploySnapshotSuite } from '../../../packages/sdk/test/harness/deploy-snapshots.js';
+import { DynamoGraphDeploymentSchema } from '@dynamo/sdk';
+import { deploySnapshotSuite } from '@dynamo/testing/deploy-snapshots';
 
-deploySnapshotSuite('dynamo-deploy of sdk-hello-world', join(dirname(fileURLToPath(import.meta.url)), '..'), ['src/hello-world.ts#Frontend', '-f', 'config.yaml', '--name', 'hello-world', '--Middle.message=comet'], 'hello-world', (dgd) => {
+deploySnapshotSuite('dynamo-deploy of sdk-hello-world', join(dirname(fileURLToPath(import.meta.url)), '..'), ['src/hello-world.ts#Frontend', '-f', 'config.yaml', '--name', 'hello-world', '--Middle.message=comet'], 'hello-world', DynamoGraphDeploymentSchema.parse, (dgd) => {
   expect(dgd.spec.components.map((c) => [c.name, c.type, c.replicas])).toEqual([
     ['frontend', 'worker', 1],
     ['middle', 'worker', 1],

@@ -7,11 +7,11 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { startChild } from '../../../packages/runtime/test/harness/child.js';
-import { EtcdServer } from '../../../packages/runtime/test/harness/etcd.js';
-import { freePort } from '../../../packages/runtime/test/harness/free-port.js';
-import { startNatsServer } from '../../../packages/runtime/test/harness/nats.js';
-import { type ServeProcess, startServe } from '../../../packages/sdk/test/harness/dynamo-serve.js';
+import { startChild } from '@dynamo/testing/child';
+import { EtcdServer } from '@dynamo/testing/etcd';
+import { freePort } from '@dynamo/testing/free-port';
+import { startNatsServer } from '@dynamo/testing/nats';
+import { type ServeProcess, startServe } from '@dynamo/testing/dynamo-serve';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const scratch = mkdtempSync(join(tmpdir(), 'sdk-hello-'));

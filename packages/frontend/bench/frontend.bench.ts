@@ -26,11 +26,11 @@ import { performance } from 'node:perf_hooks';
 import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dynamo/llm';
 import { DistributedRuntime, loadRuntimeConfig } from '@dynamo/runtime';
 
-import { type Child, startChild } from '../../runtime/test/harness/child.js';
-import { freePort, waitFor } from '../../runtime/test/harness/free-port.js';
-import { cpuMs, median, percentile, rssMiB } from '../../runtime/test/harness/proc-stats.js';
-import { stockPython } from '../../runtime/test/harness/stock-dynamo.js';
-import { Deployment, modelDir, packageDir } from '../test/support/stack.js';
+import { type Child, startChild } from '@dynamo/testing/child';
+import { freePort, waitFor } from '@dynamo/testing/free-port';
+import { cpuMs, median, percentile, rssMiB } from '@dynamo/testing/proc-stats';
+import { stockPython } from '@dynamo/testing/stock-dynamo';
+import { Deployment, modelDir, packageDir } from '@dynamo/testing/frontend-stack';
 
 const OSL = 256;
 const ISL = 128;

@@ -16,10 +16,10 @@
 import { performance } from 'node:perf_hooks';
 import { KvEventBatcher, KvRouter } from '@dynamo/core';
 
-import { waitFor } from '../../runtime/test/harness/free-port.js';
-import { percentile } from '../../runtime/test/harness/proc-stats.js';
-import { stockPython } from '../../runtime/test/harness/stock-dynamo.js';
-import { type Frontend, healthInstances, InteropStack, listedModels, MATRIX_SETUPS } from '../../../test/interop/stack.js';
+import { waitFor } from '@dynamo/testing/free-port';
+import { percentile } from '@dynamo/testing/proc-stats';
+import { stockPython } from '@dynamo/testing/stock-dynamo';
+import { type Frontend, healthInstances, InteropStack, listedModels, MATRIX_SETUPS } from '@dynamo/testing/interop-stack';
 
 const REQUESTS = Number(process.env.BENCH_KV_REQUESTS ?? 512);
 const CONCURRENCY = Number(process.env.BENCH_KV_CONCURRENCY ?? 16);

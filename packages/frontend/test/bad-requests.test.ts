@@ -5,10 +5,10 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { Child } from '../../runtime/test/harness/child.js';
-import { waitFor } from '../../runtime/test/harness/free-port.js';
+import type { Child } from '@dynamo/testing/child';
+import { waitFor } from '@dynamo/testing/free-port';
 import { seededRandom } from './support/seeded-random.js';
-import { Deployment, post, SETUPS, waitForModel } from './support/stack.js';
+import { Deployment, post, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
 
 const MODEL = 'qwen3-sample';
 const chat = { model: MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 4 };

@@ -10,7 +10,7 @@ import { buildCard, LocalModel, type ModelDeploymentCard, ModelInput, ModelType 
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 
 import { CardFiles } from '../src/models/card-files.js';
-import { modelDir } from './support/stack.js';
+import { modelDir } from '@dynamo/testing/frontend-stack';
 
 let server: Server;
 let base = '';

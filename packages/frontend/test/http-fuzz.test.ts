@@ -7,11 +7,11 @@ import { connect } from 'node:net';
 import { ChatCompletionRequestSchema, CompletionRequestSchema } from '@dynamo/llm/internal';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { Child } from '../../runtime/test/harness/child.js';
+import type { Child } from '@dynamo/testing/child';
 import { MessagesRequestSchema } from '../src/anthropic/request.js';
 import { ResponsesRequestSchema } from '../src/responses/request.js';
 import { seededRandom } from './support/seeded-random.js';
-import { Deployment, post, readStream, SETUPS, waitForModel } from './support/stack.js';
+import { Deployment, post, readStream, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
 
 const MODEL = 'qwen3-sample';
 const HEADERS_TIMEOUT_S = 2;

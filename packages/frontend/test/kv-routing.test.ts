@@ -6,9 +6,9 @@ import { parseFlags } from '@dynamo/runtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { frontendFlags, frontendOptionsFromFlags } from '../src/flags.js';
-import type { Child } from '../../runtime/test/harness/child.js';
-import { waitFor } from '../../runtime/test/harness/free-port.js';
-import { Deployment, post, SETUPS, waitForModel } from './support/stack.js';
+import type { Child } from '@dynamo/testing/child';
+import { waitFor } from '@dynamo/testing/free-port';
+import { Deployment, post, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
 
 const MODEL = 'sample-model';
 const COMPONENT = 'sample';

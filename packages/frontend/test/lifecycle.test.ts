@@ -4,10 +4,10 @@ import { request } from 'node:https';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { startChild } from '../../runtime/test/harness/child.js';
-import { freePort, waitFor } from '../../runtime/test/harness/free-port.js';
-import { makeTestTlsFiles } from '../../runtime/test/harness/tls.js';
-import { Deployment, once, packageDir, post, readStream, SETUPS, waitForModel } from './support/stack.js';
+import { startChild } from '@dynamo/testing/child';
+import { freePort, waitFor } from '@dynamo/testing/free-port';
+import { makeTestTlsFiles } from '@dynamo/testing/tls';
+import { Deployment, once, packageDir, post, readStream, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
 
 const cli = join(packageDir, 'dist', 'cli.js');
 let deployment: Deployment;

@@ -6,8 +6,8 @@
 import { type Tokenizer, LocalModel } from '@dynamo/llm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { REPLAY_CASES } from './fixtures/replay-cases.js';
-import { Deployment, modelDir, post, SETUPS, sseEvents, waitForModel } from './support/stack.js';
+import { REPLAY_CASES } from '@dynamo/testing/replay-cases';
+import { Deployment, modelDir, post, SETUPS, sseEvents, waitForModel } from '@dynamo/testing/frontend-stack';
 
 const CASE = REPLAY_CASES.findIndex((c) => c.name === 'multi-byte text');
 const TEXT = REPLAY_CASES[CASE]!.text;

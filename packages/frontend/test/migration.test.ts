@@ -4,9 +4,9 @@
 import { type Tokenizer, LocalModel } from '@dynamo/llm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { Child } from '../../runtime/test/harness/child.js';
-import { waitFor } from '../../runtime/test/harness/free-port.js';
-import { Deployment, modelDir, once, post, readStream, SETUPS, waitForModel } from './support/stack.js';
+import type { Child } from '@dynamo/testing/child';
+import { waitFor } from '@dynamo/testing/free-port';
+import { Deployment, modelDir, once, post, readStream, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
 
 const MODEL = 'successor';
 let tokenizer: Tokenizer;

@@ -5,10 +5,10 @@
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { Child } from '../../runtime/test/harness/child.js';
-import { waitFor } from '../../runtime/test/harness/free-port.js';
-import { REPLAY_CASES } from './fixtures/replay-cases.js';
-import { Deployment, modelDir, post, sseEvents, waitForModel } from './support/stack.js';
+import type { Child } from '@dynamo/testing/child';
+import { waitFor } from '@dynamo/testing/free-port';
+import { REPLAY_CASES } from '@dynamo/testing/replay-cases';
+import { Deployment, modelDir, post, sseEvents, waitForModel } from '@dynamo/testing/frontend-stack';
 
 const seed = (name: string): number => {
   const index = REPLAY_CASES.findIndex((c) => c.name === name);

@@ -5,9 +5,9 @@ import { parseJson } from '@dynamo/runtime/internal';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { Child } from '../../runtime/test/harness/child.js';
-import { freePort } from '../../runtime/test/harness/free-port.js';
-import { Deployment, modelDir, post, SETUPS, sseEvents, waitForModel } from './support/stack.js';
+import type { Child } from '@dynamo/testing/child';
+import { freePort } from '@dynamo/testing/free-port';
+import { Deployment, modelDir, post, SETUPS, sseEvents, waitForModel } from '@dynamo/testing/frontend-stack';
 
 const MODEL = 'qwen3-sample';
 const chatBody = { model: MODEL, messages: [{ role: 'user', content: 'Hello there, how are you?' }], max_tokens: 12 };

@@ -10,10 +10,10 @@ import { join } from 'node:path';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { Child } from '../../runtime/test/harness/child.js';
-import { freePort, waitFor } from '../../runtime/test/harness/free-port.js';
-import { REPLAY_CASES } from './fixtures/replay-cases.js';
-import { Deployment, modelDir, post, sseEvents, waitForModel } from './support/stack.js';
+import type { Child } from '@dynamo/testing/child';
+import { freePort, waitFor } from '@dynamo/testing/free-port';
+import { REPLAY_CASES } from '@dynamo/testing/replay-cases';
+import { Deployment, modelDir, post, sseEvents, waitForModel } from '@dynamo/testing/frontend-stack';
 
 const seed = (name: string): number => REPLAY_CASES.findIndex((c) => c.name === name);
 const TOOLS: OpenAI.ChatCompletionTool[] = [

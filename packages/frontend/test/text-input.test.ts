@@ -3,8 +3,8 @@
 // as the client's response, whole or streamed, with the worker's usage.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import type { Child } from '../../runtime/test/harness/child.js';
-import { Deployment, post, sseEvents, waitForModel } from './support/stack.js';
+import type { Child } from '@dynamo/testing/child';
+import { Deployment, post, sseEvents, waitForModel } from '@dynamo/testing/frontend-stack';
 
 const MODEL = 'qwen3-text';
 type Choice = { message?: { content: string }; delta?: { content?: string }; text?: string; finish_reason: string | null };

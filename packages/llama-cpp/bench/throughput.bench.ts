@@ -19,10 +19,10 @@ import { fileURLToPath } from 'node:url';
 import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dynamo/llm';
 import { getLlama, type LlamaContextSequence, type Token, TokenBias } from 'node-llama-cpp';
 
-import { Deployment, waitForModel } from '../../frontend/test/support/stack.js';
-import { freePort, waitFor } from '../../runtime/test/harness/free-port.js';
-import { median } from '../../runtime/test/harness/proc-stats.js';
-import { stockPython } from '../../runtime/test/harness/stock-dynamo.js';
+import { Deployment, waitForModel } from '@dynamo/testing/frontend-stack';
+import { freePort, waitFor } from '@dynamo/testing/free-port';
+import { median } from '@dynamo/testing/proc-stats';
+import { stockPython } from '@dynamo/testing/stock-dynamo';
 import { smolLm2 } from '../../../scripts/test-model.mjs';
 import { defaultThreads } from '../src/index.js';
 

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { type HubServer, startHubServer } from '../../llm/test/helpers/hub-server.js';
+import { type HubServer, startHubServer } from '@dynamo/testing/hub-server';
 import { resolveGguf } from '../src/gguf-path.js';
 
 const fixtures = join(import.meta.dirname, '..', '..', '..', 'crates', 'dynamo-llm-core', 'tests', 'fixtures');

@@ -10,7 +10,7 @@ import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dyn
 import { getLlama, type Llama, type LlamaModel } from 'node-llama-cpp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { type ChatGolden, chatGoldenTests } from '../../llm/test/helpers/chat-goldens.js';
+import { type ChatGolden, chatGoldenTests } from '@dynamo/testing/chat-goldens';
 import { smolLm2 } from '../../../scripts/test-model.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));

@@ -11,14 +11,15 @@
 // Python venv (registry unreachable) the Python columns say so.
 //
 // Knobs: BENCH_MIN_SECONDS=2 (per measurement)  BENCH_DETOK_TOKENS=200000
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
+import { stockPython } from '@dynamo/testing/stock-dynamo';
 
 import { Detokenizer, LocalModel } from '../src/index.js';
-import { QWEN3_TOKENIZER_JSON, qwen3ModelDir } from '../test/helpers/qwen3.js';
+import { QWEN3_TOKENIZER_JSON, qwen3ModelDir } from '@dynamo/testing/qwen3-model';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const minSeconds = Number(process.env.BENCH_MIN_SECONDS ?? 2);
@@ -75,9 +76,9 @@ const conversation = {
 };
 
 function pythonBaseline(texts: Record<string, string>, modelDir: string): { encode: Record<string, { seconds: number }>; render_seconds: number } | string {
-  const setup = spawnSync('bash', [join(here, '../../../test/interop/setup-venv.sh'), '--print-python'], { encoding: 'utf8' });
-  if (setup.status !== 0) return `no Python venv (setup-venv.sh exit ${setup.status}${setup.status === 3 ? ': registry unreachable' : ''})`;
-  const python = setup.stdout.trim().split('\n').at(-1)!;
+  const venv = stockPython();
+  if ('skip' in venv) return `no Python venv (${venv.skip})`;
+  const { python } = venv;
   const job = JSON.stringify({ tokenizer_json: QWEN3_TOKENIZER_JSON, model_dir: modelDir, texts, min_seconds: minSeconds, conversation });
   const out = execFileSync(python, [join(here, 'python_baseline.py')], { input: job, encoding: 'utf8', maxBuffer: 1 << 24, env: { ...process.env, HF_HUB_OFFLINE: '1' } });
   return JSON.parse(out.trim().split('\n').at(-1)!);

@@ -4,8 +4,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '../src/index.js';
-import { type ChatGolden, chatGoldenTests } from './helpers/chat-goldens.js';
-import { qwen3ModelDir } from './helpers/qwen3.js';
+import { type ChatGolden, chatGoldenTests } from '@dynamo/testing/chat-goldens';
+import { qwen3ModelDir } from '@dynamo/testing/qwen3-model';
 
 // Made by scripts/goldens/make-chat-goldens.py with Python transformers' apply_chat_template.
 const fixtures = join(dirname(fileURLToPath(import.meta.url)), 'fixtures');

@@ -4,7 +4,7 @@ import { EVENT_SOURCES_BUCKET, EventSourceRecordSchema, parseJson } from '@dynam
 import { Publisher as ZmqPublisher } from 'zeromq';
 import { afterEach, describe, expect, it } from 'vitest';
 
-import { waitFor } from '../../runtime/test/harness/free-port.js';
+import { waitFor } from '@dynamo/testing/free-port';
 import { KV_EVENTS_TOPIC, KV_METRICS_TOPIC, KvEventPublisher, LoadPublisher } from '../src/internal.js';
 
 const scope = { namespace: 'dyn', component: 'backend', endpoint: 'generate' };

@@ -5,7 +5,7 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
 import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '../src/index.js';
-import { qwen3ModelDir } from './helpers/qwen3.js';
+import { qwen3ModelDir } from '@dynamo/testing/qwen3-model';
 
 const dirs: string[] = [];
 afterAll(() => {

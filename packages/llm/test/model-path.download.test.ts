@@ -7,8 +7,8 @@ import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from
 import { CannotConnect, InvalidArgument, createLogging } from '@dynamo/runtime';
 import type { Log } from '@dynamo/runtime';
 import { resolveModelPath } from '../src/model-path/index.js';
-import { startHubServer, writeModelRepo, type HubServer, type ModelRepoFiles } from './helpers/hub-server.js';
-import { QWEN3_TOKENIZER_JSON as QWEN_TOKENIZER_JSON } from './helpers/qwen3.js';
+import { startHubServer, writeModelRepo, type HubServer, type ModelRepoFiles } from '@dynamo/testing/hub-server';
+import { QWEN3_TOKENIZER_JSON as QWEN_TOKENIZER_JSON } from '@dynamo/testing/qwen3-model';
 
 const REPO = 'Qwen/Qwen3-Tiny';
 const MAIN = '1f2e3d4c5b6a79881f2e3d4c5b6a79881f2e3d4c';

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { type ChoiceDelta, LocalModel, postprocess, type PreprocessedRequest, type TextDelta, type Tokenizer } from '../src/index.js';
 import { postprocessBatches, postprocessChoices } from '../src/internal.js';
-import { qwen3ModelDir } from './helpers/qwen3.js';
+import { qwen3ModelDir } from '@dynamo/testing/qwen3-model';
 
 let dir: string;
 let tokenizer: Tokenizer;

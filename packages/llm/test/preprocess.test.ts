@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '../src/index.js';
 import { ModelDeploymentCardSchema, mdcsum } from '../src/internal.js';
-import { qwen3ModelDir } from './helpers/qwen3.js';
+import { qwen3ModelDir } from '@dynamo/testing/qwen3-model';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const stockDir = join(here, '../../../test/interop/fixtures/llm-1.6.1');

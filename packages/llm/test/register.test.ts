@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { ModelInput, ModelType, registerLlm, unregisterLlm } from '../src/index.js';
 import { ModelDeploymentCardSchema, mdcsum } from '../src/internal.js';
-import { qwen3ModelDir } from './helpers/qwen3.js';
+import { qwen3ModelDir } from '@dynamo/testing/qwen3-model';
 
 const stockDir = join(dirname(fileURLToPath(import.meta.url)), '../../../test/interop/fixtures/llm-1.6.1');
 const stockRecord = parseJson(readFileSync(join(stockDir, 'mdc-record.sample-engine.json'), 'utf8')) as { card_json: Record<string, unknown> };

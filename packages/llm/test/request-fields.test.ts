@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '../src/index.js';
 import { DEFAULT_MAX_DATA_URL_BYTES, templateArgs } from '../src/internal.js';
 import { gatherMedia } from '../src/preprocess/multimodal.js';
-import { qwen3ModelDir } from './helpers/qwen3.js';
+import { qwen3ModelDir } from '@dynamo/testing/qwen3-model';
 
 let dir: string;
 let pre: Preprocessor;

@@ -40,7 +40,7 @@ import { connect as natsConnect, type NatsConnection } from '@nats-io/transport-
 import { type Client, DistributedRuntime, loadRuntimeConfig } from '../src/index.js';
 // The same tick-batched writer the runtime's request plane uses, so the floor writes alike.
 import { tickBatchedWriter } from '../src/request-plane/socket-helpers.js';
-import { type NatsTestServer, startNatsServer } from '../test/harness/nats.js';
+import { type NatsTestServer, startNatsServer } from '@dynamo/testing/nats';
 
 // The bench re-runs itself from a bundle in bench/.build (see main), which passes its real directory.
 const here = process.env.BENCH_HERE ?? dirname(fileURLToPath(import.meta.url));

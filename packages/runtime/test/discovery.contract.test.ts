@@ -11,8 +11,8 @@ import { KeyExistsError, type KvEvent, type KvStore } from '../src/discovery/kv-
 import { MemKvSpace, MemKvStore } from '../src/discovery/mem.js';
 import { parseJson, stringifyJson } from '../src/json.js';
 import { createLogging } from '../src/logger.js';
-import { EtcdServer } from './harness/etcd.js';
-import { waitFor } from './harness/free-port.js';
+import { EtcdServer } from '@dynamo/testing/etcd';
+import { waitFor } from '@dynamo/testing/free-port';
 
 const log = createLogging({ filter: 'error' }).child('test.discovery');
 

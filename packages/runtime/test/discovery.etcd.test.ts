@@ -15,11 +15,11 @@ import type { KvStore } from '../src/discovery/kv-store.js';
 import { CannotConnect, InvalidArgument } from '../src/errors.js';
 import { hexId, parseJson, stringifyJson } from '../src/json.js';
 import { createLogging } from '../src/logger.js';
-import { EtcdServer } from './harness/etcd.js';
-import { freePort, waitFor } from './harness/free-port.js';
-import { trackProcess } from './harness/processes.js';
-import { makeTestTlsFiles } from './harness/tls.js';
-import { watchInto } from './harness/watch-into.js';
+import { EtcdServer } from '@dynamo/testing/etcd';
+import { freePort, waitFor } from '@dynamo/testing/free-port';
+import { trackProcess } from '@dynamo/testing/processes';
+import { makeTestTlsFiles } from '@dynamo/testing/tls';
+import { watchInto } from './watch-into.js';
 
 const log = createLogging({ filter: 'error' }).child('test.discovery.etcd');
 const here = dirname(fileURLToPath(import.meta.url));

@@ -9,8 +9,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FileKvStore, fileNameOfKey, keyOfFileName } from '../src/discovery/file.js';
 import { hexId, parseJson, stringifyJson } from '../src/json.js';
 import { createLogging } from '../src/logger.js';
-import { waitFor } from './harness/free-port.js';
-import { watchInto } from './harness/watch-into.js';
+import { waitFor } from '@dynamo/testing/free-port';
+import { watchInto } from './watch-into.js';
 
 const log = createLogging({ filter: 'error' }).child('test.discovery.file');
 const BUCKET = 'v1/instances';

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import type { KvEvent } from '../src/discovery/kv-store.js';
 import { defaultMemKvSpace, MemKvSpace, MemKvStore } from '../src/discovery/mem.js';
-import { waitFor } from './harness/free-port.js';
+import { waitFor } from '@dynamo/testing/free-port';
 
 describe('mem discovery store', () => {
   it('stores sharing a space see each other; other spaces see nothing', async () => {

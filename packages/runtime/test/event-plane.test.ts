@@ -3,8 +3,8 @@ import { Publisher as ZmqPublisher } from 'zeromq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DistributedRuntime, loadRuntimeConfig, MemKvSpace } from '../src/index.js';
 import { decodeEventChannelRecord, EVENT_CHANNELS_BUCKET, eventRecordKey, eventSubject, parseJson, parseZmqFrames, zmqFrames } from '../src/internal.js';
-import { waitFor } from './harness/free-port.js';
-import { type NatsTestServer, startNatsServer } from './harness/nats.js';
+import { waitFor } from '@dynamo/testing/free-port';
+import { type NatsTestServer, startNatsServer } from '@dynamo/testing/nats';
 
 const scope = { namespace: 'dyn', component: 'backend', endpoint: 'generate' };
 
@@ -63,11 +63,12 @@ describe('ZMQ event plane (the default)', () => {
         return got.length > 0;
       });
       const sequences: bigint[] = [];
-      for (let i = 0; i < 50; i++) 
+      for (let i = 0; i < 50; i++) {
         publisher.publish((_id, seq) => {
           sequences.push(seq);
           return Buffer.from(`m${i}`);
         });
+      }
       await waitFor('50 envelopes', () => got.filter((m) => m !== 'warmup').length >= 50);
       expect(got.filter((m) => m !== 'warmup')).toEqual(Array.from({ length: 50 }, (_, i) => `m${i}`));
       expect(sequences[1]! - sequences[0]!).toBe(1n);

@@ -5,10 +5,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Context, DistributedRuntime, loadRuntimeConfig, type Client } from '../src/index.js';
-import { EtcdServer } from './harness/etcd.js';
-import { waitFor } from './harness/free-port.js';
-import { type NatsTestServer, startNatsServer } from './harness/nats.js';
-import { startWorker, type WorkerProcess } from './harness/worker-process.js';
+import { EtcdServer } from '@dynamo/testing/etcd';
+import { waitFor } from '@dynamo/testing/free-port';
+import { type NatsTestServer, startNatsServer } from '@dynamo/testing/nats';
+import { startWorker, type WorkerProcess } from '@dynamo/testing/worker-process';
 
 interface Setup {
   name: string;

@@ -12,9 +12,9 @@ import {
 } from '../src/request-plane/nats-connection.js';
 import { NatsRequestPlaneClient, NatsRequestPlaneServer, natsEndpointSubject } from '../src/request-plane/nats.js';
 import type { RequestAcceptor } from '../src/request-plane/request-plane.js';
-import { freePort, waitFor } from './harness/free-port.js';
-import { type NatsTestServer, startNatsServer } from './harness/nats.js';
-import { makeTestTlsFiles } from './harness/tls.js';
+import { freePort, waitFor } from '@dynamo/testing/free-port';
+import { type NatsTestServer, startNatsServer } from '@dynamo/testing/nats';
+import { makeTestTlsFiles } from '@dynamo/testing/tls';
 
 /** A logger that keeps every line as text, so tests can read what was (and was not) logged. */
 function captureLog() {

@@ -7,8 +7,8 @@ import type { RequestAcceptor, Transport } from '../src/request-plane/request-pl
 import type { Log } from '../src/logger.js';
 import { TcpRequestPlaneClient } from '../src/request-plane/tcp-client.js';
 import { TcpRequestPlaneServer } from '../src/request-plane/tcp-server.js';
-import { freePort, waitFor } from './harness/free-port.js';
-import { trackProcess } from './harness/processes.js';
+import { freePort, waitFor } from '@dynamo/testing/free-port';
+import { trackProcess } from '@dynamo/testing/processes';
 
 const INSTANCE = 0x694d9a3c5e1f2a07n;
 

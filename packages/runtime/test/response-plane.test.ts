@@ -8,7 +8,7 @@ import { callHome, type ResponseSender } from '../src/response-plane/call-home.j
 import { ResponseProtocolError } from '../src/response-plane/frames.js';
 import type { PendingResponse } from '../src/response-plane/response-stream.js';
 import { ResponseStreamServer } from '../src/response-plane/stream-server.js';
-import { freePort, waitFor } from './harness/free-port.js';
+import { freePort, waitFor } from '@dynamo/testing/free-port';
 
 function recordingLogger() {
   const lines: { level: string; msg: string }[] = [];

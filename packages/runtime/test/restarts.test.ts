@@ -4,10 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Client, DistributedRuntime, loadRuntimeConfig } from '../src/index.js';
-import { EtcdServer } from './harness/etcd.js';
-import { waitFor } from './harness/free-port.js';
-import { type NatsTestServer, startNatsServer } from './harness/nats.js';
-import { startWorker, type WorkerProcess } from './harness/worker-process.js';
+import { EtcdServer } from '@dynamo/testing/etcd';
+import { waitFor } from '@dynamo/testing/free-port';
+import { type NatsTestServer, startNatsServer } from '@dynamo/testing/nats';
+import { startWorker, type WorkerProcess } from '@dynamo/testing/worker-process';
 
 const cleanups: Array<() => Promise<unknown>> = [];
 afterEach(async () => {

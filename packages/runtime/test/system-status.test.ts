@@ -1,7 +1,7 @@
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import { DistributedRuntime, loadRuntimeConfig, MemKvSpace, registerPrometheus } from '../src/index.js';
-import { waitFor } from './harness/free-port.js';
+import { waitFor } from '@dynamo/testing/free-port';
 
 describe('system status server (DYN_SYSTEM_PORT)', () => {
   it('is off unless DYN_SYSTEM_PORT is set', async () => {

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type Context, DistributedRuntime, loadRuntimeConfig, MemKvSpace, type TraceContext } from '../src/index.js';
 import { parseTraceparent, traceHeaders } from '../src/internal.js';
-import { type NatsTestServer, startNatsServer } from './harness/nats.js';
+import { type NatsTestServer, startNatsServer } from '@dynamo/testing/nats';
 
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const CALLER_SPAN = '00f067aa0ba902b7';

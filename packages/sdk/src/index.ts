@@ -8,5 +8,5 @@ export { getRuntime } from './runtime-handle.js';
 export { depends } from './depends.js';
 export { serviceClient, type ServiceClient } from './clients.js';
 export { serveService, serviceConfig, serviceEndpoint, type ServeServiceOptions, type ServedService } from './serve.js';
-export type { DynamoGraphDeployment } from './deploy/schema.js';
+export { DynamoGraphDeploymentSchema, type DynamoGraphDeployment } from './deploy/schema.js';
 export type { EndpointSpec, RouteSpec, ServiceSpec } from './metadata.js';

@@ -13,7 +13,7 @@ import { graphManifest } from '../src/deploy/manifest.js';
 import { DynamoGraphDeploymentSchema } from '../src/deploy/schema.js';
 import { endpoint, service } from '../src/index.js';
 import { resolveServices } from '../src/serve-config.js';
-import { runDeploy } from './harness/dynamo-serve.js';
+import { runDeploy } from '@dynamo/testing/dynamo-serve';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const graph = 'test/fixtures/serve-graph.ts#Gateway';

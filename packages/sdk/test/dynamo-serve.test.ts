@@ -7,8 +7,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { waitFor } from '../../runtime/test/harness/free-port.js';
-import { alive, type ServeProcess, startServe } from './harness/dynamo-serve.js';
+import { waitFor } from '@dynamo/testing/free-port';
+import { alive, type ServeProcess, startServe } from '@dynamo/testing/dynamo-serve';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const graph = `${join(here, 'fixtures/serve-graph.ts')}#Gateway`;

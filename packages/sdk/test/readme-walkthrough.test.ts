@@ -6,8 +6,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 
-import { freePort } from '../../runtime/test/harness/free-port.js';
-import { startServe } from './harness/dynamo-serve.js';
+import { freePort } from '@dynamo/testing/free-port';
+import { startServe } from '@dynamo/testing/dynamo-serve';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const readme = readFileSync(join(root, 'README.md'), 'utf8');

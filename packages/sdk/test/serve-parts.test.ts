@@ -14,8 +14,8 @@ import { graphOf } from '../src/graph.js';
 import { depends, endpoint, service } from '../src/index.js';
 import { parseOverrideArgs, resolveServices } from '../src/serve-config.js';
 import { renderStatus } from '../src/status-table.js';
-import { freePort } from '../../runtime/test/harness/free-port.js';
-import { serveCli } from './harness/dynamo-serve.js';
+import { freePort } from '@dynamo/testing/free-port';
+import { serveCli } from '@dynamo/testing/dynamo-serve';
 
 @service({ dynamo: { namespace: 'parts' }, config: { model: 'decorator', keep: true } })
 class Leaf {

@@ -9,7 +9,7 @@ import { DistributedRuntime, loadRuntimeConfig } from '@dynamo/runtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 
-import { runStock, type StockProcess, stockPython } from '../../runtime/test/harness/stock-dynamo.js';
+import { runStock, type StockProcess, stockPython } from '@dynamo/testing/stock-dynamo';
 import { depends, endpoint, serveService, type ServedService, service, serviceClient } from '../src/index.js';
 
 const stock = stockPython();

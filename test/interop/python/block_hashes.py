@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Pin the stock KV block hashes (and, via the mocker, sequence hashes) of Dynamo 1.6.x.
 
-Run with the stock venv's python (../setup-venv.sh). Writes fixtures/llm-1.6.1/block-hashes.json:
+Run with the stock venv's python (packages/testing/stock-dynamo/setup-venv.sh). Writes fixtures/llm-1.6.1/block-hashes.json:
 
   {"function": "dynamo.llm.compute_block_hash_for_seq", "cases": [
      {"name", "block_size", "token_ids", "args": {lora_name?, cache_namespace?, is_eagle?,

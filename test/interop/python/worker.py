@@ -37,7 +37,7 @@ Configuration (argv wins over env):
   --delay-ms     default per-item delay
   --no-context   register a handler that takes only (request)
 Any other DYN_* / ETCD_* env vars are passed straight to the runtime.
-Run with the interop venv's python (see ../setup-venv.sh).
+Run with the interop venv's python (see packages/testing/stock-dynamo/setup-venv.sh).
 """
 import argparse
 import asyncio

