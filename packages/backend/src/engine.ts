@@ -120,6 +120,29 @@ export abstract class LLMEngine {
    */
   attachSnapshotPublisher(_publisher: SnapshotPublisher): void {}
 
+  /**
+   * The engine controls this engine serves at `/engine/control/<name>` on the worker's system port
+   * (`DYN_SYSTEM_PORT`), by stock Dynamo's names where they apply: `sleep` / `wake_up`,
+   * `pause_generation` / `resume_generation`, `release_memory_occupation` /
+   * `resume_memory_occupation`, `start_profile` / `stop_profile`, or your own. Called once, after
+   * the worker starts serving. Default: none.
+   */
+  supportedControls(): readonly string[] {
+    return [];
+  }
+
+  /**
+   * Runs control `name` (one of {@link supportedControls}) with the request's JSON object `body`,
+   * and returns the JSON reply: `{ status: 'ok', message }` on success, `{ status: 'error',
+   * message }` to refuse. Controls run one at a time. For `sleep`, `pause_generation` and
+   * `release_memory_occupation` the worker has already left discovery; after `wake_up`,
+   * `resume_generation` and `resume_memory_occupation` it rejoins unless the reply is an error or
+   * says `is_sleeping: true`. A throw answers HTTP 500. Default: refuses every control.
+   */
+  async engineControl(name: string, _body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    return { status: 'error', message: `unsupported engine control: ${name}` };
+  }
+
   /** Where the router gets this engine's KV cache events from; one source per DP rank. Default: none. */
   async kvEventSources(): Promise<KvEventSource[]> {
     return [];

@@ -46,6 +46,13 @@ async function serving(w: Child): Promise<bigint> {
   return BigInt(`0x${start.split(' ')[3]}`);
 }
 
+/** A worker with its system status server on a free port, once serving: its id and the server's base URL. */
+async function servingWithStatus(component: string, args: string[]): Promise<{ w: Child; id: bigint; base: string }> {
+  const w = worker(component, args, { DYN_SYSTEM_PORT: '0', DYN_SYSTEM_HOST: '127.0.0.1' });
+  const id = await serving(w);
+  return { w, id, base: `http://127.0.0.1:${await systemPort(w)}` };
+}
+
 async function collect(stream: AsyncIterable<unknown>): Promise<GenerateChunk[]> {
   const out: GenerateChunk[] = [];
   for await (const chunk of stream) out.push(chunk as GenerateChunk);
@@ -198,9 +205,8 @@ describe('run(): health canary', () => {
 
 describe('run(): engine metrics on /metrics', () => {
   it("shows the engine's registerPrometheus metrics by prefix and the per-DP-rank KV cache gauges", async () => {
-    const w = worker('metered', ['--dp-ranks', '0,1'], { DYN_SYSTEM_PORT: '0', DYN_SYSTEM_HOST: '127.0.0.1' });
-    const id = await serving(w);
-    const metrics = `http://127.0.0.1:${await systemPort(w)}/metrics`;
+    const { w, id, base } = await servingWithStatus('metered', ['--dp-ranks', '0,1']);
+    const metrics = `${base}/metrics`;
     const sample = (text: string, name: string, rank?: number) =>
       text.split('\n').find((l) => (l.startsWith(`${name}{`) || l.startsWith(`${name} `)) && (rank === undefined || l.includes(`dp_rank="${rank}"`)))?.split(' ').at(-1);
 
@@ -226,4 +232,51 @@ describe('run(): engine metrics on /metrics', () => {
     w.child.kill('SIGTERM');
     expect(await w.exited).toBe(0);
   }, 40_000);
+});
+
+describe('run(): engine controls on the system port', () => {
+  it('pause leaves discovery (the card stays), resume rejoins unless the engine refuses or still sleeps; a throw is a 500 and the worker goes on', async () => {
+    const { w, id, base } = await servingWithStatus('controlled', ['--controls', 'pause_generation,resume_generation,wake_up,profile']);
+    const control = async (name: string, body: unknown = {}) => {
+      const res = await fetch(`${base}/engine/control/${name}`, { method: 'POST', body: JSON.stringify(body) });
+      return { status: res.status, body: JSON.parse(await res.text()) as unknown };
+    };
+    const instance = `instances/dynamo%2Fcontrolled%2Fgenerate%2F${hexId(id)}`;
+    const card = `mdc/dynamo%2Fcontrolled%2Fgenerate%2F${hexId(id)}`;
+    await waitFor('the worker in discovery', () => records(id).length === 2, 10_000);
+
+    expect(await control('pause_generation')).toEqual({ status: 200, body: { status: 'ok', message: 'pause_generation done' } });
+    expect(records(id)).toEqual([card]);
+    expect((await fetch(`${base}/health`)).status).toBe(503);
+    expect(await control('resume_generation', { fail: true })).toEqual({ status: 200, body: { status: 'error', message: 'resume_generation refused' } });
+    expect(records(id)).toEqual([card]);
+    expect(await control('wake_up', { still: true })).toMatchObject({ status: 200, body: { is_sleeping: true } });
+    expect(records(id)).toEqual([card]);
+    expect(await control('resume_generation')).toEqual({ status: 200, body: { status: 'ok', message: 'resume_generation done' } });
+    expect(records(id).sort()).toEqual([instance, card]);
+    expect((await fetch(`${base}/health`)).status).toBe(200);
+
+    // Any other name runs as it is, touching nothing.
+    expect(await control('profile')).toMatchObject({ status: 200, body: { status: 'ok' } });
+    expect(records(id)).toHaveLength(2);
+    expect(await control('profile', { explode: true })).toEqual({ status: 500, body: { error: 'Handler error', message: 'profile exploded' } });
+    expect(await control('profile', { reply: 'yes' })).toEqual({ status: 500, body: { error: 'Handler error', message: "engineControl('profile') must return a JSON object, got string" } });
+    expect(await control('sleep')).toMatchObject({ status: 404 });
+    expect(events(w).filter(([name]) => name === 'control').map(([, , detail]) => detail)).toEqual(['pause_generation', 'resume_generation', 'wake_up', 'resume_generation', 'profile', 'profile', 'profile']);
+
+    // Still serving after the failed controls.
+    const client = await caller.endpoint('dynamo.controlled.generate').client();
+    await client.waitForInstances();
+    const chunks = await collect(client.direct(request(2), id));
+    expect(chunks.at(-1)!.finish_reason).toBe('length');
+    w.child.kill('SIGTERM');
+    expect(await w.exited).toBe(0);
+  }, 40_000);
+
+  it('names a bad control name at startup, exit 2 (bad input), after cleanup', async () => {
+    const w = worker('badcontrol', ['--controls', 'ok,has space'], { DYN_SYSTEM_PORT: '0', DYN_SYSTEM_HOST: '127.0.0.1' });
+    expect(await w.exited).toBe(2);
+    expect(w.stderr()).toContain('engine LifecycleEngine: supportedControls() must return control names');
+    expect(events(w).map(([name]) => name)).toContain('cleanup');
+  }, 30_000);
 });

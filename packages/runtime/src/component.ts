@@ -11,7 +11,7 @@ import type { Discovery } from './discovery/discovery.js';
 import type { ClientPlanes } from './endpoint/client.js';
 import type { Log } from './logger.js';
 import type { RuntimeMetrics } from './metrics.js';
-import type { RequestPlaneServer } from './request-plane/request-plane.js';
+import type { RequestPlaneServer, Transport } from './request-plane/request-plane.js';
 import type { SystemStatusServer } from './system-status.js';
 
 /**
@@ -103,6 +103,14 @@ export interface ServedEndpoint {
    * e.g. the model card) so routers stop picking this worker. Requests are still accepted.
    */
   unregister(): Promise<void>;
+  /**
+   * Removes only this instance's record from discovery (the model card stays) and reports the
+   * endpoint not ready: routers stop picking this worker while it keeps serving what reaches it.
+   * For engine controls such as `sleep` and `pause_generation`; {@link registerInstance} undoes it.
+   */
+  unregisterInstance(): Promise<void>;
+  /** Publishes this instance's record again (after {@link unregisterInstance}) and reports it ready. */
+  registerInstance(): Promise<void>;
   /** Refuses new requests from now on ("worker is not accepting new requests"); running ones go on. */
   stopAdmission(): void;
   /** Resolves once no request is in flight, or after `timeoutMs` (none: no bound); returns how many are left. */
@@ -118,7 +126,14 @@ export class Endpoint {
   readonly component: Component;
   readonly name: string;
   #serving:
-    | { ingress: EndpointIngress; canary: HealthCanary | undefined; stopped: Promise<void>; resolveStopped: () => void; unregistered?: Promise<void> }
+    | {
+        ingress: EndpointIngress;
+        canary: HealthCanary | undefined;
+        transport: Transport;
+        stopped: Promise<void>;
+        resolveStopped: () => void;
+        unregistered?: Promise<void>;
+      }
     | undefined;
   #stopping: Promise<void> | undefined;
   readonly #stopHooks: Array<() => Promise<void> | void> = [];
@@ -168,7 +183,7 @@ export class Endpoint {
     }
     let resolveStopped!: () => void;
     const stopped = new Promise<void>((resolve) => (resolveStopped = resolve));
-    this.#serving = { ingress, canary, stopped, resolveStopped };
+    this.#serving = { ingress, canary, transport, stopped, resolveStopped };
     this.#stopping = undefined;
     runtime.trackServed(this, true);
     runtime.systemStatus?.track(endpoint);
@@ -181,6 +196,8 @@ export class Endpoint {
         return ingress.inflight;
       },
       unregister: () => this.#unregister(),
+      unregisterInstance: () => this.#setInstanceListed(false),
+      registerInstance: () => this.#setInstanceListed(true),
       stopAdmission: () => ingress.stopAdmission(),
       drain: (timeoutMs) => ingress.drain(timeoutMs),
       stop: (opts) => this.stopServing(opts),
@@ -222,6 +239,21 @@ export class Endpoint {
       runtime.systemStatus?.setStatus(endpoint, 'notready');
     })();
     return serving.unregistered;
+  }
+
+  /** Lists or unlists this instance in discovery without touching the stop hooks (model card). */
+  async #setInstanceListed(listed: boolean): Promise<void> {
+    const serving = this.#serving;
+    if (!serving || serving.unregistered) throw new InvalidArgument(`endpoint ${this.#label()} is not serving (or is shutting down)`);
+    const runtime = this.#runtime;
+    const { namespace, component, endpoint } = this.path;
+    if (listed) {
+      await runtime.discovery.registerEndpoint(namespace, component, endpoint, serving.transport);
+      runtime.systemStatus?.setStatus(endpoint, 'ready');
+    } else {
+      runtime.systemStatus?.setStatus(endpoint, 'notready');
+      await runtime.discovery.unregisterEndpoint(namespace, component, endpoint);
+    }
   }
 
   async #stop(drainTimeoutMs: number): Promise<void> {

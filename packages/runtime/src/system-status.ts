@@ -1,7 +1,9 @@
-import { createServer, type Server } from 'node:http';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Log } from './logger.js';
 import type { RuntimeMetrics } from './metrics.js';
+
+const ENGINE_PREFIX = '/engine/';
 
 /** Options of the per-process status server (`DYN_SYSTEM_*`). */
 export interface SystemStatusOptions {
@@ -14,14 +16,24 @@ export interface SystemStatusOptions {
 }
 
 /**
+ * A handler of an `/engine/<name>` route: the request's parsed JSON body (`{}` when the body is
+ * empty) in, the JSON reply out. A throw answers 500.
+ */
+export type EngineRouteHandler = (body: unknown) => Promise<unknown>;
+
+/**
  * The system status server every worker runs on `DYN_SYSTEM_PORT`: `/health` and `/live` report
- * per-endpoint readiness (200 when all are ready, 503 otherwise), `/metrics` the Prometheus text.
+ * per-endpoint readiness (200 when all are ready, 503 otherwise), `/metrics` the Prometheus text,
+ * and `/engine/<name>` the engine routes a worker registers (engine controls), answering as stock
+ * Dynamo 1.6.1 does: 404 for a name nobody registered, 400 for a body that is not JSON, 500 when
+ * the handler throws, else 200 with its reply (all as `text/plain` JSON text, as stock sends them).
  */
 export class SystemStatusServer {
   readonly #options: SystemStatusOptions;
   readonly #metrics: RuntimeMetrics;
   readonly #log: Log;
   readonly #endpoints = new Map<string, 'ready' | 'notready'>();
+  readonly #engineRoutes = new Map<string, EngineRouteHandler>();
   readonly #started = process.hrtime.bigint();
   #server: Server | undefined;
 
@@ -46,6 +58,12 @@ export class SystemStatusServer {
     this.#endpoints.delete(endpoint);
   }
 
+  /** Serves `handler` at `/engine/<name>` (any method); `undefined` removes the route. */
+  setEngineRoute(name: string, handler: EngineRouteHandler | undefined): void {
+    if (handler) this.#engineRoutes.set(name, handler);
+    else this.#engineRoutes.delete(name);
+  }
+
   /** The `/health` body. */
   health(): { status: 'ready' | 'notready'; uptime: { secs: number; nanos: number }; endpoints: Record<string, string> } {
     const elapsed = process.hrtime.bigint() - this.#started;
@@ -61,7 +79,11 @@ export class SystemStatusServer {
   /** Starts listening; resolves with the bound port. */
   async listen(): Promise<number> {
     const server = createServer((req, res) => {
-      const path = (req.url ?? '/').split('?')[0];
+      const path = (req.url ?? '/').split('?')[0] ?? '/';
+      if (path.startsWith(ENGINE_PREFIX)) {
+        this.#engineRoute(path, req, res);
+        return;
+      }
       if (req.method !== 'GET') {
         res.writeHead(405, { allow: 'GET' }).end();
         return;
@@ -91,6 +113,32 @@ export class SystemStatusServer {
     const port = (server.address() as AddressInfo).port;
     this.#log.info({ host: this.#options.host, port }, 'system status server listening');
     return port;
+  }
+
+  #engineRoute(path: string, req: IncomingMessage, res: ServerResponse): void {
+    const reply = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8' }).end(JSON.stringify(body));
+    const chunks: Buffer[] = [];
+    req.on('data', (chunk: Buffer) => chunks.push(chunk));
+    req.on('end', () => {
+      const handler = this.#engineRoutes.get(path.slice(ENGINE_PREFIX.length));
+      if (!handler) return reply(404, { error: 'Route not found', message: `Route ${path} not found` });
+      const text = Buffer.concat(chunks).toString('utf8');
+      let body: unknown = {};
+      if (text.trim() !== '') {
+        try {
+          body = JSON.parse(text);
+        } catch (err) {
+          return reply(400, { error: 'Invalid JSON', message: (err as Error).message });
+        }
+      }
+      handler(body).then(
+        (result) => reply(200, result),
+        (err: unknown) => {
+          this.#log.warn({ err, route: path }, 'engine route failed');
+          reply(500, { error: 'Handler error', message: err instanceof Error ? err.message : String(err) });
+        },
+      );
+    });
   }
 
   /** Stops the server. */

@@ -56,6 +56,43 @@ describe('system status server (DYN_SYSTEM_PORT)', () => {
     }
   });
 
+  it('answers /engine/<name> routes with stock Dynamo 1.6.1\'s status codes', async () => {
+    const env = { DYN_DISCOVERY_BACKEND: 'mem', DYN_SYSTEM_PORT: '0', DYN_SYSTEM_HOST: '127.0.0.1', DYN_LOG: 'error' };
+    const runtime = await DistributedRuntime.create({ config: loadRuntimeConfig(env), memSpace: new MemKvSpace() });
+    try {
+      const base = `http://127.0.0.1:${runtime.systemPort}`;
+      const seen: unknown[] = [];
+      runtime.systemStatus!.setEngineRoute('control/echo', async (body) => {
+        seen.push(body);
+        return { status: 'ok', got: body };
+      });
+      runtime.systemStatus!.setEngineRoute('control/broken', async () => {
+        throw new Error('engine exploded');
+      });
+      const call = async (path: string, init?: RequestInit) => {
+        const res = await fetch(`${base}${path}`, init);
+        return { status: res.status, type: res.headers.get('content-type'), body: JSON.parse(await res.text()) as unknown };
+      };
+      expect(await call('/engine/control/echo', { method: 'POST', body: '{"level":2}' })).toEqual({ status: 200, type: 'text/plain; charset=utf-8', body: { status: 'ok', got: { level: 2 } } });
+      // No body (a GET) reaches the handler as {}.
+      expect((await call('/engine/control/echo')).body).toEqual({ status: 'ok', got: {} });
+      expect(await call('/engine/control/echo', { method: 'POST', body: '{"level":' })).toMatchObject({ status: 400, body: { error: 'Invalid JSON' } });
+      expect(await call('/engine/control/nope', { method: 'POST', body: '{}' })).toEqual({
+        status: 404,
+        type: 'text/plain; charset=utf-8',
+        body: { error: 'Route not found', message: 'Route /engine/control/nope not found' },
+      });
+      expect(await call('/engine/control/broken', { method: 'POST' })).toMatchObject({ status: 500, body: { error: 'Handler error', message: 'engine exploded' } });
+      // The bad requests reached no handler; the server still answers.
+      expect(seen).toEqual([{ level: 2 }, {}]);
+      runtime.systemStatus!.setEngineRoute('control/echo', undefined);
+      expect((await call('/engine/control/echo')).status).toBe(404);
+      expect((await fetch(`${base}/health`)).status).toBe(503);
+    } finally {
+      await runtime.shutdown();
+    }
+  });
+
   it("shows an engine's own registry on /metrics, filtered by prefix, until it is taken off", async () => {
     const env = { DYN_DISCOVERY_BACKEND: 'mem', DYN_SYSTEM_PORT: '0', DYN_SYSTEM_HOST: '127.0.0.1', DYN_LOG: 'error' };
     const worker = await DistributedRuntime.create({ config: loadRuntimeConfig(env), memSpace: new MemKvSpace() });

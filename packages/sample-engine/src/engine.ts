@@ -3,6 +3,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { type Context, type DisaggregationMode, type EmbedRequest, type Embeddings, type EngineConfig, engineLog, type GenerateChunk, type GenerateRequest, InvalidArgument, type KvEventSource, LLMEngine, parseFlags, usage, type WorkerConfig, workerConfigFromFlags } from '@dynamo/backend';
 import type { SnapshotPublisher } from '@dynamo/backend/internal';
 import { sampleEngineFlags, sampleEngineHelp } from './flags.js';
+import { GenerationHold, type HeldStream, SAMPLE_CONTROLS } from './controls.js';
 import { PagedPrefixCache } from './kv-cache.js';
 
 /** Options of {@link SampleEngine}; every field has the sample's default. */
@@ -81,6 +82,7 @@ export class SampleEngine extends LLMEngine {
   readonly kvCache: PagedPrefixCache | undefined;
   readonly prefillMsPerToken: number;
   #snapshots: SnapshotPublisher | undefined;
+  readonly #hold = new GenerationHold();
 
   constructor(options: SampleEngineOptions = {}) {
     super();
@@ -186,8 +188,25 @@ export class SampleEngine extends LLMEngine {
     if (this.disaggregationMode === 'decode' && request._HEALTH_CHECK !== true && request.prefill_result == null) {
       throw new InvalidArgument('decode worker requires request.prefill_result (disaggregation mode decode)');
     }
+    const stream = this.#hold.open();
+    try {
+      yield* this.#stream(stream, context, maxNew, first, logprobsOf, usageOf);
+    } finally {
+      this.#hold.close(stream);
+    }
+  }
+
+  async *#stream(
+    stream: HeldStream,
+    context: Context,
+    maxNew: number,
+    first: number,
+    logprobsOf: (token: number) => Partial<GenerateChunk>,
+    usageOf: (completion: number) => GenerateChunk['completion_usage'],
+  ): AsyncGenerator<GenerateChunk> {
     for (let i = 0; i < maxNew; i++) {
-      if (context.isStopped()) {
+      const go = await this.#hold.next(stream, context.signal);
+      if (!go || context.isStopped()) {
         yield { token_ids: [], index: 0, finish_reason: 'cancelled', completion_usage: usageOf(i) };
         return;
       }
@@ -225,6 +244,19 @@ export class SampleEngine extends LLMEngine {
   /** A one-token greedy request starting from BOS (id 1). */
   override async healthCheckPayload(): Promise<Record<string, unknown>> {
     return { token_ids: [1], stop_conditions: { max_tokens: 1, ignore_eos: true }, sampling_options: { temperature: 0 } };
+  }
+
+  /** `sleep` / `wake_up`, `pause_generation` / `resume_generation` and `clear_kv_blocks`. */
+  override supportedControls(): readonly string[] {
+    return SAMPLE_CONTROLS;
+  }
+
+  override async engineControl(name: string, body: Record<string, unknown>): Promise<Record<string, unknown>> {
+    if (name !== 'clear_kv_blocks') return this.#hold.control(name, body);
+    const dropped = this.kvCache?.clearUnused() ?? 0;
+    this.#report();
+    log.info({ blocks: dropped }, 'KV cache cleared');
+    return { status: 'success', message: 'KV cache cleared' };
   }
 
   /** Nothing to release: the engine holds no resources. */

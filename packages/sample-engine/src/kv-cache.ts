@@ -113,6 +113,15 @@ export class PagedPrefixCache {
     }
   }
 
+  /** Drops every block no request holds (`clear_kv_blocks`), telling routers; returns how many. */
+  clearUnused(): number {
+    const dropped = [...this.#lru.keys()];
+    for (const hash of dropped) this.#blocks.delete(hash);
+    this.#lru.clear();
+    if (dropped.length > 0) this.#events?.removed(dropped);
+    return dropped.length;
+  }
+
   usage(): CacheUsage {
     return {
       activeBlocks: this.#active,
