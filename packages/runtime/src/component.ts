@@ -113,6 +113,8 @@ export interface ServedEndpoint {
   registerInstance(): Promise<void>;
   /** Refuses new requests from now on ("worker is not accepting new requests"); running ones go on. */
   stopAdmission(): void;
+  /** Accepts new requests again, undoing {@link stopAdmission}. */
+  resumeAdmission(): void;
   /** Resolves once no request is in flight, or after `timeoutMs` (none: no bound); returns how many are left. */
   drain(timeoutMs?: number): Promise<number>;
   /** Leaves discovery, refuses new requests, drains in-flight ones (up to `drainTimeoutMs`) and stops serving. */
@@ -199,6 +201,7 @@ export class Endpoint {
       unregisterInstance: () => this.#setInstanceListed(false),
       registerInstance: () => this.#setInstanceListed(true),
       stopAdmission: () => ingress.stopAdmission(),
+      resumeAdmission: () => ingress.resumeAdmission(),
       drain: (timeoutMs) => ingress.drain(timeoutMs),
       stop: (opts) => this.stopServing(opts),
       closed: stopped,

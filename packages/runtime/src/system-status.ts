@@ -17,9 +17,9 @@ export interface SystemStatusOptions {
 
 /**
  * A handler of an `/engine/<name>` route: the request's parsed JSON body (`{}` when the body is
- * empty) in, the JSON reply out. A throw answers 500.
+ * empty) and HTTP method in, the JSON reply out. A throw answers 500.
  */
-export type EngineRouteHandler = (body: unknown) => Promise<unknown>;
+export type EngineRouteHandler = (body: unknown, method: string) => Promise<unknown>;
 
 /**
  * The system status server every worker runs on `DYN_SYSTEM_PORT`: `/health` and `/live` report
@@ -131,7 +131,7 @@ export class SystemStatusServer {
           return reply(400, { error: 'Invalid JSON', message: (err as Error).message });
         }
       }
-      handler(body).then(
+      handler(body, req.method ?? 'GET').then(
         (result) => reply(200, result),
         (err: unknown) => {
           this.#log.warn({ err, route: path }, 'engine route failed');

@@ -21,7 +21,7 @@ import { loggingFromEnv } from '../logging.js';
 import { type EngineConfig, EngineConfigSchema } from '../protocol/engine-config.js';
 import { KvEventSourcesSchema } from '../protocol/kv-events.js';
 import { type WorkerConfig, type WorkerConfigInput, workerConfig } from '../protocol/worker-config.js';
-import { EngineControls } from './engine-controls.js';
+import { WorkerAdmin } from './admin-routes.js';
 import { engineHandler } from './engine-handler.js';
 import { EngineGate } from './engine-gate.js';
 import { resolveHealthCheck } from './health-payload.js';
@@ -237,9 +237,10 @@ export class Worker {
       throw new Unknown(`serve: ${message(err)}`, { cause: err });
     }
     log.info({ model: registration.servedName, endpoint: `${namespace}.${component}.${endpointName}`, instance_id: runtime.instanceId.toString(16) }, `Serving ${registration.servedName} on ${namespace}.${component}.${endpointName}`);
-    let controls: EngineControls | undefined;
+    let admin: WorkerAdmin | undefined;
     try {
-      controls = runtime.systemStatus && EngineControls.serve(this.engine, this.#name, runtime.systemStatus, served, runtime.log('backend.controls'));
+      const times = { graceMs: this.#settings.router_grace_ms, inflightTimeoutMs: this.#settings.inflight_timeout_ms };
+      admin = runtime.systemStatus && WorkerAdmin.serve(this.engine, this.#name, runtime.systemStatus, served, runtime.log('backend.admin'), times);
     } catch (err) {
       await served.stop({ drainTimeoutMs: 0 });
       throw new InvalidArgument(message(err), { cause: err });
@@ -247,9 +248,9 @@ export class Worker {
 
     const why = await Promise.race([served.closed.then(() => 'endpoint' as const), this.#stopped.then(() => 'signal' as const)]);
     log.info(why === 'signal' ? 'Received shutdown signal; running graceful orchestration' : 'Endpoint completed gracefully; running shutdown orchestration');
-    controls?.beginShutdown();
+    admin?.beginShutdown();
     await this.#orchestrate(served, metrics);
-    controls?.close();
+    admin?.close();
     await served.stop({ drainTimeoutMs: 0 });
     await Promise.all([...kvEvents.map((p) => p.close()), load?.close()]);
   }

@@ -107,6 +107,11 @@ export class EndpointIngress {
     this.#closed = true;
   }
 
+  /** Accepts new requests again (after {@link stopAdmission}, for a drain that is undone). */
+  resumeAdmission(): void {
+    this.#closed = false;
+  }
+
   /** Resolves when no request is in flight, or after `timeoutMs` (none: no bound); returns how many remain. */
   async drain(timeoutMs?: number): Promise<number> {
     if (this.#inflight === 0) return 0;
