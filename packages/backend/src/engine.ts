@@ -143,6 +143,20 @@ export abstract class LLMEngine {
     return { status: 'error', message: `unsupported engine control: ${name}` };
   }
 
+  /**
+   * Loads LoRA adapter `name` from `source.uri` (`file://…` or a path, or a scheme the engine
+   * fetches itself: `hf://`, `s3://`, …), so requests whose `model` is `name` use it. Throw
+   * (`InvalidArgument` for a bad source) to refuse. An engine that overrides this gets
+   * `/engine/update/load_lora`, `unload_lora` and `list_loras` (and `/v1/loras` with
+   * `DYN_LORA_ENABLED`), and the worker registers each loaded adapter as a model. Default: no LoRA.
+   */
+  async loadLora(name: string, _source: { uri: string }): Promise<void> {
+    throw new InvalidArgument(`${this.constructor.name} does not load LoRA adapters (cannot load '${name}')`);
+  }
+
+  /** Unloads adapter `name` (one {@link loadLora} loaded; the worker checks). */
+  async unloadLora(_name: string): Promise<void> {}
+
   /** Where the router gets this engine's KV cache events from; one source per DP rank. Default: none. */
   async kvEventSources(): Promise<KvEventSource[]> {
     return [];

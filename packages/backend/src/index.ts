@@ -20,7 +20,7 @@ export type { EngineConfig, LlmRegistration } from './protocol/engine-config.js'
 export { workerConfig, type WorkerConfig, type WorkerConfigInput, type ShutdownConfig } from './protocol/worker-config.js';
 export { DisaggregationMode, parseDisaggregationMode } from './protocol/disaggregation.js';
 export type { KvEventSource, ZmqSource, PushSource } from './protocol/kv-events.js';
-export { computeBlockHashes, computeSequenceHashes, type KvCacheEvents } from '@dynamo/llm';
+export { computeBlockHashes, computeSequenceHashes, type KvCacheEvents, loraId } from '@dynamo/llm';
 export { workerFlags, workerConfigFromFlags } from './flags.js';
 export { parseFlags, formatHelp, type Flag, type Flags, type FlagValues, type ParsedFlags } from '@dynamo/runtime';
 export { runConformance, conformanceReport, ConformanceError, CONFORMANCE_CHECKS, type ConformanceOptions, type ConformanceReport, type ConformanceCheckResult, type ConformanceFailureKind } from './conformance/run-conformance.js';

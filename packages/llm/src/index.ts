@@ -9,6 +9,7 @@ export type { CheckedFile, ModelDeploymentCard, RuntimeConfig, RuntimeConfigInpu
 export { buildCard, type CardOptions } from './card/build.js';
 export { LocalModel, type LoadModelOptions, type ModelFile, type FileSlot, type GgufSummary } from './local-model.js';
 export { registerLlm, unregisterLlm, type RegisterLlmOptions, type RegisteredModel } from './register.js';
+export { loraId } from './lora.js';
 export { resolveModelPath, type ResolvedModelPath, type ResolveOptions } from './model-path/index.js';
 export type { ChatCompletionRequest, CompletionRequest } from './preprocess/openai.js';
 export { PreprocessedRequestSchema, type PreprocessedRequest } from './preprocess/preprocessed-request.js';

@@ -1,6 +1,7 @@
 import { type Endpoint, InvalidArgument } from '@dynamo/runtime';
 
 import { buildCard, type CardOptions } from './card/build.js';
+import { slugify } from './card/slug.js';
 import type { ModelDeploymentCard } from './card/schema.js';
 import { type LoadModelOptions, LocalModel } from './local-model.js';
 import { ModelInput } from './model-input.js';
@@ -16,6 +17,13 @@ export interface RegisterLlmOptions extends Omit<CardOptions, 'modelInput' | 'mo
    * ~100 MB for a 150k-token vocabulary.
    */
   checkTokenizer?: boolean;
+  /**
+   * Registers a LoRA adapter of the model instead of the model itself: its card is the base
+   * model's files under the adapter's name, with `lora: { name, max_gpu_lora_count? }`, published
+   * beside the base card (key suffix: the name's slug), as stock Dynamo 1.6.1's workers do. A
+   * frontend serves requests for `name` on this worker.
+   */
+  lora?: { name: string; maxGpuLoraCount?: number };
 }
 
 /** A registered model: its card, and how to take it back. */
@@ -26,7 +34,8 @@ export interface RegisteredModel {
   unregister(): Promise<void>;
 }
 
-const registrations = new WeakMap<Endpoint, RegisteredModel>();
+/** Per endpoint, its cards by key suffix ('' for the base model, the slug of each LoRA adapter). */
+const registrations = new WeakMap<Endpoint, Map<string, RegisteredModel>>();
 
 /**
  * Registers a model for `endpoint`: reads the model at `modelPath` (a directory, a `.gguf` file,
@@ -52,12 +61,18 @@ export async function registerLlm(...args: unknown[]): Promise<RegisteredModel> 
   const model = await LocalModel.load(modelPath, options);
   // A broken tokenizer fails here, naming its file, not later in every frontend.
   if (options.checkTokenizer !== false) await model.tokenizer();
-  const card = buildCard(model, { ...options, modelInput, modelType: flags });
+  const lora = options.lora;
+  if (lora !== undefined && (typeof lora.name !== 'string' || slugify(lora.name) === '')) throw new InvalidArgument(`lora.name must be a non-empty name, got ${JSON.stringify(lora.name)}`);
+  const base = buildCard(model, { ...options, modelInput, modelType: flags, ...(lora && { modelName: lora.name }) });
+  const card: ModelDeploymentCard = lora ? { ...base, lora: { name: lora.name, ...(lora.maxGpuLoraCount !== undefined && { max_gpu_lora_count: lora.maxGpuLoraCount }) } } : base;
+  const suffix = lora ? slugify(lora.name) : undefined;
   const runtime = endpoint.component.namespace.runtime;
   const { namespace, component, endpoint: name } = endpoint.path;
-  await registrations.get(endpoint)?.unregister();
-  await runtime.discovery.registerModel(namespace, component, name, card);
-  runtime.log('llm.register').info({ model: card.display_name, namespace, component, endpoint: name, model_type: card.model_type, model_input: card.model_input }, 'registered model');
+  const cards = registrations.get(endpoint) ?? new Map<string, RegisteredModel>();
+  registrations.set(endpoint, cards);
+  await cards.get(suffix ?? '')?.unregister();
+  await runtime.discovery.registerModel(namespace, component, name, card, suffix);
+  runtime.log('llm.register').info({ model: card.display_name, namespace, component, endpoint: name, model_type: card.model_type, model_input: card.model_input, ...(lora && { lora: lora.name }) }, lora ? 'registered LoRA adapter' : 'registered model');
 
   let removed: Promise<void> | undefined;
   const registered: RegisteredModel = {
@@ -65,19 +80,22 @@ export async function registerLlm(...args: unknown[]): Promise<RegisteredModel> 
     model,
     unregister: () => {
       removed ??= (async () => {
-        if (registrations.get(endpoint) === registered) registrations.delete(endpoint);
-        await runtime.discovery.unregisterModel(namespace, component, name);
+        if (cards.get(suffix ?? '') === registered) cards.delete(suffix ?? '');
+        await runtime.discovery.unregisterModel(namespace, component, name, suffix);
       })();
       return removed;
     },
   };
-  registrations.set(endpoint, registered);
+  cards.set(suffix ?? '', registered);
   endpoint.onStop(() => registered.unregister());
   runtime.onShutdown(() => registered.unregister());
   return registered;
 }
 
-/** Removes the card {@link registerLlm} published for `endpoint`; does nothing if there is none. */
-export async function unregisterLlm(endpoint: Endpoint): Promise<void> {
-  await registrations.get(endpoint)?.unregister();
+/**
+ * Removes the card {@link registerLlm} published for `endpoint` (the LoRA adapter `loraName`'s,
+ * when given); does nothing if there is none.
+ */
+export async function unregisterLlm(endpoint: Endpoint, loraName?: string): Promise<void> {
+  await registrations.get(endpoint)?.get(loraName === undefined ? '' : slugify(loraName))?.unregister();
 }

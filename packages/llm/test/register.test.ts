@@ -5,7 +5,7 @@ import { DistributedRuntime, InvalidArgument, loadRuntimeConfig, MemKvSpace } fr
 import { parseJson } from '@dynamo/runtime/internal';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { ModelInput, ModelType, registerLlm, unregisterLlm } from '../src/index.js';
+import { loraId, ModelInput, ModelType, registerLlm, unregisterLlm } from '../src/index.js';
 import { ModelDeploymentCardSchema, mdcsum } from '../src/internal.js';
 import { qwen3ModelDir } from '@dynamo/testing/qwen3-model';
 
@@ -163,5 +163,32 @@ describe('registerLlm with bad input', () => {
     await expect(registerLlm('Pixels' as ModelInput, ModelType.Chat, endpoint(), modelDir)).rejects.toThrow('modelInput must be one of Text, Tokens, Tensor');
     await expect(registerLlm(ModelInput.Tokens, ModelType.Chat, endpoint(), join(modelDir, 'nope'))).rejects.toThrow(InvalidArgument);
     expect(await cardsIn(runtime)).toEqual([]);
+  });
+});
+
+describe('LoRA adapters', () => {
+  it('registers an adapter beside the base card (key suffix: its slug, `lora` in the card) and takes back only it', async () => {
+    const endpoint = runtime.namespace('dynamo').component('lora').endpoint('generate');
+    const id = runtime.instanceId.toString(16);
+    await registerLlm(ModelInput.Tokens, ModelType.Chat, endpoint, modelDir, { modelName: 'base' });
+    const { card } = await registerLlm(ModelInput.Tokens, ModelType.Chat, endpoint, modelDir, { lora: { name: 'My Pirate/v2', maxGpuLoraCount: 2 } });
+    expect(card).toMatchObject({ display_name: 'My Pirate/v2', lora: { name: 'My Pirate/v2', max_gpu_lora_count: 2 } });
+    const ours = async () => (await cardsIn(runtime)).filter((c) => c.key.startsWith('dynamo/lora/'));
+    expect((await ours()).map((c) => [c.key, (c.record.card_json as { display_name: string }).display_name, c.record.model_suffix]).sort()).toEqual([
+      [`dynamo/lora/generate/${id}`, 'base', undefined],
+      [`dynamo/lora/generate/${id}/my_pirate_v2`, 'My Pirate/v2', 'my_pirate_v2'],
+    ]);
+    await unregisterLlm(endpoint, 'My Pirate/v2');
+    expect((await ours()).map((c) => c.key)).toEqual([`dynamo/lora/generate/${id}`]);
+    await unregisterLlm(endpoint);
+    expect(await ours()).toEqual([]);
+    await expect(registerLlm(ModelInput.Tokens, ModelType.Chat, endpoint, modelDir, { lora: { name: '///' } })).rejects.toThrow('lora.name must be a non-empty name');
+  });
+
+  it("loraId is stock's id for a name", () => {
+    // dynamo.llm.lora_name_to_id("test_lora") in the 1.6.1 release.
+    expect(loraId('test_lora')).toBe(1983627077);
+    expect(loraId('pirate')).toBe(loraId('pirate'));
+    expect(loraId('pirate')).not.toBe(loraId('parrot'));
   });
 });

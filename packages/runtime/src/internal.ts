@@ -12,7 +12,7 @@ export { envFlag } from './config.js';
 export { validateName } from './names.js';
 export { parseLogFilter, silentLog } from './logger.js';
 export { RuntimeMetrics } from './metrics.js';
-export type { EngineRouteHandler, SystemStatusServer } from './system-status.js';
+export type { EngineRouteHandler, HttpRouteHandler, HttpRouteRequest, SystemStatusServer } from './system-status.js';
 export { processMetrics } from './process-metrics.js';
 export { parseJson, stringifyJson, hexId, parseHexId } from './json.js';
 export { Discovery } from './discovery/discovery.js';

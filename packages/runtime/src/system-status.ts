@@ -21,6 +21,16 @@ export interface SystemStatusOptions {
  */
 export type EngineRouteHandler = (body: unknown, method: string) => Promise<unknown>;
 
+/** A request to a route of {@link SystemStatusServer.setRoute}: its method, full path and parsed JSON body. */
+export interface HttpRouteRequest {
+  method: string;
+  path: string;
+  body: unknown;
+}
+
+/** Answers a {@link HttpRouteRequest}: a status and a JSON body (a throw answers 500). */
+export type HttpRouteHandler = (request: HttpRouteRequest) => Promise<{ status: number; body: unknown }>;
+
 /**
  * The system status server every worker runs on `DYN_SYSTEM_PORT`: `/health` and `/live` report
  * per-endpoint readiness (200 when all are ready, 503 otherwise), `/metrics` the Prometheus text,
@@ -34,6 +44,7 @@ export class SystemStatusServer {
   readonly #log: Log;
   readonly #endpoints = new Map<string, 'ready' | 'notready'>();
   readonly #engineRoutes = new Map<string, EngineRouteHandler>();
+  readonly #routes = new Map<string, HttpRouteHandler>();
   readonly #started = process.hrtime.bigint();
   #server: Server | undefined;
 
@@ -64,6 +75,15 @@ export class SystemStatusServer {
     else this.#engineRoutes.delete(name);
   }
 
+  /**
+   * Serves `handler` at `prefix` and every path below it (any method, JSON in and out, e.g. the
+   * worker's `/v1/loras`); `undefined` removes it. A body that is not JSON answers 400.
+   */
+  setRoute(prefix: string, handler: HttpRouteHandler | undefined): void {
+    if (handler) this.#routes.set(prefix, handler);
+    else this.#routes.delete(prefix);
+  }
+
   /** The `/health` body. */
   health(): { status: 'ready' | 'notready'; uptime: { secs: number; nanos: number }; endpoints: Record<string, string> } {
     const elapsed = process.hrtime.bigint() - this.#started;
@@ -82,6 +102,11 @@ export class SystemStatusServer {
       const path = (req.url ?? '/').split('?')[0] ?? '/';
       if (path.startsWith(ENGINE_PREFIX)) {
         this.#engineRoute(path, req, res);
+        return;
+      }
+      const route = [...this.#routes].find(([prefix]) => path === prefix || path.startsWith(`${prefix}/`));
+      if (route) {
+        this.#route(route[1], path, req, res);
         return;
       }
       if (req.method !== 'GET') {
@@ -117,24 +142,28 @@ export class SystemStatusServer {
 
   #engineRoute(path: string, req: IncomingMessage, res: ServerResponse): void {
     const reply = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'text/plain; charset=utf-8' }).end(JSON.stringify(body));
-    const chunks: Buffer[] = [];
-    req.on('data', (chunk: Buffer) => chunks.push(chunk));
-    req.on('end', () => {
+    readJson(req, (body) => {
       const handler = this.#engineRoutes.get(path.slice(ENGINE_PREFIX.length));
       if (!handler) return reply(404, { error: 'Route not found', message: `Route ${path} not found` });
-      const text = Buffer.concat(chunks).toString('utf8');
-      let body: unknown = {};
-      if (text.trim() !== '') {
-        try {
-          body = JSON.parse(text);
-        } catch (err) {
-          return reply(400, { error: 'Invalid JSON', message: (err as Error).message });
-        }
-      }
+      if (body instanceof SyntaxError) return reply(400, { error: 'Invalid JSON', message: body.message });
       handler(body, req.method ?? 'GET').then(
         (result) => reply(200, result),
         (err: unknown) => {
           this.#log.warn({ err, route: path }, 'engine route failed');
+          reply(500, { error: 'Handler error', message: err instanceof Error ? err.message : String(err) });
+        },
+      );
+    });
+  }
+
+  #route(handler: HttpRouteHandler, path: string, req: IncomingMessage, res: ServerResponse): void {
+    const reply = (status: number, body: unknown) => res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    readJson(req, (body) => {
+      if (body instanceof SyntaxError) return reply(400, { error: 'Invalid JSON', message: body.message });
+      handler({ method: req.method ?? 'GET', path, body }).then(
+        (result) => reply(result.status, result.body),
+        (err: unknown) => {
+          this.#log.warn({ err, route: path }, 'route failed');
           reply(500, { error: 'Handler error', message: err instanceof Error ? err.message : String(err) });
         },
       );
@@ -147,4 +176,20 @@ export class SystemStatusServer {
     this.#server = undefined;
     if (server) await new Promise<void>((resolve) => server.close(() => resolve()));
   }
+}
+
+/** Reads a request's body as JSON: `{}` when empty, a `SyntaxError` when it is not JSON. */
+function readJson(req: IncomingMessage, then: (body: unknown) => void): void {
+  const chunks: Buffer[] = [];
+  req.on('data', (chunk: Buffer) => chunks.push(chunk));
+  req.on('end', () => {
+    const text = Buffer.concat(chunks).toString('utf8');
+    let body: unknown = {};
+    try {
+      if (text.trim() !== '') body = JSON.parse(text);
+    } catch (err) {
+      body = err instanceof SyntaxError ? err : new SyntaxError(String(err));
+    }
+    then(body);
+  });
 }

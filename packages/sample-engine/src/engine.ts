@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Context, type DisaggregationMode, type EmbedRequest, type Embeddings, type EngineConfig, engineLog, type GenerateChunk, type GenerateRequest, InvalidArgument, type KvEventSource, LLMEngine, parseFlags, usage, type WorkerConfig, workerConfigFromFlags } from '@dynamo/backend';
+import { type Context, type DisaggregationMode, type EmbedRequest, type Embeddings, type EngineConfig, engineLog, type GenerateChunk, type GenerateRequest, InvalidArgument, type KvEventSource, LLMEngine, loraId, parseFlags, usage, type WorkerConfig, workerConfigFromFlags } from '@dynamo/backend';
 import type { SnapshotPublisher } from '@dynamo/backend/internal';
 import { sampleEngineFlags, sampleEngineHelp } from './flags.js';
 import { GenerationHold, type HeldStream, SAMPLE_CONTROLS } from './controls.js';
@@ -83,6 +85,8 @@ export class SampleEngine extends LLMEngine {
   readonly prefillMsPerToken: number;
   #snapshots: SnapshotPublisher | undefined;
   readonly #hold = new GenerationHold();
+  /** Loaded LoRA adapters by name, with their ids. */
+  readonly #adapters = new Map<string, number>();
 
   constructor(options: SampleEngineOptions = {}) {
     super();
@@ -183,7 +187,9 @@ export class SampleEngine extends LLMEngine {
     const logprobsOf = (token: number) => (typeof k === 'number' && k >= 0 ? sampleLogprobs(token, k) : {});
     const usageOf = (completion: number) => ({ ...usage(prompt, completion), ...(this.kvCache ? { prompt_tokens_details: { cached_tokens: cachedTokens } } : {}) });
     let maxNew = request.stop_conditions?.max_tokens || this.maxTokens;
-    const first = this.followPrompt ? (request.token_ids.at(-1) ?? 0) : 0;
+    // A LoRA adapter shifts the sequence by its id, so each adapter's output differs.
+    const shift = (this.#adapters.get(request.model ?? '') ?? 0) % 1000;
+    const first = (this.followPrompt ? (request.token_ids.at(-1) ?? 0) : 0) + shift;
     if (this.disaggregationMode === 'prefill') maxNew = 1;
     if (this.disaggregationMode === 'decode' && request._HEALTH_CHECK !== true && request.prefill_result == null) {
       throw new InvalidArgument('decode worker requires request.prefill_result (disaggregation mode decode)');
@@ -257,6 +263,24 @@ export class SampleEngine extends LLMEngine {
     this.#report();
     log.info({ blocks: dropped }, 'KV cache cleared');
     return { status: 'success', message: 'KV cache cleared' };
+  }
+
+  /**
+   * Simulated LoRA adapters: a `file://` URI or a path must exist; other schemes (`hf://`,
+   * `s3://`, …) are taken as they are. Requests whose `model` names the adapter get a sequence
+   * shifted by its id ({@link loraId} mod 1000).
+   */
+  override async loadLora(name: string, source: { uri: string }): Promise<void> {
+    const remote = /^[a-z][a-z0-9+.-]*:\/\//i.test(source.uri) && !source.uri.startsWith('file://');
+    if (!remote) {
+      const path = source.uri.startsWith('file://') ? fileURLToPath(source.uri) : source.uri;
+      if (!existsSync(path)) throw new InvalidArgument(`LoRA source ${source.uri}: no such file or folder`);
+    }
+    this.#adapters.set(name, loraId(name));
+  }
+
+  override async unloadLora(name: string): Promise<void> {
+    this.#adapters.delete(name);
   }
 
   /** Nothing to release: the engine holds no resources. */

@@ -1,5 +1,5 @@
 import { resolveShutdownSettings, ShutdownPlanner } from '@dynamo/core';
-import { registerLlm, type RegisteredModel } from '@dynamo/llm';
+import { registerLlm, type RegisteredModel, unregisterLlm } from '@dynamo/llm';
 import { KvEventPublisher, LoadPublisher } from '@dynamo/llm/internal';
 import {
   CannotConnect,
@@ -14,6 +14,7 @@ import {
   type ServedEndpoint,
   Unknown,
 } from '@dynamo/runtime';
+import { envFlag } from '@dynamo/runtime/internal';
 import { z } from 'zod';
 
 import { LLMEngine } from '../engine.js';
@@ -22,6 +23,7 @@ import { type EngineConfig, EngineConfigSchema } from '../protocol/engine-config
 import { KvEventSourcesSchema } from '../protocol/kv-events.js';
 import { type WorkerConfig, type WorkerConfigInput, workerConfig } from '../protocol/worker-config.js';
 import { WorkerAdmin } from './admin-routes.js';
+import { LoraRoutes } from './lora-routes.js';
 import { engineHandler } from './engine-handler.js';
 import { EngineGate } from './engine-gate.js';
 import { resolveHealthCheck } from './health-payload.js';
@@ -238,9 +240,20 @@ export class Worker {
     }
     log.info({ model: registration.servedName, endpoint: `${namespace}.${component}.${endpointName}`, instance_id: runtime.instanceId.toString(16) }, `Serving ${registration.servedName} on ${namespace}.${component}.${endpointName}`);
     let admin: WorkerAdmin | undefined;
+    let loras: LoraRoutes | undefined;
     try {
       const times = { graceMs: this.#settings.router_grace_ms, inflightTimeoutMs: this.#settings.inflight_timeout_ms };
       admin = runtime.systemStatus && WorkerAdmin.serve(this.engine, this.#name, runtime.systemStatus, served, runtime.log('backend.admin'), times);
+      if (runtime.systemStatus && this.engine.loadLora !== LLMEngine.prototype.loadLora) {
+        const cards = {
+          register: async (name: string) => {
+            await registerLlm(registration.modelInput, registration.modelType, endpoint, registration.modelPath, { ...registration.options, checkTokenizer: false, lora: { name } });
+          },
+          unregister: (name: string) => unregisterLlm(endpoint, name),
+        };
+        const v1 = parseOrThrow(envFlag.default(false), this.#env.DYN_LORA_ENABLED, 'DYN_LORA_ENABLED');
+        loras = new LoraRoutes(this.engine, runtime.systemStatus, cards, runtime.log('backend.lora'), v1);
+      }
     } catch (err) {
       await served.stop({ drainTimeoutMs: 0 });
       throw new InvalidArgument(message(err), { cause: err });
@@ -251,6 +264,7 @@ export class Worker {
     admin?.beginShutdown();
     await this.#orchestrate(served, metrics);
     admin?.close();
+    loras?.close();
     await served.stop({ drainTimeoutMs: 0 });
     await Promise.all([...kvEvents.map((p) => p.close()), load?.close()]);
   }

@@ -81,5 +81,7 @@ export const ModelDeploymentCardSchema = z.looseObject({
   runtime_config: RuntimeConfigSchema.default(RuntimeConfigSchema.parse({})),
   media_decoder: z.unknown().nullish(),
   media_fetcher: z.unknown().nullish(),
+  /** Set on a LoRA adapter's card: the adapter's name (the served model name) and GPU slots. */
+  lora: z.looseObject({ name: z.string().min(1), max_gpu_lora_count: u32.nullish() }).nullish(),
 });
 export type ModelDeploymentCard = z.output<typeof ModelDeploymentCardSchema>;

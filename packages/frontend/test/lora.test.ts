@@ -1,0 +1,81 @@
+// A LoRA adapter's round trip through our frontend: loaded on a sample-engine worker through its
+// /v1/loras (stock 1.6.1's routes and reply shapes), listed by /v1/models, served by name with
+// the adapter's own output, then unloaded: 404.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { freePort, waitFor } from '@dynamo/testing/free-port';
+import { Deployment, post, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const MODEL = 'qwen3-base';
+const adapterDir = mkdtempSync(join(tmpdir(), 'lora-adapter-'));
+let deployment: Deployment;
+let url: string;
+let admin: string;
+
+beforeAll(async () => {
+  deployment = await Deployment.start(SETUPS[0]!);
+  ({ url } = await deployment.frontend());
+  const port = await freePort();
+  admin = `http://127.0.0.1:${port}`;
+  deployment.sampleWorker(['--model-name', MODEL, '--delay-ms', '0'], { DYN_SYSTEM_PORT: String(port), DYN_SYSTEM_HOST: '127.0.0.1', DYN_LORA_ENABLED: 'true' });
+  await waitForModel(url, MODEL, 'sample', 1);
+}, 60_000);
+afterAll(async () => {
+  await deployment?.stop();
+  rmSync(adapterDir, { recursive: true, force: true });
+});
+
+async function loras(method: string, path = '', body?: unknown): Promise<{ status: number; body: Record<string, unknown> }> {
+  const res = await fetch(`${admin}/v1/loras${path}`, { method, ...(body === undefined ? {} : { body: JSON.stringify(body) }) });
+  return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+}
+
+const listed = async () => ((await (await fetch(`${url}/v1/models`)).json()) as { data: Array<{ id: string }> }).data.map((m) => m.id).sort();
+
+async function complete(model: string): Promise<{ status: number; text: string }> {
+  const res = await post(url, '/v1/completions', { model, prompt: 'Tell me a story', max_tokens: 6 });
+  const body = (await res.json()) as { choices?: Array<{ text: string }>; error?: { message: string } };
+  return { status: res.status, text: body.choices?.[0]?.text ?? body.error?.message ?? '' };
+}
+
+describe('LoRA adapters through our frontend', () => {
+  it('load → listed → served with its own output → unload → 404', async () => {
+    expect(await loras('GET')).toEqual({ status: 200, body: { status: 'success', loras: {}, count: 0 } });
+    expect(await loras('POST', '', { lora_name: 'pirate', source: { uri: `file://${adapterDir}` } })).toEqual({
+      status: 200,
+      body: { status: 'success', message: "LoRA adapter 'pirate' loaded successfully", lora_name: 'pirate', lora_id: expect.any(Number) },
+    });
+    await waitFor('the adapter in /v1/models', async () => (await listed()).includes('pirate'), 20_000);
+    expect(await listed()).toEqual(['pirate', MODEL]);
+
+    const base = await complete(MODEL);
+    const adapted = await complete('pirate');
+    expect(base.status).toBe(200);
+    expect(adapted.status).toBe(200);
+    expect(adapted.text).not.toBe(base.text);
+    // The same adapter answers the same way.
+    expect((await complete('pirate')).text).toBe(adapted.text);
+
+    expect(await loras('GET')).toMatchObject({ status: 200, body: { count: 1, loras: { pirate: expect.any(Number) } } });
+    expect(await loras('DELETE', '/pirate')).toMatchObject({ status: 200, body: { status: 'success', message: "LoRA adapter 'pirate' unloaded successfully" } });
+    await waitFor('the adapter to leave /v1/models', async () => !(await listed()).includes('pirate'), 20_000);
+    const gone = await complete('pirate');
+    expect(gone.status).toBe(404);
+    expect((await complete(MODEL)).text).toBe(base.text);
+  }, 60_000);
+
+  it("answers bad requests with stock's messages (500 through /v1/loras) and keeps serving", async () => {
+    expect(await loras('POST', '', { lora_name: 'x' })).toEqual({ status: 500, body: { status: 'error', message: "'source' object is required in request" } });
+    expect(await loras('POST', '', { lora_name: 'x', source: { uri: `file://${adapterDir}/missing` } })).toMatchObject({
+      status: 500,
+      body: { status: 'error', message: expect.stringContaining('no such file or folder') },
+    });
+    expect(await loras('DELETE', '/nobody')).toEqual({ status: 500, body: { status: 'error', message: 'LoRA adapter \'nobody\' not found. Available LoRAs: []' } });
+    const direct = await fetch(`${admin}/engine/update/unload_lora`, { method: 'POST', body: '{"lora_name":"nobody"}' });
+    // The same refusal on the engine route is a 200, as stock's.
+    expect(direct.status).toBe(200);
+    expect((await complete(MODEL)).status).toBe(200);
+  });
+});
