@@ -81,6 +81,12 @@ pub trait Engine: Send + Sync {
     async fn kv_event_sources(&self) -> Result<Vec<KvEventSource>, EngineError> {
         Ok(vec![])
     }
+
+    /// The data-parallel ranks whose KV cache metrics the engine reports (stock Dynamo's
+    /// `setup_metrics().dp_ranks`); the set must not change between calls.
+    async fn component_metrics_dp_ranks(&self) -> Result<Vec<u32>, EngineError> {
+        Ok(vec![])
+    }
 }
 
 /// Forwards every method to the pointee, so a factory can hand out `Box<dyn Engine>` (e.g. a JS
@@ -103,6 +109,9 @@ macro_rules! forward_engine {
             }
             async fn kv_event_sources(&self) -> Result<Vec<KvEventSource>, EngineError> {
                 (**self).kv_event_sources().await
+            }
+            async fn component_metrics_dp_ranks(&self) -> Result<Vec<u32>, EngineError> {
+                (**self).component_metrics_dp_ranks().await
             }
         }
     )*};

@@ -118,6 +118,21 @@ pub enum ConformanceFailure {
         second: Vec<u32>,
     },
 
+    /// `component_metrics_dp_ranks()` returned an error (stock's name: the metrics setup failed).
+    #[error("component_metrics: component_metrics_dp_ranks() failed: {0}")]
+    SetupMetricsFailed(String),
+
+    /// Two calls to `component_metrics_dp_ranks()` reported different rank sets.
+    #[error(
+        "component_metrics: two calls returned different dp_ranks (the set must stay the same for the engine's lifetime): first {first:?}, second {second:?}"
+    )]
+    ComponentMetricsNotIdempotent {
+        /// Ranks from the first call, in order.
+        first: Vec<u32>,
+        /// Ranks from the second call, in order.
+        second: Vec<u32>,
+    },
+
     /// A check did not finish within `ConformanceOptions::check_timeout`.
     #[error("{check}: the check did not finish within {after:?}; the engine hung or is slower than the check timeout allows (raise it)")]
     CheckTimedOut {
@@ -147,6 +162,8 @@ pub const ALL_KINDS: &[&str] = &[
     "CleanupWithoutStartFailed",
     "KvEventSourcesFailed",
     "KvEventSourcesNotIdempotent",
+    "SetupMetricsFailed",
+    "ComponentMetricsNotIdempotent",
     "CheckTimedOut",
 ];
 
@@ -171,6 +188,10 @@ impl ConformanceFailure {
             ConformanceFailure::CheckTimedOut { .. } => "CheckTimedOut",
             ConformanceFailure::KvEventSourcesFailed(_) => "KvEventSourcesFailed",
             ConformanceFailure::KvEventSourcesNotIdempotent { .. } => "KvEventSourcesNotIdempotent",
+            ConformanceFailure::SetupMetricsFailed(_) => "SetupMetricsFailed",
+            ConformanceFailure::ComponentMetricsNotIdempotent { .. } => {
+                "ComponentMetricsNotIdempotent"
+            }
         }
     }
 }
@@ -217,6 +238,11 @@ mod tests {
                 first: vec![0],
                 second: vec![1],
             },
+            SetupMetricsFailed("x".into()),
+            ComponentMetricsNotIdempotent {
+                first: vec![0, 1],
+                second: vec![0],
+            },
             CheckTimedOut {
                 check: "generate",
                 after: Duration::from_secs(30),
@@ -247,7 +273,11 @@ mod tests {
             "kv_event_sources: two calls returned different dp_rank sequences: first [0], second [1]"
         );
         assert_eq!(
-            failures[16].to_string(),
+            failures[17].to_string(),
+            "component_metrics: two calls returned different dp_ranks (the set must stay the same for the engine's lifetime): first [0, 1], second [0]"
+        );
+        assert_eq!(
+            failures[18].to_string(),
             "generate: the check did not finish within 30s; the engine hung or is slower than the check timeout allows (raise it)"
         );
     }

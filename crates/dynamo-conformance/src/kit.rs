@@ -28,6 +28,7 @@ pub const DEFAULT_LONG_MAX_TOKENS: u32 = 10_000;
 pub const CHECKS: &[&str] = &[
     "start",
     "kv_event_sources",
+    "component_metrics",
     "generate",
     "concurrent_generate",
     "cancellation",
@@ -215,6 +216,7 @@ where
             match check {
                 Check::Start => check_start(&engine).await.map(|name| model = name),
                 Check::KvEventSources => check_kv_event_sources(&engine).await,
+                Check::ComponentMetrics => check_component_metrics(&engine).await,
                 Check::Generate => check_generate(&engine, &model).await,
                 Check::ConcurrentGenerate => {
                     check_concurrent_generate(&engine, &model, options.concurrency).await
@@ -271,6 +273,7 @@ async fn within<T>(
 enum Check {
     Start,
     KvEventSources,
+    ComponentMetrics,
     Generate,
     ConcurrentGenerate,
     Cancellation,
@@ -279,9 +282,10 @@ enum Check {
 }
 
 impl Check {
-    const ORDER: [Check; 7] = [
+    const ORDER: [Check; 8] = [
         Check::Start,
         Check::KvEventSources,
+        Check::ComponentMetrics,
         Check::Generate,
         Check::ConcurrentGenerate,
         Check::Cancellation,
@@ -293,6 +297,7 @@ impl Check {
         match self {
             Check::Start => "start",
             Check::KvEventSources => "kv_event_sources",
+            Check::ComponentMetrics => "component_metrics",
             Check::Generate => "generate",
             Check::ConcurrentGenerate => "concurrent_generate",
             Check::Cancellation => "cancellation",
@@ -328,6 +333,17 @@ async fn check_kv_event_sources<E: Engine>(engine: &E) -> Result<(), Conformance
     let (first, second) = (ranks(first), ranks(second));
     if first != second {
         return Err(ConformanceFailure::KvEventSourcesNotIdempotent { first, second });
+    }
+    Ok(())
+}
+
+/// Stock calls `setup_metrics` twice and compares the rank sets; ours asks for the ranks twice.
+async fn check_component_metrics<E: Engine>(engine: &E) -> Result<(), ConformanceFailure> {
+    let failed = |e: EngineError| ConformanceFailure::SetupMetricsFailed(e.to_string());
+    let first = engine.component_metrics_dp_ranks().await.map_err(failed)?;
+    let second = engine.component_metrics_dp_ranks().await.map_err(failed)?;
+    if first != second {
+        return Err(ConformanceFailure::ComponentMetricsNotIdempotent { first, second });
     }
     Ok(())
 }

@@ -65,6 +65,27 @@ async fn drifting_ranks_are_kv_event_sources_not_idempotent() {
 }
 
 #[tokio::test]
+async fn component_metrics_error_is_setup_metrics_failed() {
+    let failure = assert_kind(Fault::MetricsSetupFails, "SetupMetricsFailed").await;
+    assert!(
+        failure.to_string().contains("metrics registry is closed"),
+        "{failure}"
+    );
+}
+
+#[tokio::test]
+async fn drifting_metric_ranks_are_component_metrics_not_idempotent() {
+    let failure = assert_kind(Fault::MetricsRanksDrift, "ComponentMetricsNotIdempotent").await;
+    assert_eq!(
+        failure,
+        ConformanceFailure::ComponentMetricsNotIdempotent {
+            first: vec![0],
+            second: vec![0, 1]
+        }
+    );
+}
+
+#[tokio::test]
 async fn generate_setup_error_is_generate_failed() {
     let failure = assert_kind(Fault::GenerateSetupFails, "GenerateFailed").await;
     assert_eq!(
@@ -162,6 +183,7 @@ async fn a_hung_check_fails_at_the_check_timeout_naming_it_and_the_engine_is_sti
         [
             ("start", CheckStatus::Passed),
             ("kv_event_sources", CheckStatus::Passed),
+            ("component_metrics", CheckStatus::Passed),
             ("generate", CheckStatus::Failed),
             ("concurrent_generate", CheckStatus::Skipped),
             ("cancellation", CheckStatus::Skipped),
@@ -296,6 +318,8 @@ async fn every_kind_is_produced_by_some_broken_engine() {
         Fault::EmptyModel,
         Fault::KvSourcesFail,
         Fault::KvRanksDrift,
+        Fault::MetricsSetupFails,
+        Fault::MetricsRanksDrift,
         Fault::GenerateSetupFails,
         Fault::EmptyStream,
         Fault::ErrorItem,

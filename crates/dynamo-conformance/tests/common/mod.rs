@@ -178,6 +178,8 @@ pub enum Fault {
     EmptyModel,
     KvSourcesFail,
     KvRanksDrift,
+    MetricsSetupFails,
+    MetricsRanksDrift,
     GenerateSetupFails,
     EmptyStream,
     ErrorItem,
@@ -395,6 +397,18 @@ impl Engine for Faulty {
                 ])
             }
             _ => self.inner.kv_event_sources().await,
+        }
+    }
+
+    async fn component_metrics_dp_ranks(&self) -> Result<Vec<u32>, EngineError> {
+        match self.fault {
+            Fault::MetricsSetupFails => Err(EngineError::unknown("metrics registry is closed")),
+            // One more rank on every call, as an engine that registers its gauges again would.
+            Fault::MetricsRanksDrift => {
+                let call = self.kv_calls.fetch_add(1, Ordering::SeqCst);
+                Ok((0..=call).collect())
+            }
+            _ => self.inner.component_metrics_dp_ranks().await,
         }
     }
 }
