@@ -146,6 +146,14 @@ impl Engine for JsEngine {
             .await?;
         Self::decode("kvEventSources() result", sources)
     }
+
+    async fn component_metrics_dp_ranks(&self) -> Result<Vec<u32>, EngineError> {
+        let ranks = self
+            .bridge
+            .call(json!({"op": "component_metrics_dp_ranks", "engine": self.id}))
+            .await?;
+        Self::decode("componentMetricsDpRanks() result", ranks)
+    }
 }
 
 /// Pull side of one JS generate stream. Chunks arrive in batches; a stop on the Rust context is

@@ -61,6 +61,20 @@ export const broken: Record<string, () => LLMEngine> = {
         return [{ kind: 'zmq', endpoint: 'tcp://127.0.0.1:5557', dpRank: this.calls }];
       }
     })(),
+  SetupMetricsFailed: () =>
+    new (class extends GoodEngine {
+      override componentMetricsDpRanks(): number[] {
+        throw new Error('metrics registry is closed');
+      }
+    })(),
+  ComponentMetricsNotIdempotent: () =>
+    new (class extends GoodEngine {
+      calls = 0;
+      override componentMetricsDpRanks(): number[] {
+        this.calls++;
+        return Array.from({ length: this.calls }, (_, i) => i);
+      }
+    })(),
   GenerateFailed: () =>
     new (class extends GoodEngine {
       override generate(): AsyncGenerator<GenerateChunk> {
@@ -173,4 +187,5 @@ export const broken: Record<string, () => LLMEngine> = {
 };
 
 /** The statuses of a run whose engine hung in `generate` (checks by name, in kit order). */
-export const hungInGenerate = CONFORMANCE_CHECKS.map((name, i) => [name, i < 2 ? 'passed' : i === 2 ? 'failed' : 'skipped']);
+const generateAt = CONFORMANCE_CHECKS.indexOf('generate');
+export const hungInGenerate = CONFORMANCE_CHECKS.map((name, i) => [name, i < generateAt ? 'passed' : i === generateAt ? 'failed' : 'skipped']);

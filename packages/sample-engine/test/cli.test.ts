@@ -42,7 +42,7 @@ describe('dynamo-sample-engine', () => {
   it('conformance prints a passing report', () => {
     const { code, stdout } = run('conformance', '--delay-ms', '0');
     expect(code).toBe(0);
-    expect(stdout).toMatch(/7 passed, 0 failed: the engine conforms/);
+    expect(stdout).toMatch(/8 passed, 0 failed: the engine conforms/);
     expect(stdout).toMatch(/ok\s+cancellation/);
   });
 

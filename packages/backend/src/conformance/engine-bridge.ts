@@ -9,6 +9,7 @@ import { StreamPump } from './stream-pump.js';
 type Operation =
   | { op: 'start'; engine: number; worker_id: string }
   | { op: 'kv_event_sources'; engine: number }
+  | { op: 'component_metrics_dp_ranks'; engine: number }
   | { op: 'generate'; engine: number; context: string; request: unknown }
   | { op: 'next'; stream: number }
   | { op: 'stop'; stream: number; kill: boolean }
@@ -61,6 +62,8 @@ export class EngineBridge {
         return engineConfigToWire(await (await this.#engine(op.engine)).start(BigInt(op.worker_id)));
       case 'kv_event_sources':
         return kvEventSourcesToWire(await (await this.#engine(op.engine)).kvEventSources());
+      case 'component_metrics_dp_ranks':
+        return (await this.#engine(op.engine)).componentMetricsDpRanks();
       case 'generate':
         return { stream: await this.#generate(op.engine, op.context, op.request) };
       case 'next':

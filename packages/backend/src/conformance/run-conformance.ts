@@ -8,6 +8,8 @@ export type ConformanceFailureKind =
   | 'EmptyModelInConfig'
   | 'KvEventSourcesFailed'
   | 'KvEventSourcesNotIdempotent'
+  | 'SetupMetricsFailed'
+  | 'ComponentMetricsNotIdempotent'
   | 'GenerateFailed'
   | 'NoChunksYielded'
   | 'ChunkAfterTerminal'
