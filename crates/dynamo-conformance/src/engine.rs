@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use crate::context::Context;
 use crate::types::{EngineConfig, EngineOutput, GenerateRequest, KvEventSource};
@@ -118,3 +119,49 @@ macro_rules! forward_engine {
 }
 
 forward_engine!(Box, Arc);
+
+/// A raw response stream: opaque JSON objects, no terminal marker. An `Err` item ends it.
+pub type RawChunkStream = BoxStream<'static, Result<Map<String, Value>, EngineError>>;
+
+/// A raw media engine (stock Dynamo's `RawEngine`): requests and responses are JSON objects the
+/// worker forwards untouched, with no token pipeline, so no KV events and no `llm` registration.
+#[async_trait::async_trait]
+pub trait RawEngine: Send + Sync {
+    /// Loads the model; the returned config must leave `llm` unset.
+    async fn start(&self, worker_id: u64) -> Result<EngineConfig, EngineError>;
+
+    /// Starts one request. The stream must end soon after `ctx` is stopped.
+    async fn generate(
+        &self,
+        request: Map<String, Value>,
+        ctx: Context,
+    ) -> Result<RawChunkStream, EngineError>;
+
+    /// Told about an explicit cancel.
+    async fn abort(&self, _ctx: Context) {}
+
+    /// Releases everything `start` acquired; idempotent and safe without `start`.
+    async fn cleanup(&self) -> Result<(), EngineError>;
+}
+
+macro_rules! forward_raw_engine {
+    ($($ptr:ident),*) => {$(
+        #[async_trait::async_trait]
+        impl<T: RawEngine + ?Sized> RawEngine for $ptr<T> {
+            async fn start(&self, worker_id: u64) -> Result<EngineConfig, EngineError> {
+                (**self).start(worker_id).await
+            }
+            async fn generate(&self, request: Map<String, Value>, ctx: Context) -> Result<RawChunkStream, EngineError> {
+                (**self).generate(request, ctx).await
+            }
+            async fn abort(&self, ctx: Context) {
+                (**self).abort(ctx).await
+            }
+            async fn cleanup(&self) -> Result<(), EngineError> {
+                (**self).cleanup().await
+            }
+        }
+    )*};
+}
+
+forward_raw_engine!(Box, Arc);

@@ -133,6 +133,63 @@ pub enum ConformanceFailure {
         second: Vec<u32>,
     },
 
+    /// A raw engine's `start` returned a config with `llm` set.
+    #[error("start: the raw engine's EngineConfig sets `llm`; a raw media engine has no token pipeline to register, so it must leave `llm` unset")]
+    RawEngineAdvertisedLlmRegistration,
+
+    /// An encode request yielded other than exactly one item.
+    #[error("{check}: an encode request must yield exactly one chunk (the terminal handoff), but it yielded {count}")]
+    EncodeChunkCount {
+        /// The check that issued the request.
+        check: &'static str,
+        /// Items in the stream.
+        count: usize,
+    },
+
+    /// The encode handoff did not end with `finish_reason` `stop`.
+    #[error("{check}: the encode handoff chunk must have finish_reason \"stop\", but {observed}")]
+    EncodeTerminalExpected {
+        /// The check that issued the request.
+        check: &'static str,
+        /// What the chunk carried instead.
+        observed: String,
+    },
+
+    /// The encode handoff carried generated tokens.
+    #[error("{check}: the encode handoff chunk must carry no token_ids (an encoder generates none), but it carried {count}")]
+    EncodeTokensNotEmpty {
+        /// The check that issued the request.
+        check: &'static str,
+        /// Token ids in the chunk.
+        count: usize,
+    },
+
+    /// The encode handoff's `encoder_result` is missing or not a JSON object.
+    #[error(
+        "{check}: the encode handoff chunk must carry an object `encoder_result`, but {observed}"
+    )]
+    EncoderResultExpectedObject {
+        /// The check that issued the request.
+        check: &'static str,
+        /// What was there instead.
+        observed: String,
+    },
+
+    /// The encode handoff's usage does not describe a prompt-only response.
+    #[error("{check}: the encode handoff's completion_usage must be prompt {expected_prompt}, completion 0, total {expected_prompt}, but it was prompt {prompt}, completion {completion}, total {total}")]
+    EncodeUsageMismatch {
+        /// The check that issued the request.
+        check: &'static str,
+        /// Prompt tokens the request carried.
+        expected_prompt: u32,
+        /// Reported prompt tokens.
+        prompt: u32,
+        /// Reported completion tokens.
+        completion: u32,
+        /// Reported total tokens.
+        total: u32,
+    },
+
     /// A check did not finish within `ConformanceOptions::check_timeout`.
     #[error("{check}: the check did not finish within {after:?}; the engine hung or is slower than the check timeout allows (raise it)")]
     CheckTimedOut {
@@ -164,6 +221,12 @@ pub const ALL_KINDS: &[&str] = &[
     "KvEventSourcesNotIdempotent",
     "SetupMetricsFailed",
     "ComponentMetricsNotIdempotent",
+    "RawEngineAdvertisedLlmRegistration",
+    "EncodeChunkCount",
+    "EncodeTerminalExpected",
+    "EncodeTokensNotEmpty",
+    "EncoderResultExpectedObject",
+    "EncodeUsageMismatch",
     "CheckTimedOut",
 ];
 
@@ -192,6 +255,14 @@ impl ConformanceFailure {
             ConformanceFailure::ComponentMetricsNotIdempotent { .. } => {
                 "ComponentMetricsNotIdempotent"
             }
+            ConformanceFailure::RawEngineAdvertisedLlmRegistration => {
+                "RawEngineAdvertisedLlmRegistration"
+            }
+            ConformanceFailure::EncodeChunkCount { .. } => "EncodeChunkCount",
+            ConformanceFailure::EncodeTerminalExpected { .. } => "EncodeTerminalExpected",
+            ConformanceFailure::EncodeTokensNotEmpty { .. } => "EncodeTokensNotEmpty",
+            ConformanceFailure::EncoderResultExpectedObject { .. } => "EncoderResultExpectedObject",
+            ConformanceFailure::EncodeUsageMismatch { .. } => "EncodeUsageMismatch",
         }
     }
 }
@@ -243,6 +314,30 @@ mod tests {
                 first: vec![0, 1],
                 second: vec![0],
             },
+            RawEngineAdvertisedLlmRegistration,
+            EncodeChunkCount {
+                check: "generate",
+                count: 2,
+            },
+            EncodeTerminalExpected {
+                check: "generate",
+                observed: "x".into(),
+            },
+            EncodeTokensNotEmpty {
+                check: "generate",
+                count: 1,
+            },
+            EncoderResultExpectedObject {
+                check: "generate",
+                observed: "x".into(),
+            },
+            EncodeUsageMismatch {
+                check: "concurrent_generate",
+                expected_prompt: 3,
+                prompt: 3,
+                completion: 1,
+                total: 4,
+            },
             CheckTimedOut {
                 check: "generate",
                 after: Duration::from_secs(30),
@@ -277,7 +372,11 @@ mod tests {
             "component_metrics: two calls returned different dp_ranks (the set must stay the same for the engine's lifetime): first [0, 1], second [0]"
         );
         assert_eq!(
-            failures[18].to_string(),
+            failures[23].to_string(),
+            "concurrent_generate: the encode handoff's completion_usage must be prompt 3, completion 0, total 3, but it was prompt 3, completion 1, total 4"
+        );
+        assert_eq!(
+            failures[24].to_string(),
             "generate: the check did not finish within 30s; the engine hung or is slower than the check timeout allows (raise it)"
         );
     }

@@ -23,12 +23,13 @@ pub mod types;
 
 pub use context::Context;
 pub use dynamo_lifecycle::FinishReason;
-pub use engine::{ChunkStream, Engine, EngineError};
+pub use engine::{ChunkStream, Engine, EngineError, RawChunkStream, RawEngine};
 pub use failure::{ConformanceFailure, ALL_KINDS};
 pub use kit::{
-    run_conformance, run_conformance_report, run_conformance_with, CheckOutcome, CheckStatus,
+    run_conformance, run_conformance_report, run_conformance_with, run_encode_conformance,
+    run_raw_conformance, run_raw_conformance_report, CheckOutcome, CheckStatus, ConformanceMode,
     ConformanceOptions, ConformanceReport, CHECKS, DEFAULT_CANCEL_DEADLINE, DEFAULT_CONCURRENCY,
-    DEFAULT_LONG_MAX_TOKENS,
+    DEFAULT_LONG_MAX_TOKENS, RAW_CHECKS, RAW_LONG_STEPS,
 };
 pub use types::{
     CompletionUsage, EngineConfig, EngineOutput, GenerateRequest, KvEventSource, KvEventSourceKind,

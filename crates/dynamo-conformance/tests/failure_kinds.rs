@@ -4,10 +4,12 @@ mod common;
 
 use std::time::Duration;
 
+use common::media::{EncodeFault, Encoder, RawFault, RawSteps};
 use common::{Counters, Fault, Faulty};
 use dynamo_conformance::{
-    run_conformance, run_conformance_report, run_conformance_with, CheckStatus, ConformanceFailure,
-    ConformanceOptions, ALL_KINDS, DEFAULT_CANCEL_DEADLINE,
+    run_conformance, run_conformance_report, run_conformance_with, run_raw_conformance_report,
+    CheckStatus, ConformanceFailure, ConformanceMode, ConformanceOptions, ALL_KINDS,
+    DEFAULT_CANCEL_DEADLINE,
 };
 
 /// Short deadlines so engines that fail late do not slow the suite.
@@ -338,6 +340,22 @@ async fn every_kind_is_produced_by_some_broken_engine() {
     for fault in faults {
         seen.push(failure_for(fault).await.kind());
     }
+    let encode = ConformanceOptions {
+        mode: ConformanceMode::Encode,
+        ..fast()
+    };
+    for fault in [
+        EncodeFault::TwoChunks,
+        EncodeFault::EndsWithLength,
+        EncodeFault::CarriesTokens,
+        EncodeFault::NoEncoderResult,
+        EncodeFault::UsageCountsCompletion,
+    ] {
+        let report = run_conformance_report(move || Encoder(fault), &encode).await;
+        seen.extend(report.failure().map(ConformanceFailure::kind));
+    }
+    let raw = run_raw_conformance_report(|| RawSteps(RawFault::AdvertisesLlm), &fast()).await;
+    seen.extend(raw.failure().map(ConformanceFailure::kind));
     let mut expected = ALL_KINDS.to_vec();
     expected.sort_unstable();
     seen.sort_unstable();

@@ -2,6 +2,8 @@
 //! exactly one rule of the contract.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod media;
+
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
