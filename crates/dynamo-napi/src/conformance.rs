@@ -2,7 +2,10 @@
 
 use std::time::Duration;
 
-use dynamo_conformance::{run_conformance_report, CheckStatus, ConformanceOptions};
+use dynamo_conformance::{
+    run_conformance_report, run_raw_conformance_report, CheckStatus, ConformanceMode,
+    ConformanceOptions,
+};
 use napi_derive::napi;
 
 use napi::bindgen_prelude::Promise;
@@ -20,13 +23,15 @@ pub struct ConformanceRunOptions {
     pub concurrency: Option<u32>,
     /// How long one check may take before it fails with `CheckTimedOut` (default unbounded).
     pub check_timeout_ms: Option<u32>,
+    /// Which suite: `token` (default), `encode` (an encode worker's handoff rules) or `raw` (a
+    /// raw media engine: JSON objects in and out, no `llm` registration).
+    pub mode: Option<String>,
 }
 
 /// The outcome of one check of the kit.
 #[napi(object)]
 pub struct ConformanceCheck {
-    /// Check name: start, kv_event_sources, generate, concurrent_generate, cancellation,
-    /// cleanup, cleanup_without_start.
+    /// Check name, one of `conformanceChecks()`.
     pub name: String,
     /// passed | failed | skipped (skipped once an earlier check failed).
     pub status: String,
@@ -53,7 +58,19 @@ pub async fn run_conformance(
     options: Option<ConformanceRunOptions>,
 ) -> napi::Result<ConformanceReport> {
     let mut opts = ConformanceOptions::default();
+    let mut raw = false;
     if let Some(o) = options {
+        match o.mode.as_deref() {
+            None | Some("token") => {}
+            Some("encode") => opts.mode = ConformanceMode::Encode,
+            Some("raw") => raw = true,
+            Some(other) => {
+                return Err(napi::Error::new(
+                    Status::InvalidArg,
+                    format!("unknown conformance mode '{other}' (expected token, encode or raw)"),
+                ))
+            }
+        }
         if let Some(ms) = o.cancel_deadline_ms {
             opts.cancel_deadline = Duration::from_millis(ms.into());
         }
@@ -65,7 +82,12 @@ pub async fn run_conformance(
             .map(|ms| Duration::from_millis(ms.into()));
     }
     let bridge = Bridge::new(dispatch);
-    let report = run_conformance_report(|| JsEngine::new(bridge.clone()), &opts).await;
+    let factory = || JsEngine::new(bridge.clone());
+    let report = if raw {
+        run_raw_conformance_report(factory, &opts).await
+    } else {
+        run_conformance_report(factory, &opts).await
+    };
     Ok(ConformanceReport {
         passed: report.passed(),
         checks: report
@@ -87,13 +109,15 @@ pub async fn run_conformance(
     })
 }
 
-/** Names of the kit's checks, in the order they run. */
+/** Names of the kit's checks, in the order they run; `raw` gives the raw-engine suite's. */
 #[napi]
-pub fn conformance_checks() -> Vec<String> {
-    dynamo_conformance::CHECKS
-        .iter()
-        .map(|c| c.to_string())
-        .collect()
+pub fn conformance_checks(raw: Option<bool>) -> Vec<String> {
+    let checks = if raw == Some(true) {
+        dynamo_conformance::RAW_CHECKS
+    } else {
+        dynamo_conformance::CHECKS
+    };
+    checks.iter().map(|c| c.to_string()).collect()
 }
 
 /** Every failure kind the kit can report. */

@@ -10,15 +10,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use dynamo_conformance::{
-    ChunkStream, Context, Engine, EngineConfig, EngineError, EngineOutput, GenerateRequest,
-    KvEventSource,
+    ChunkStream, Context, Engine, EngineConfig, EngineError, GenerateRequest, KvEventSource,
+    RawChunkStream, RawEngine,
 };
+use futures::stream::BoxStream;
 use futures::StreamExt;
 use napi::bindgen_prelude::Promise;
 use napi::threadsafe_function::ThreadsafeFunction;
 use napi::Status;
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
-use serde_json::{json, Value};
+use serde_json::{json, Map, Value};
 use tokio::sync::{oneshot, OnceCell};
 
 /// Weak: a pending dispatch must not keep Node alive on its own.
@@ -96,9 +98,8 @@ impl JsEngine {
     }
 }
 
-#[async_trait::async_trait]
-impl Engine for JsEngine {
-    async fn start(&self, worker_id: u64) -> Result<EngineConfig, EngineError> {
+impl JsEngine {
+    async fn start_op(&self, worker_id: u64) -> Result<EngineConfig, EngineError> {
         let config = self
             .bridge
             .call(json!({"op": "start", "engine": self.id, "worker_id": worker_id.to_string()}))
@@ -106,11 +107,12 @@ impl Engine for JsEngine {
         Self::decode("EngineConfig returned by start()", config)
     }
 
-    async fn generate(
+    /// Opens a stream on the JS side; `T` is what each chunk must decode to.
+    async fn generate_op<T: DeserializeOwned + Send + 'static>(
         &self,
-        request: GenerateRequest,
+        request: Value,
         ctx: Context,
-    ) -> Result<ChunkStream, EngineError> {
+    ) -> Result<BoxStream<'static, Result<T, EngineError>>, EngineError> {
         let reply = self
             .bridge
             .call(json!({"op": "generate", "engine": self.id, "context": ctx.id(), "request": request}))
@@ -125,18 +127,45 @@ impl Engine for JsEngine {
         Ok(JsStream::spawn(self.bridge.clone(), stream, ctx))
     }
 
-    async fn abort(&self, ctx: Context) {
+    async fn abort_op(&self, ctx: Context) {
         let _ = self
             .bridge
             .call(json!({"op": "abort", "engine": self.id, "context": ctx.id()}))
             .await;
     }
 
-    async fn cleanup(&self) -> Result<(), EngineError> {
+    async fn cleanup_op(&self) -> Result<(), EngineError> {
         self.bridge
             .call(json!({"op": "cleanup", "engine": self.id}))
             .await
             .map(drop)
+    }
+}
+
+#[async_trait::async_trait]
+impl Engine for JsEngine {
+    async fn start(&self, worker_id: u64) -> Result<EngineConfig, EngineError> {
+        self.start_op(worker_id).await
+    }
+
+    async fn generate(
+        &self,
+        request: GenerateRequest,
+        ctx: Context,
+    ) -> Result<ChunkStream, EngineError> {
+        let request = serde_json::to_value(request).map_err(|e| EngineError {
+            kind: "Unknown".into(),
+            message: format!("engine bridge: request not serializable: {e}"),
+        })?;
+        self.generate_op(request, ctx).await
+    }
+
+    async fn abort(&self, ctx: Context) {
+        self.abort_op(ctx).await
+    }
+
+    async fn cleanup(&self) -> Result<(), EngineError> {
+        self.cleanup_op().await
     }
 
     async fn kv_event_sources(&self) -> Result<Vec<KvEventSource>, EngineError> {
@@ -156,6 +185,31 @@ impl Engine for JsEngine {
     }
 }
 
+/// The same JS engine seen as a raw media engine: the bridge passes requests and chunks through
+/// as JSON objects.
+#[async_trait::async_trait]
+impl RawEngine for JsEngine {
+    async fn start(&self, worker_id: u64) -> Result<EngineConfig, EngineError> {
+        self.start_op(worker_id).await
+    }
+
+    async fn generate(
+        &self,
+        request: Map<String, Value>,
+        ctx: Context,
+    ) -> Result<RawChunkStream, EngineError> {
+        self.generate_op(Value::Object(request), ctx).await
+    }
+
+    async fn abort(&self, ctx: Context) {
+        self.abort_op(ctx).await
+    }
+
+    async fn cleanup(&self) -> Result<(), EngineError> {
+        self.cleanup_op().await
+    }
+}
+
 /// Pull side of one JS generate stream. Chunks arrive in batches; a stop on the Rust context is
 /// forwarded to JS exactly once, and always before the next pull, so "stopped before the first
 /// poll" means the JS engine sees `isStopped()` on its first step.
@@ -172,7 +226,11 @@ struct JsStream {
 }
 
 impl JsStream {
-    fn spawn(bridge: Bridge, id: u64, ctx: Context) -> ChunkStream {
+    fn spawn<T: DeserializeOwned + Send + 'static>(
+        bridge: Bridge,
+        id: u64,
+        ctx: Context,
+    ) -> BoxStream<'static, Result<T, EngineError>> {
         let stop_sent = Arc::new(OnceCell::new());
         let (monitor_tx, monitor_rx) = oneshot::channel::<()>();
         {
@@ -200,7 +258,7 @@ impl JsStream {
         .boxed()
     }
 
-    async fn pull(&mut self) -> Option<Result<EngineOutput, EngineError>> {
+    async fn pull<T: DeserializeOwned>(&mut self) -> Option<Result<T, EngineError>> {
         loop {
             if let Some(chunk) = self.buffered.pop_front() {
                 return Some(serde_json::from_value(chunk).map_err(|e| {

@@ -23,4 +23,5 @@ export type { KvEventSource, ZmqSource, PushSource } from './protocol/kv-events.
 export { computeBlockHashes, computeSequenceHashes, type KvCacheEvents, loraId } from '@dynamo/llm';
 export { workerFlags, workerConfigFromFlags } from './flags.js';
 export { parseFlags, formatHelp, type Flag, type Flags, type FlagValues, type ParsedFlags } from '@dynamo/runtime';
-export { runConformance, conformanceReport, ConformanceError, CONFORMANCE_CHECKS, type ConformanceOptions, type ConformanceReport, type ConformanceCheckResult, type ConformanceFailureKind } from './conformance/run-conformance.js';
+export { RawEngine, type RawEngineFactory, type RawObject } from './raw-engine.js';
+export { runConformance, conformanceReport, runRawConformance, rawConformanceReport, ConformanceError, CONFORMANCE_CHECKS, RAW_CONFORMANCE_CHECKS, type ConformanceOptions, type ConformanceReport, type ConformanceCheckResult, type ConformanceFailureKind } from './conformance/run-conformance.js';

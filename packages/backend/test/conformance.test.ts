@@ -6,10 +6,23 @@ import {
   ConformanceError,
   conformanceReport,
   type GenerateChunk,
+  RAW_CONFORMANCE_CHECKS,
+  type RawEngineFactory,
+  type RawObject,
   runConformance,
+  runRawConformance,
   usage,
 } from '../src/index.js';
-import { broken, GoodEngine, hungInGenerate } from './engines.js';
+import { broken, brokenEncoders, brokenRaw, GoodEncoder, GoodEngine, GoodRawEngine, hungInGenerate } from './engines.js';
+
+async function rawFailureOf(factory: RawEngineFactory): Promise<ConformanceError> {
+  const err = await runRawConformance(factory).then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(ConformanceError);
+  return err as ConformanceError;
+}
 
 async function failureOf(factory: () => GoodEngine | ReturnType<(typeof broken)[string]>, options = {}): Promise<ConformanceError> {
   const err = await runConformance(factory, options).then(
@@ -42,7 +55,7 @@ describe('runConformance', () => {
   });
 
   it('has a broken engine for every failure kind the Rust kit reports, and no other', () => {
-    expect(Object.keys(broken).sort()).toEqual(conformanceFailureKinds().sort());
+    expect([...Object.keys(broken), ...Object.keys(brokenEncoders), ...Object.keys(brokenRaw)].sort()).toEqual(conformanceFailureKinds().sort());
   });
 
   for (const [kind, factory] of Object.entries(broken)) {
@@ -54,6 +67,53 @@ describe('runConformance', () => {
       expect(err.message.length).toBeGreaterThan(kind.length + 10);
     });
   }
+
+  it("holds an encode worker's engine to the handoff rules with mode 'encode'", async () => {
+    const report = await runConformance(() => new GoodEncoder(), { mode: 'encode' });
+    expect(report.checks.map((c) => [c.name, c.status])).toEqual(CONFORMANCE_CHECKS.map((name) => [name, 'passed']));
+    // A generator answers an image with tokens: not a handoff.
+    expect((await failureOf(() => new GoodEngine(), { mode: 'encode' })).kind).toBe('EncodeChunkCount');
+  });
+
+  for (const [kind, factory] of Object.entries(brokenEncoders)) {
+    it(`rejects with kind ${kind} for an encoder that breaks that rule`, async () => {
+      const err = await failureOf(factory, { mode: 'encode' });
+      expect(err.kind).toBe(kind as ConformanceFailureKind);
+      expect(err.check).toBe('generate');
+    });
+  }
+
+  it('checks a raw engine with its own checks, passing the requests through as objects', async () => {
+    const engines: GoodRawEngine[] = [];
+    const report = await runRawConformance(() => {
+      const engine = new GoodRawEngine();
+      engines.push(engine);
+      return engine;
+    });
+    expect(RAW_CONFORMANCE_CHECKS).toEqual(['start', 'generate', 'concurrent_generate', 'cancellation', 'cleanup', 'cleanup_without_start']);
+    expect(report.checks.map((c) => [c.name, c.status])).toEqual(RAW_CONFORMANCE_CHECKS.map((name) => [name, 'passed']));
+    expect(engines[0]!.requests[0]).toEqual({ prompt: 'ping' });
+    expect(engines[0]!.requests.at(-1)).toEqual({ prompt: 'ping', steps: 100000 });
+  });
+
+  it('rejects with kind RawEngineAdvertisedLlmRegistration for a raw engine that registers an LLM, at start', async () => {
+    const err = await rawFailureOf(brokenRaw.RawEngineAdvertisedLlmRegistration!);
+    expect(err).toMatchObject({ kind: 'RawEngineAdvertisedLlmRegistration', check: 'start' });
+    expect(err.report.checks.slice(1).every((c) => c.status === 'skipped')).toBe(true);
+  });
+
+  it('reports a raw chunk that is not an object as a stream error', async () => {
+    const err = await rawFailureOf(
+      () =>
+        new (class extends GoodRawEngine {
+          override async *generate(): AsyncGenerator<RawObject> {
+            yield 'a string' as unknown as RawObject;
+          }
+        })(),
+    );
+    expect(err).toMatchObject({ kind: 'StreamYieldedError', check: 'generate' });
+    expect(err.message).toMatch(/invalid chunk shape/);
+  });
 
   it('reports an engine that ignores cancellation within the 2 s deadline instead of hanging', async () => {
     const began = performance.now();

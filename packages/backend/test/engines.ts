@@ -1,7 +1,7 @@
 // Engines for the conformance tests: one that follows the contract, and one broken subclass per
 // failure kind the kit reports.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CONFORMANCE_CHECKS, type Context, type EngineConfig, type GenerateChunk, type GenerateRequest, type KvEventSource, LLMEngine, usage } from '../src/index.js';
+import { CONFORMANCE_CHECKS, type Context, type EngineConfig, type GenerateChunk, type GenerateRequest, type KvEventSource, LLMEngine, RawEngine, type RawObject, usage } from '../src/index.js';
 
 export class GoodEngine extends LLMEngine {
   started = false;
@@ -182,6 +182,98 @@ export const broken: Record<string, () => LLMEngine> = {
       override async *generate(): AsyncGenerator<GenerateChunk> {
         yield { token_ids: [1] };
         await new Promise(() => {});
+      }
+    })(),
+};
+
+/** An encode worker's engine: each request is answered by one handoff chunk. */
+export class GoodEncoder extends LLMEngine {
+  override async start(_workerId: bigint): Promise<EngineConfig> {
+    return { model: 'good-encoder' };
+  }
+
+  override async *generate(request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
+    if (context.isStopped()) {
+      yield { token_ids: [], finish_reason: 'cancelled', completion_usage: usage(request.token_ids.length, 0) };
+      return;
+    }
+    await sleep(1);
+    yield this.handoff(request);
+  }
+
+  handoff(request: GenerateRequest): GenerateChunk {
+    const images = (request.multi_modal_data?.image as unknown[] | undefined)?.length ?? 0;
+    return { token_ids: [], finish_reason: 'stop', completion_usage: usage(request.token_ids.length, 0), encoder_result: { images } };
+  }
+
+  override async cleanup(): Promise<void> {}
+}
+
+/** One broken encoder per encode failure kind (checked with `mode: 'encode'`). */
+export const brokenEncoders: Record<string, () => LLMEngine> = {
+  EncodeChunkCount: () =>
+    new (class extends GoodEncoder {
+      override handoff(request: GenerateRequest): GenerateChunk {
+        return { ...super.handoff(request), encoder_result: { images: 1, part: 1 } };
+      }
+      override async *generate(request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
+        yield { token_ids: [] };
+        yield* super.generate(request, context);
+      }
+    })(),
+  EncodeTerminalExpected: () =>
+    new (class extends GoodEncoder {
+      override handoff(request: GenerateRequest): GenerateChunk {
+        return { ...super.handoff(request), finish_reason: 'length' };
+      }
+    })(),
+  EncodeTokensNotEmpty: () =>
+    new (class extends GoodEncoder {
+      override handoff(request: GenerateRequest): GenerateChunk {
+        return { ...super.handoff(request), token_ids: [7] };
+      }
+    })(),
+  EncoderResultExpectedObject: () =>
+    new (class extends GoodEncoder {
+      override handoff(request: GenerateRequest): GenerateChunk {
+        const { encoder_result: _dropped, ...chunk } = super.handoff(request);
+        return chunk;
+      }
+    })(),
+  EncodeUsageMismatch: () =>
+    new (class extends GoodEncoder {
+      override handoff(request: GenerateRequest): GenerateChunk {
+        return { ...super.handoff(request), completion_usage: usage(request.token_ids.length, 1) };
+      }
+    })(),
+};
+
+/** A raw media engine: `steps` (default 2) objects per request, 1 ms apart; it keeps the requests it saw. */
+export class GoodRawEngine extends RawEngine {
+  readonly requests: RawObject[] = [];
+
+  override async start(_workerId: bigint): Promise<EngineConfig> {
+    return { model: 'good-diffusion' };
+  }
+
+  override async *generate(request: RawObject, context: Context): AsyncGenerator<RawObject> {
+    this.requests.push(request);
+    const steps = typeof request.steps === 'number' ? request.steps : 2;
+    for (let step = 0; step < steps && !context.isStopped(); step++) {
+      await sleep(1);
+      yield { step, prompt: request.prompt };
+    }
+  }
+
+  override async cleanup(): Promise<void> {}
+}
+
+/** The raw engine that breaks the raw-only rule. */
+export const brokenRaw: Record<string, () => RawEngine> = {
+  RawEngineAdvertisedLlmRegistration: () =>
+    new (class extends GoodRawEngine {
+      override async start(): Promise<EngineConfig> {
+        return { model: 'good-diffusion', llm: { contextLength: 77 } };
       }
     })(),
 };

@@ -70,8 +70,11 @@ async function conformance(argv: string[]): Promise<number> {
     return 0;
   }
   const options = engineOptions(parsed.values);
-  const report = await conformanceReport(() => new SampleEngine(options));
-  const title = `Conformance of the sample engine (model ${options.modelName}, ${options.delayMs} ms/token, max ${options.maxTokens} tokens):`;
+  // An encode worker is held to the encode handoff rules.
+  const encoder = options.disaggregationMode === 'encode';
+  const report = await conformanceReport(() => new SampleEngine(options), encoder ? { mode: 'encode' } : {});
+  const role = encoder ? 'an encode worker, checked by the encode handoff rules' : `${options.delayMs} ms/token, max ${options.maxTokens} tokens`;
+  const title = `Conformance of the sample engine (model ${options.modelName}, ${role}):`;
   process.stdout.write(formatConformanceReport(title, report));
   return report.passed ? 0 : 1;
 }

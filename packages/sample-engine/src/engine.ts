@@ -96,9 +96,6 @@ export class SampleEngine extends LLMEngine {
     this.contextLength = options.contextLength ?? 2048;
     this.followPrompt = options.followPrompt ?? false;
     this.disaggregationMode = options.disaggregationMode ?? 'agg';
-    if (this.disaggregationMode === 'encode') {
-      throw new InvalidArgument('the sample engine does not implement --disaggregation-mode encode (use agg, prefill or decode)');
-    }
     const kv = options.kvCache;
     this.kvCache = kv ? new PagedPrefixCache(kv.blockSize ?? 16, kv.totalBlocks ?? 16384) : undefined;
     this.prefillMsPerToken = kv?.prefillMsPerToken ?? 0;
@@ -144,7 +141,7 @@ export class SampleEngine extends LLMEngine {
 
   /** Rank 0's cache gauges and load, when the cache is simulated. */
   override componentMetricsDpRanks(): number[] {
-    return this.kvCache ? [0] : [];
+    return this.kvCache && this.disaggregationMode !== 'encode' ? [0] : [];
   }
 
   override attachSnapshotPublisher(publisher: SnapshotPublisher): void {
@@ -154,7 +151,8 @@ export class SampleEngine extends LLMEngine {
 
   /** The simulated cache's events, pushed by the engine itself. */
   override async kvEventSources(): Promise<KvEventSource[]> {
-    const cache = this.kvCache;
+    // An encoder holds no KV cache.
+    const cache = this.disaggregationMode === 'encode' ? undefined : this.kvCache;
     return cache ? [{ kind: 'push', onReady: (events) => cache.attach(events) }] : [];
   }
 
@@ -165,6 +163,10 @@ export class SampleEngine extends LLMEngine {
   }
 
   override async *generate(request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
+    if (this.disaggregationMode === 'encode') {
+      yield await this.#encode(request, context);
+      return;
+    }
     if (!this.kvCache || request._HEALTH_CHECK === true) {
       yield* this.#tokens(request, context, 0);
       return;
@@ -179,6 +181,26 @@ export class SampleEngine extends LLMEngine {
       this.kvCache.release(admission.blocks);
       this.#report();
     }
+  }
+
+  /**
+   * An encoder's one handoff chunk: no tokens, `stop`, and an `encoder_result` naming the media it
+   * "encoded" under a fresh handle (the media itself stays with the request), after `delayMs`.
+   */
+  async #encode(request: GenerateRequest, context: Context): Promise<GenerateChunk> {
+    const handoffUsage = usage(request.token_ids.length, 0);
+    const cancelled: GenerateChunk = { token_ids: [], index: 0, finish_reason: 'cancelled', completion_usage: handoffUsage };
+    if (context.isStopped()) return cancelled;
+    if (this.delayMs > 0) await sleep(this.delayMs);
+    if (context.isStopped()) return cancelled;
+    const media = Object.fromEntries(Object.entries(request.multi_modal_data ?? {}).map(([kind, items]) => [kind, Array.isArray(items) ? items.length : 1]));
+    return {
+      token_ids: [],
+      index: 0,
+      finish_reason: 'stop',
+      completion_usage: handoffUsage,
+      encoder_result: { handle: `sample-encoder:${randomUUID().replaceAll('-', '')}`, media, mm_processor_kwargs: request.mm_processor_kwargs ?? {} },
+    };
   }
 
   async *#tokens(request: GenerateRequest, context: Context, cachedTokens: number): AsyncGenerator<GenerateChunk> {

@@ -46,6 +46,13 @@ describe('dynamo-sample-engine', () => {
     expect(stdout).toMatch(/ok\s+cancellation/);
   });
 
+  it('conformance of an encode worker applies the encode handoff rules and passes', () => {
+    const { code, stdout } = run('conformance', '--delay-ms', '0', '--disaggregation-mode', 'encode');
+    expect(code).toBe(0);
+    expect(stdout).toContain('an encode worker, checked by the encode handoff rules');
+    expect(stdout).toMatch(/8 passed, 0 failed: the engine conforms/);
+  });
+
   it('generate prints the chunks as JSON lines', () => {
     const { code, stdout } = run('generate', '--token-ids', '4,5', '--max-tokens', '2', '--delay-ms', '0');
     expect(code).toBe(0);

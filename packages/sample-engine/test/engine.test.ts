@@ -1,4 +1,4 @@
-import { Context, type GenerateChunk, type GenerateRequest, InvalidArgument, runConformance } from '@dynamo/backend';
+import { Context, type GenerateChunk, type GenerateRequest, runConformance } from '@dynamo/backend';
 import { describe, expect, it } from 'vitest';
 import { SampleEngine } from '../src/index.js';
 
@@ -83,8 +83,22 @@ describe('SampleEngine', () => {
     await expect(collect(engine, { token_ids: [1], stop_conditions: { max_tokens: 1 }, _HEALTH_CHECK: true })).resolves.toHaveLength(1);
   });
 
-  it('refuses encode mode with a clear error', () => {
-    expect(() => new SampleEngine({ disaggregationMode: 'encode' })).toThrow(InvalidArgument);
+  it('as an encode worker answers one handoff chunk naming the media, and passes the encode kit', async () => {
+    const engine = new SampleEngine({ delayMs: 0, disaggregationMode: 'encode' });
+    const chunks = await collect(engine, { token_ids: [5, 6], multi_modal_data: { image: [{ Url: 'data:image/png;base64,AA==' }] }, mm_processor_kwargs: { min_pixels: 64 } });
+    expect(chunks).toEqual([
+      {
+        token_ids: [],
+        index: 0,
+        finish_reason: 'stop',
+        completion_usage: { prompt_tokens: 2, completion_tokens: 0, total_tokens: 2 },
+        encoder_result: { handle: expect.stringMatching(/^sample-encoder:[0-9a-f]{32}$/), media: { image: 1 }, mm_processor_kwargs: { min_pixels: 64 } },
+      },
+    ]);
+    expect(await engine.kvEventSources()).toEqual([]);
+    await expect(runConformance(() => new SampleEngine({ disaggregationMode: 'encode' }), { mode: 'encode' })).resolves.toMatchObject({ passed: true });
+    // A generator is not an encoder.
+    await expect(runConformance(() => new SampleEngine({ delayMs: 0 }), { mode: 'encode' })).rejects.toMatchObject({ kind: 'EncodeChunkCount' });
   });
 
   it('builds engine and worker config from flags', async () => {

@@ -1,6 +1,7 @@
 import { Context, parseOrThrow, toDynamoException } from '@dynamo/runtime';
 import type { EngineFactory, LLMEngine } from '../engine.js';
 import { engineConfigToWire } from '../protocol/engine-config.js';
+import type { RawEngine, RawEngineFactory } from '../raw-engine.js';
 import { kvEventSourcesToWire } from '../protocol/kv-events.js';
 import { GenerateRequestSchema } from '../protocol/request.js';
 import { StreamPump } from './stream-pump.js';
@@ -22,20 +23,23 @@ interface OpenStream {
   context: Context;
 }
 
+/** The engines a bridge makes: token engines, or raw engines whose requests pass through as-is. */
+export type BridgedFactory = { raw: false; factory: EngineFactory } | { raw: true; factory: RawEngineFactory };
+
 /**
  * Adapts engines made by a factory to the native kit's `dispatch(json) => Promise<json>`
  * protocol. It only translates: calls the engine, converts its values to Dynamo's wire shapes
  * and turns thrown errors into `{error: {kind, message}}`. Every judgement is the kit's.
  */
 export class EngineBridge {
-  readonly #factory: EngineFactory;
-  readonly #engines = new Map<number, Promise<LLMEngine>>();
+  readonly #source: BridgedFactory;
+  readonly #engines = new Map<number, Promise<LLMEngine | RawEngine>>();
   readonly #streams = new Map<number, OpenStream>();
   readonly #contexts = new Map<string, Context>();
   #nextStream = 1;
 
-  constructor(factory: EngineFactory) {
-    this.#factory = factory;
+  constructor(source: BridgedFactory) {
+    this.#source = source;
   }
 
   /** Handles one operation; never rejects (failures are replies). */
@@ -61,9 +65,9 @@ export class EngineBridge {
       case 'start':
         return engineConfigToWire(await (await this.#engine(op.engine)).start(BigInt(op.worker_id)));
       case 'kv_event_sources':
-        return kvEventSourcesToWire(await (await this.#engine(op.engine)).kvEventSources());
+        return kvEventSourcesToWire(await (await this.#llmEngine(op.engine)).kvEventSources());
       case 'component_metrics_dp_ranks':
-        return (await this.#engine(op.engine)).componentMetricsDpRanks();
+        return (await this.#llmEngine(op.engine)).componentMetricsDpRanks();
       case 'generate':
         return { stream: await this.#generate(op.engine, op.context, op.request) };
       case 'next':
@@ -88,20 +92,27 @@ export class EngineBridge {
     }
   }
 
-  #engine(id: number): Promise<LLMEngine> {
+  #engine(id: number): Promise<LLMEngine | RawEngine> {
     let engine = this.#engines.get(id);
     if (engine === undefined) {
-      engine = Promise.resolve().then(() => this.#factory());
+      const { factory } = this.#source;
+      engine = Promise.resolve().then(() => factory());
       this.#engines.set(id, engine);
     }
     return engine;
   }
 
-  async #generate(engineId: number, contextId: string, rawRequest: unknown): Promise<number> {
+  /** The kit asks only token engines for KV sources and metrics ranks. */
+  async #llmEngine(id: number): Promise<LLMEngine> {
+    return (await this.#engine(id)) as LLMEngine;
+  }
+
+  async #generate(engineId: number, contextId: string, wireRequest: unknown): Promise<number> {
     const engine = await this.#engine(engineId);
-    const request = parseOrThrow(GenerateRequestSchema, rawRequest, 'request');
     const context = new Context({ id: contextId });
-    const output: unknown = await engine.generate(request, context);
+    const output: unknown = this.#source.raw
+      ? await (engine as RawEngine).generate(wireRequest as Record<string, unknown>, context)
+      : await (engine as LLMEngine).generate(parseOrThrow(GenerateRequestSchema, wireRequest, 'request'), context);
     if (output == null || typeof (output as AsyncIterable<unknown>)[Symbol.asyncIterator] !== 'function') {
       throw new TypeError(`generate() must return an AsyncIterable of chunks, got ${typeName(output)}`);
     }
