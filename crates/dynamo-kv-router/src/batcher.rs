@@ -19,8 +19,8 @@ use crate::WorkerKey;
 pub const DEFAULT_RECOVERY_BUFFER_EVENTS: usize = 1024;
 
 /// One worker's outgoing KV events. `H` hashes a block-aligned run of tokens into one tokens
-/// hash per block (given the block size), exactly as routers hash prompts: it is passed in so
-/// this crate needs no tokenizer stack, and a LoRA adapter can scope it.
+/// hash per block (given the block size and the LoRA adapter the blocks belong to, if any),
+/// exactly as routers hash prompts: it is passed in so this crate needs no tokenizer stack.
 pub struct KvEventBatcher<H> {
     worker_id: u64,
     block_size: u32,
@@ -31,7 +31,7 @@ pub struct KvEventBatcher<H> {
     local: HashMap<u32, LocalIndexer>,
 }
 
-impl<H: Fn(&[u32], usize) -> Vec<u64>> KvEventBatcher<H> {
+impl<H: Fn(&[u32], usize, Option<&str>) -> Vec<u64>> KvEventBatcher<H> {
     /// A batcher for `worker_id`'s blocks of `block_size` tokens, keeping `recovery_buffer`
     /// events per rank for replay (default [`DEFAULT_RECOVERY_BUFFER_EVENTS`]).
     pub fn new(
@@ -87,6 +87,7 @@ impl<H: Fn(&[u32], usize) -> Vec<u64>> KvEventBatcher<H> {
         token_ids: &[u32],
         block_ids: &[u64],
         block_size: u32,
+        lora_name: Option<&str>,
     ) -> Result<Vec<StoredBlock>, String> {
         if block_size != self.block_size {
             return Err(format!(
@@ -101,7 +102,7 @@ impl<H: Fn(&[u32], usize) -> Vec<u64>> KvEventBatcher<H> {
                 block_ids.len()
             ));
         }
-        let tokens = (self.hash_blocks)(token_ids, block_size as usize);
+        let tokens = (self.hash_blocks)(token_ids, block_size as usize, lora_name);
         Ok(block_ids
             .iter()
             .zip(tokens)
@@ -122,7 +123,20 @@ impl<H: Fn(&[u32], usize) -> Vec<u64>> KvEventBatcher<H> {
         block_ids: &[u64],
         parent_id: Option<u64>,
     ) -> Result<(), String> {
-        let blocks = self.stored_blocks(token_ids, block_ids, self.block_size)?;
+        self.stored_for(dp_rank, token_ids, block_ids, parent_id, None)
+    }
+
+    /// [`Self::stored`] for blocks computed under a LoRA adapter (`None`: the hasher's
+    /// default), whose name seeds their tokens hashes as routers seed an adapter's prompts.
+    pub fn stored_for(
+        &mut self,
+        dp_rank: u32,
+        token_ids: &[u32],
+        block_ids: &[u64],
+        parent_id: Option<u64>,
+        lora_name: Option<&str>,
+    ) -> Result<(), String> {
+        let blocks = self.stored_blocks(token_ids, block_ids, self.block_size, lora_name)?;
         if !blocks.is_empty() {
             self.push(
                 dp_rank,
@@ -170,7 +184,7 @@ impl<H: Fn(&[u32], usize) -> Vec<u64>> KvEventBatcher<H> {
                         block_size,
                     } => KvEventData::Stored {
                         parent_hash,
-                        blocks: self.stored_blocks(&token_ids, &block_hashes, block_size)?,
+                        blocks: self.stored_blocks(&token_ids, &block_hashes, block_size, None)?,
                     },
                     VllmEvent::Removed { block_hashes } => KvEventData::Removed { block_hashes },
                     VllmEvent::Cleared => KvEventData::Cleared,
@@ -226,15 +240,17 @@ mod tests {
 
     const WORKER: u64 = 7;
 
-    /// A stand-in for the tokens hash: each block's token ids summed, plus 1000.
-    fn sum_blocks(tokens: &[u32], block_size: usize) -> Vec<u64> {
+    /// A stand-in for the tokens hash: each block's token ids summed, plus 1000, plus 500 for
+    /// any adapter.
+    fn sum_blocks(tokens: &[u32], block_size: usize, lora_name: Option<&str>) -> Vec<u64> {
+        let seed = if lora_name.is_some() { 1500 } else { 1000 };
         tokens
             .chunks(block_size)
-            .map(|b| 1000 + b.iter().map(|&t| u64::from(t)).sum::<u64>())
+            .map(|b| seed + b.iter().map(|&t| u64::from(t)).sum::<u64>())
             .collect()
     }
 
-    type Hasher = fn(&[u32], usize) -> Vec<u64>;
+    type Hasher = fn(&[u32], usize, Option<&str>) -> Vec<u64>;
 
     fn batcher() -> KvEventBatcher<Hasher> {
         KvEventBatcher::new(WORKER, 2, None, sum_blocks as Hasher).unwrap()
@@ -274,6 +290,24 @@ mod tests {
         assert!(b.flush(1, 0, 0).is_some());
         assert_eq!(b.pending(), 0);
         assert_eq!(b.flush(1, 1, 0), None);
+    }
+
+    #[test]
+    fn an_adapters_blocks_are_hashed_under_its_name() {
+        let mut b = batcher();
+        b.stored_for(0, &[1, 2], &[10], None, Some("pirate"))
+            .unwrap();
+        b.stored(0, &[1, 2], &[20], None).unwrap();
+        let hashes: Vec<u64> = flushed(&mut b)
+            .into_iter()
+            .flat_map(|e| match e.data {
+                KvEventData::Stored { blocks, .. } => {
+                    blocks.into_iter().map(|b| b.tokens_hash).collect()
+                }
+                _ => vec![],
+            })
+            .collect();
+        assert_eq!(hashes, [1503, 1003]);
     }
 
     #[test]

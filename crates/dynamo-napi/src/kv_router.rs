@@ -227,6 +227,8 @@ impl KvRouter {
 
     /// Chooses a worker for a prompt and counts the request on it until `free`. Returns null
     /// when every candidate is past a busy threshold. `random` is a uniform draw in [0, 1).
+    /// `loraName` (default: the router's) is the adapter the request runs under: its name
+    /// seeds the prompt's block hashes, so only that adapter's cached blocks match.
     #[napi]
     pub fn route(
         &mut self,
@@ -235,6 +237,7 @@ impl KvRouter {
         candidates: Vec<KvCandidate>,
         random: f64,
         now_ms: f64,
+        lora_name: Option<String>,
     ) -> napi::Result<Option<KvDecision>> {
         let workers = candidates
             .iter()
@@ -255,7 +258,7 @@ impl KvRouter {
         let tokens = hash_blocks(
             &token_ids,
             self.block_size as usize,
-            self.lora_name.as_deref(),
+            lora_name.as_deref().or(self.lora_name.as_deref()),
         );
         let sequence = sequence_hashes(&tokens);
         let request = RouteRequest {
@@ -330,8 +333,9 @@ pub struct KvPublisherIdentity {
     pub recovery_buffer_events: Option<u32>,
 }
 
-/// Hashes a block-aligned run of tokens for the batcher, with the publisher's LoRA scope.
-type BlockHasher = Box<dyn Fn(&[u32], usize) -> Vec<u64>>;
+/// Hashes a block-aligned run of tokens for the batcher, under the event's LoRA adapter or else
+/// the publisher's.
+type BlockHasher = Box<dyn Fn(&[u32], usize, Option<&str>) -> Vec<u64>>;
 
 /// A worker's KV events on their way out: the engine's stored / removed / cleared calls are
 /// numbered per data-parallel rank (from 1, as stock numbers them) and queued; `flush` encodes
@@ -346,9 +350,9 @@ impl KvEventBatcher {
     #[napi(constructor)]
     pub fn new(identity: KvPublisherIdentity) -> napi::Result<Self> {
         let worker_id = u64_of("workerId", &identity.worker_id)?;
-        let lora_name = identity.lora_name;
-        let hasher: BlockHasher = Box::new(move |tokens, block_size| {
-            hash_blocks(tokens, block_size, lora_name.as_deref())
+        let default_lora = identity.lora_name;
+        let hasher: BlockHasher = Box::new(move |tokens, block_size, lora_name| {
+            hash_blocks(tokens, block_size, lora_name.or(default_lora.as_deref()))
         });
         let inner = kv::KvEventBatcher::new(
             worker_id,
@@ -368,7 +372,8 @@ impl KvEventBatcher {
     }
 
     /// Full blocks now cached: `blockIds` are the engine's ids for them (one per
-    /// `blockSize` tokens of `tokenIds`), following the block `parentId` (null: a prompt's first).
+    /// `blockSize` tokens of `tokenIds`), following the block `parentId` (null: a prompt's first),
+    /// computed under the LoRA adapter `loraName` (default: the publisher's).
     #[napi]
     pub fn stored(
         &mut self,
@@ -376,10 +381,17 @@ impl KvEventBatcher {
         token_ids: Uint32Array,
         block_ids: BigUint64Array,
         parent_id: Option<BigInt>,
+        lora_name: Option<String>,
     ) -> napi::Result<()> {
         let parent_id = parent_id.map(|p| u64_of("parentId", &p)).transpose()?;
         self.inner
-            .stored(dp_rank, &token_ids, &block_ids, parent_id)
+            .stored_for(
+                dp_rank,
+                &token_ids,
+                &block_ids,
+                parent_id,
+                lora_name.as_deref(),
+            )
             .map_err(invalid)
     }
 

@@ -33,7 +33,8 @@ async function routerOn(frontend: DistributedRuntime, blockSize: number) {
   return { router, loads };
 }
 
-const overlap = (router: KvRouter, worker: bigint, tokens: number[]) => router.route(`r${Math.random()}`, Uint32Array.from(tokens), [{ workerId: worker }], 0, Date.now())!.overlapBlocks;
+const overlap = (router: KvRouter, worker: bigint, tokens: number[], loraName?: string) =>
+  router.route(`r${Math.random()}`, Uint32Array.from(tokens), [{ workerId: worker }], 0, Date.now(), loraName)!.overlapBlocks;
 
 describe('KvEventPublisher', () => {
   it("registers the event source stock routers require and its engine's pushed events reach a router's index", async () => {
@@ -58,6 +59,21 @@ describe('KvEventPublisher', () => {
 
     await publisher.close();
     expect(await worker.discovery.store.list(EVENT_SOURCES_BUCKET)).toEqual([]);
+  });
+
+  it("scopes a LoRA adapter's blocks by its name: only requests for that adapter match them", async () => {
+    const { worker, frontend } = await pair();
+    const { router } = await routerOn(frontend, 4);
+    const publisher = await KvEventPublisher.create(worker, { scope, dpRank: 0, blockSize: 4 });
+    await waitFor('the adapter blocks in the index', () => {
+      publisher.events.stored({ tokenIds: [1, 2, 3, 4, 5, 6, 7, 8], blockIds: [21n, 22n], loraName: 'pirate' });
+      return router.workerBlocks(worker.instanceId) === 2;
+    });
+    const prompt = [1, 2, 3, 4, 5, 6, 7, 8, 9];
+    expect(overlap(router, worker.instanceId, prompt, 'pirate')).toBe(2);
+    expect(overlap(router, worker.instanceId, prompt)).toBe(0);
+    expect(overlap(router, worker.instanceId, prompt, 'other')).toBe(0);
+    await publisher.close();
   });
 
   it('answers recovery queries on worker_kv_query_source_{publisher id:x} and names it in the event source', async () => {

@@ -171,7 +171,8 @@ export class SampleEngine extends LLMEngine {
       yield* this.#tokens(request, context, 0);
       return;
     }
-    const admission = this.kvCache.admit(request.token_ids);
+    const adapter = request.model !== undefined && this.#adapters.has(request.model) ? request.model : undefined;
+    const admission = this.kvCache.admit(request.token_ids, adapter);
     this.#report();
     try {
       const uncached = request.token_ids.length - admission.cachedTokens;

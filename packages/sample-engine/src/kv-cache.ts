@@ -54,10 +54,12 @@ export class PagedPrefixCache {
   /**
    * Places a prompt: its leading cached blocks are reused, the rest of its full blocks are
    * allocated (evicting as needed; when every block is pinned, the tail is simply not cached).
+   * A prompt run under LoRA adapter `loraName` has blocks of its own, as in a real engine, and
+   * reports them under that name.
    */
-  admit(tokenIds: readonly number[]): Admission {
+  admit(tokenIds: readonly number[], loraName?: string): Admission {
     const tokens = Uint32Array.from(tokenIds);
-    const hashes = computeSequenceHashes(computeBlockHashes(tokens, this.blockSize));
+    const hashes = computeSequenceHashes(computeBlockHashes(tokens, this.blockSize, { loraName }));
     let cached = 0;
     while (cached < hashes.length && this.#blocks.has(hashes[cached]!)) cached += 1;
     const held: bigint[] = [];
@@ -83,6 +85,7 @@ export class PagedPrefixCache {
         tokenIds: tokens.subarray(start, start + fresh.length * this.blockSize),
         blockIds: fresh,
         parentId: cached > 0 ? hashes[cached - 1]! : null,
+        ...(loraName === undefined ? {} : { loraName }),
       });
     }
     this.#promptTokens += tokens.length;

@@ -7,9 +7,10 @@ import { PagedPrefixCache } from '../src/kv-cache.js';
 
 /** Records the events a cache reports. */
 function recorder() {
-  const events: Array<{ kind: string; tokens?: number; blocks: number; parent?: bigint | null }> = [];
+  const events: Array<{ kind: string; tokens?: number; blocks: number; parent?: bigint | null; lora?: string }> = [];
   const sink: KvCacheEvents = {
-    stored: ({ tokenIds, blockIds, parentId }) => events.push({ kind: 'stored', tokens: tokenIds.length, blocks: blockIds.length, parent: parentId ?? null }),
+    stored: ({ tokenIds, blockIds, parentId, loraName }) =>
+      events.push({ kind: 'stored', tokens: tokenIds.length, blocks: blockIds.length, parent: parentId ?? null, ...(loraName === undefined ? {} : { lora: loraName }) }),
     removed: (ids) => events.push({ kind: 'removed', blocks: ids.length }),
     cleared: () => events.push({ kind: 'cleared', blocks: 0 }),
   };
@@ -35,6 +36,21 @@ describe('PagedPrefixCache', () => {
     cache.release(second.blocks);
     expect(cache.usage().activeBlocks).toBe(0);
     expect(cache.usage().hitRate).toBeCloseTo(4 / 19);
+  });
+
+  it("keeps a LoRA adapter's blocks apart from the base model's and reports them under its name", () => {
+    const cache = new PagedPrefixCache(4, 100);
+    const { events, sink } = recorder();
+    cache.attach(sink);
+    const base = cache.admit(tokens(1, 8));
+    const adapted = cache.admit(tokens(1, 8), 'pirate');
+    expect(adapted.cachedTokens).toBe(0);
+    expect(adapted.blocks).not.toEqual(base.blocks);
+    expect(events).toEqual([
+      { kind: 'stored', tokens: 8, blocks: 2, parent: null },
+      { kind: 'stored', tokens: 8, blocks: 2, parent: null, lora: 'pirate' },
+    ]);
+    expect(cache.admit(tokens(1, 8), 'pirate').cachedTokens).toBe(8);
   });
 
   it('evicts the least recently used unpinned blocks, never the pinned ones', () => {

@@ -15,9 +15,11 @@ export interface KvCacheEvents {
   /**
    * Full blocks now cached: `tokenIds` holds `blockIds.length × kvCacheBlockSize` tokens in
    * order; `parentId` is the block they follow (null or absent for a prompt's first block).
-   * Throws `InvalidArgument` when the tokens do not fill the blocks.
+   * Throws `InvalidArgument` when the tokens do not fill the blocks. `loraName` is the LoRA adapter
+   * the blocks were computed under (default: the publisher's `loraName`, usually none): its name
+   * seeds their hashes as routers seed that adapter's prompts, so base and adapter blocks never match.
    */
-  stored(event: { tokenIds: ArrayLike<number>; blockIds: readonly bigint[] | BigUint64Array; parentId?: bigint | null }): void;
+  stored(event: { tokenIds: ArrayLike<number>; blockIds: readonly bigint[] | BigUint64Array; parentId?: bigint | null; loraName?: string }): void;
   /** Blocks evicted. */
   removed(blockIds: readonly bigint[] | BigUint64Array): void;
   /** Every block of this rank dropped (a cache reset). */
@@ -32,7 +34,7 @@ export interface KvEventPublisherOptions {
   dpRank: number;
   /** The card's `kv_cache_block_size`. */
   blockSize: number;
-  /** A LoRA adapter scoping the block hashes. */
+  /** A LoRA adapter scoping the block hashes of every event that names none. */
   loraName?: string;
   /**
    * Serve the recovery endpoint stock routers query after missing events
@@ -101,9 +103,9 @@ export class KvEventPublisher {
 
   /** The push interface for the engine. */
   readonly events: KvCacheEvents = {
-    stored: ({ tokenIds, blockIds, parentId }) => {
+    stored: ({ tokenIds, blockIds, parentId, loraName }) => {
       try {
-        this.#batcher.stored(this.#options.dpRank, Uint32Array.from(tokenIds), toU64s(blockIds), parentId ?? undefined);
+        this.#batcher.stored(this.#options.dpRank, Uint32Array.from(tokenIds), toU64s(blockIds), parentId ?? undefined, loraName);
       } catch (err) {
         throw new InvalidArgument(`KV event stored: ${(err as Error).message}`, { cause: err });
       }
