@@ -144,8 +144,9 @@ export abstract class LLMEngine {
   }
 
   /**
-   * Loads LoRA adapter `name` from `source.uri` (`file://…` or a path, or a scheme the engine
-   * fetches itself: `hf://`, `s3://`, …), so requests whose `model` is `name` use it. Throw
+   * Loads LoRA adapter `name` from `source.uri`, always a `file://` URI of a local file or folder
+   * (the worker downloads an `hf://` source into `DYN_LORA_PATH` first and refuses schemes it
+   * cannot fetch), so requests whose `model` is `name` use it. Throw
    * (`InvalidArgument` for a bad source) to refuse. An engine that overrides this gets
    * `/engine/update/load_lora`, `unload_lora` and `list_loras` (and `/v1/loras` with
    * `DYN_LORA_ENABLED`), and the worker registers each loaded adapter as a model. Default: no LoRA.

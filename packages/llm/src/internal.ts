@@ -22,3 +22,4 @@ export { postprocessBatches, postprocessChoices, OutputPostprocessor, EngineOutp
 export { fileChecksumBlake3 } from '@dynamo/core';
 export { KvEventPublisher, KV_EVENTS_TOPIC, type KvEventPublisherOptions } from './kv/kv-event-publisher.js';
 export { LoadPublisher, KV_METRICS_TOPIC, LOAD_DEBOUNCE_MS, LOAD_HEARTBEAT_MS, type WorkerLoad } from './kv/load-publisher.js';
+export { resolveLoraSource, loraCacheDir, type LoraSourceOptions } from './lora-source.js';

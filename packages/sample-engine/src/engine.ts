@@ -289,16 +289,13 @@ export class SampleEngine extends LLMEngine {
   }
 
   /**
-   * Simulated LoRA adapters: a `file://` URI or a path must exist; other schemes (`hf://`,
-   * `s3://`, …) are taken as they are. Requests whose `model` names the adapter get a sequence
-   * shifted by its id ({@link loraId} mod 1000).
+   * Simulated LoRA adapters: the source (a `file://` URI or a path) must exist, but its files are
+   * not read. Requests whose `model` names the adapter get a sequence shifted by its id
+   * ({@link loraId} mod 1000).
    */
   override async loadLora(name: string, source: { uri: string }): Promise<void> {
-    const remote = /^[a-z][a-z0-9+.-]*:\/\//i.test(source.uri) && !source.uri.startsWith('file://');
-    if (!remote) {
-      const path = source.uri.startsWith('file://') ? fileURLToPath(source.uri) : source.uri;
-      if (!existsSync(path)) throw new InvalidArgument(`LoRA source ${source.uri}: no such file or folder`);
-    }
+    const path = source.uri.startsWith('file://') ? fileURLToPath(source.uri) : source.uri;
+    if (!existsSync(path)) throw new InvalidArgument(`LoRA source ${source.uri}: no such file or folder`);
     this.#adapters.set(name, loraId(name));
   }
 

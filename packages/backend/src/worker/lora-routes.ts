@@ -1,4 +1,5 @@
 import { loraId } from '@dynamo/llm';
+import { resolveLoraSource } from '@dynamo/llm/internal';
 import type { Log } from '@dynamo/runtime';
 import type { HttpRouteRequest, SystemStatusServer } from '@dynamo/runtime/internal';
 import { z } from 'zod';
@@ -28,7 +29,8 @@ const message = (err: unknown) => (err instanceof Error ? err.message : String(e
  * (`{"lora_name"}`) and `/engine/update/list_loras`, with stock's reply shapes (`status`,
  * `message`, `lora_name`, `lora_id`; `loras` and `count` for the list) and refusals as 200
  * replies; with `DYN_LORA_ENABLED` also `GET`/`POST /v1/loras` and `DELETE /v1/loras/<name>`,
- * where a refusal answers 500. A loaded adapter's card is published so frontends serve it by name.
+ * where a refusal answers 500. Sources are resolved to local files first (`hf://` downloaded into
+ * `DYN_LORA_PATH`). A loaded adapter's card is published so frontends serve it by name.
  */
 export class LoraRoutes {
   readonly #engine: LLMEngine;
@@ -37,10 +39,12 @@ export class LoraRoutes {
   readonly #log: Log;
   readonly #loaded = new Map<string, number>();
   readonly #v1: boolean;
+  readonly #env: Readonly<Record<string, string | undefined>>;
   #queue: Promise<unknown> = Promise.resolve();
 
-  constructor(engine: LLMEngine, status: SystemStatusServer, cards: AdapterCards, log: Log, v1Routes: boolean) {
+  constructor(engine: LLMEngine, status: SystemStatusServer, cards: AdapterCards, log: Log, v1Routes: boolean, env: Readonly<Record<string, string | undefined>>) {
     this.#engine = engine;
+    this.#env = env;
     this.#status = status;
     this.#cards = cards;
     this.#log = log;
@@ -72,7 +76,8 @@ export class LoraRoutes {
     const id = loraId(name);
     if (this.#loaded.has(name)) return { status: 'success', message: `LoRA adapter '${name}' already loaded`, lora_name: name, lora_id: id };
     try {
-      await this.#engine.loadLora(name, { uri: source.uri });
+      const uri = await resolveLoraSource(source.uri, { env: this.#env, log: this.#log });
+      await this.#engine.loadLora(name, { uri });
     } catch (err) {
       this.#log.warn({ lora: name, uri: source.uri, err: message(err) }, 'loading a LoRA adapter failed');
       return { status: 'error', message: `failed to load LoRA adapter '${name}': ${message(err)}`, lora_name: name };

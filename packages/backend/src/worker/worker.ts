@@ -252,7 +252,7 @@ export class Worker {
           unregister: (name: string) => unregisterLlm(endpoint, name),
         };
         const v1 = parseOrThrow(envFlag.default(false), this.#env.DYN_LORA_ENABLED, 'DYN_LORA_ENABLED');
-        loras = new LoraRoutes(this.engine, runtime.systemStatus, cards, runtime.log('backend.lora'), v1);
+        loras = new LoraRoutes(this.engine, runtime.systemStatus, cards, runtime.log('backend.lora'), v1, this.#env);
       }
     } catch (err) {
       await served.stop({ drainTimeoutMs: 0 });
