@@ -34,6 +34,7 @@ import {
 import { defaultThreads, type GPU_CHOICES, llamaCppFlags, llamaCppHelp } from './flags.js';
 import { guidedGrammar } from './gbnf/guided.js';
 import { resolveGguf } from './gguf-path.js';
+import { adapterFile, checkAdapter } from './lora.js';
 import { EngineMetrics } from './metrics.js';
 import { SequencePool } from './sequence-pool.js';
 import { type FinishReason, TokenStream, type TopLogprob } from './token-stream.js';
@@ -50,7 +51,9 @@ export interface LlamaCppEngineOptions {
   threads?: number;
   /** Requests generated at once, one sequence each (default 4). */
   parallel?: number;
-  /** Requests that may wait for a sequence before new ones are refused (default 64). */
+  /** Requests generated at once on each loaded LoRA adapter, one sequence each of the adapter's own context (default 1). */
+  loraParallel?: number;
+  /** Requests that may wait for a sequence before new ones are refused (default 64), per context. */
   maxQueued?: number;
   /** Tokens of KV cache per sequence: prompt plus answer (default 4096). */
   contextSize?: number;
@@ -60,13 +63,30 @@ export interface LlamaCppEngineOptions {
 
 const log = engineLog('llama-cpp');
 
+/** A llama.cpp context and the requests on its sequences: the base model's, or one LoRA adapter's. */
+interface Lane {
+  context: LlamaContext;
+  pool: SequencePool<LlamaContextSequence>;
+  /** How many sequences the context has. */
+  size: number;
+  /** Requests on it, from when they picked it until their last token. */
+  users: number;
+  /** Set by unloadLora() while requests are still on it: called when the last one leaves. */
+  drained?: () => void;
+}
+
+/** A loaded LoRA adapter: its lane, and the file it came from. */
+interface Adapter extends Lane {
+  file: string;
+  /** Set when unloadLora() is called: it takes no more requests. */
+  unloading?: boolean;
+}
+
 interface Loaded {
   llama: Llama;
   model: LlamaModel;
-  /** Generation: one context of `parallel` sequences (absent for an embedding engine). */
-  context?: LlamaContext;
-  sequences: LlamaContextSequence[];
-  pool: SequencePool<LlamaContextSequence>;
+  /** Generation: the base model's context of `parallel` sequences (absent for an embedding engine). */
+  base?: Lane;
   /** Embeddings: the embedding context (only for an embedding engine). */
   embedder?: LlamaEmbeddingContext;
   /** Token ids at or above this are not the model's. */
@@ -77,7 +97,8 @@ interface Loaded {
  * An engine that generates with llama.cpp through node-llama-cpp: one context with `parallel`
  * sequences evaluated in the same batches (continuous batching), sampling from each request's
  * `sampling_options`, stopping at EOS, `max_tokens` or a stop token id, and streaming every token
- * produced since the last chunk.
+ * produced since the last chunk. Each loaded LoRA adapter ({@link LlamaCppEngine.loadLora}) gets
+ * a context of its own with `loraParallel` sequences.
  */
 export class LlamaCppEngine extends LLMEngine {
   readonly modelPath: string;
@@ -85,6 +106,7 @@ export class LlamaCppEngine extends LLMEngine {
   readonly gpu: LlamaCppEngineOptions['gpu'];
   readonly threads: number;
   readonly parallel: number;
+  readonly loraParallel: number;
   readonly maxQueued: number;
   readonly contextSize: number;
   readonly embedding: boolean;
@@ -92,6 +114,10 @@ export class LlamaCppEngine extends LLMEngine {
   /** Embedding requests run one after another on the one embedding context. */
   #embedQueue: Promise<unknown> = Promise.resolve();
   #loading: Promise<Loaded> | undefined;
+  /** Loaded LoRA adapters by name. */
+  readonly #adapters = new Map<string, Adapter>();
+  /** Loads and unloads of adapters run one after another. */
+  #adapterChanges: Promise<unknown> = Promise.resolve();
   readonly #metrics = new EngineMetrics(() => this.load());
   #unregisterMetrics: (() => void) | undefined;
 
@@ -102,6 +128,7 @@ export class LlamaCppEngine extends LLMEngine {
     this.gpu = options.gpu ?? false;
     this.threads = options.threads ?? defaultThreads();
     this.parallel = options.parallel ?? 4;
+    this.loraParallel = options.loraParallel ?? 1;
     this.maxQueued = options.maxQueued ?? 64;
     this.contextSize = options.contextSize ?? 4096;
     this.embedding = options.embedding ?? false;
@@ -114,17 +141,17 @@ export class LlamaCppEngine extends LLMEngine {
       process.stdout.write(llamaCppHelp());
       process.exit(0);
     }
-    const { modelPath, ggufFile, modelName, gpu, threads, parallel, maxQueued, contextSize, embedding, ...common } = parsed.values;
+    const { modelPath, ggufFile, modelName, gpu, threads, parallel, loraParallel, maxQueued, contextSize, embedding, ...common } = parsed.values;
     const file = await resolveGguf(modelPath, ggufFile, env);
-    const engine = new LlamaCppEngine({ modelPath: file, ...(modelName && { modelName }), gpu: gpu === 'false' ? false : gpu, threads, parallel, maxQueued, contextSize, embedding });
+    const engine = new LlamaCppEngine({ modelPath: file, ...(modelName && { modelName }), gpu: gpu === 'false' ? false : gpu, threads, parallel, loraParallel, maxQueued, contextSize, embedding });
     const config = workerConfigFromFlags(embedding ? { ...common, endpointTypes: 'embedding' } : common, { modelName: file, servedModelName: engine.modelName });
     return [engine, config];
   }
 
   override async start(_workerId: bigint): Promise<EngineConfig> {
-    if (!this.embedding && this.parallel > 1 && process.env.UV_THREADPOOL_SIZE !== '1') {
+    if (!this.embedding && Math.max(this.parallel, this.loraParallel) > 1 && process.env.UV_THREADPOOL_SIZE !== '1') {
       throw new InvalidArgument(
-        `parallel ${this.parallel} needs UV_THREADPOOL_SIZE=1 in the environment the process started with (dynamo-llama-cpp sets it): ` +
+        `parallel ${this.parallel} (lora-parallel ${this.loraParallel}) needs UV_THREADPOOL_SIZE=1 in the environment the process started with (dynamo-llama-cpp sets it): ` +
           'llama.cpp reads batched logits without a lock and node-llama-cpp samples each sequence on its own libuv thread, so with more threads sequences get each other\'s tokens',
       );
     }
@@ -134,7 +161,7 @@ export class LlamaCppEngine extends LLMEngine {
     return {
       model: this.modelName,
       servedModelName: this.modelName,
-      llm: { contextLength: this.contextSize, kvCacheBlockSize: 16, maxNumSeqs: this.parallel, totalKvBlocks: Math.floor(((loaded.context?.contextSize ?? this.contextSize) * this.parallel) / 16) },
+      llm: { contextLength: this.contextSize, kvCacheBlockSize: 16, maxNumSeqs: this.parallel, totalKvBlocks: Math.floor(((loaded.base?.context.contextSize ?? this.contextSize) * this.parallel) / 16) },
     };
   }
 
@@ -156,19 +183,25 @@ export class LlamaCppEngine extends LLMEngine {
     if (this.embedding) {
       const embedder = await model.createEmbeddingContext({ contextSize: this.contextSize, threads: this.threads });
       log.info({ model: file, gpu: llama.gpu, threads: this.threads, context_size: this.contextSize }, 'model loaded for embeddings');
-      return { llama, model, embedder, sequences: [], pool: new SequencePool<LlamaContextSequence>([], 0), vocab };
+      return { llama, model, embedder, vocab };
     }
-    // contextSize is per sequence (llama.cpp allocates it once for each).
-    const context = await model.createContext({ sequences: this.parallel, threads: this.threads, contextSize: this.contextSize });
-    const sequences = Array.from({ length: this.parallel }, () => context.getSequence());
+    const base = await this.#lane(model, this.parallel);
     log.info({ model: file, gpu: llama.gpu, threads: this.threads, parallel: this.parallel, context_size: this.contextSize }, 'model loaded');
-    return { llama, model, context, sequences, pool: new SequencePool(sequences, this.maxQueued), vocab };
+    return { llama, model, base, vocab };
+  }
+
+  /** A context of `size` sequences, with the LoRA adapter at `lora` applied when given. */
+  async #lane(model: LlamaModel, size: number, lora?: string): Promise<Lane> {
+    // contextSize is per sequence (llama.cpp allocates it once for each).
+    const context = await model.createContext({ sequences: size, threads: this.threads, contextSize: this.contextSize, ...(lora !== undefined && { lora: { adapters: [{ filePath: lora }] } }) });
+    const sequences = Array.from({ length: size }, () => context.getSequence());
+    return { context, pool: new SequencePool(sequences, this.maxQueued), size, users: 0 };
   }
 
   override async *generate(request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
     const loaded = this.#loaded;
     if (!loaded) throw new InvalidArgument('generate() before start()');
-    if (this.embedding) throw new InvalidArgument(`this worker computes embeddings of ${this.modelName} (--embedding); it does not generate`);
+    if (!loaded.base) throw new InvalidArgument(`this worker computes embeddings of ${this.modelName} (--embedding); it does not generate`);
     const prompt = request.token_ids;
     const { vocab } = loaded;
     if (prompt.length === 0) throw new InvalidArgument('token_ids is empty: a prompt needs at least one token');
@@ -177,9 +210,36 @@ export class LlamaCppEngine extends LLMEngine {
     if (prompt.length >= this.contextSize) {
       throw new InvalidArgument(`the prompt has ${prompt.length} tokens; the context holds ${this.contextSize} (prompt and answer together, --context-size)`);
     }
-    const usageOf = (completion: number) => usage(prompt.length, completion);
+    const lane = this.#laneFor(loaded.base, request);
+    // Counted from here (no await in between) to the last token, so that unloadLora() never
+    // disposes a context under a request.
+    lane.users++;
+    try {
+      yield* this.#generateOn(loaded, lane, request, context);
+    } finally {
+      lane.users--;
+      if (lane.users === 0) lane.drained?.();
+    }
+  }
+
+  /**
+   * Where a request runs: on the adapter its `routing.lora_name` (stock Dynamo's routing hint) or
+   * else its `model` names, or on the base model when it names none or the base model itself.
+   */
+  #laneFor(base: Lane, request: GenerateRequest): Lane {
+    const hint = request.routing?.lora_name;
+    const name = typeof hint === 'string' && hint !== '' ? hint : request.model;
+    if (name === undefined || name === '' || name === this.modelName || name === this.modelPath) return base;
+    const adapter = this.#adapters.get(name);
+    if (!adapter || adapter.unloading) throw new InvalidArgument(`unknown model or LoRA adapter: '${name}'`);
+    return adapter;
+  }
+
+  /** One request on one of `lane`'s sequences, once it gets one. */
+  async *#generateOn(loaded: Loaded, lane: Lane, request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
+    const usageOf = (completion: number) => usage(request.token_ids.length, completion);
     const grammar = await this.#grammar(loaded, request);
-    const sequence = await loaded.pool.acquire(context);
+    const sequence = await lane.pool.acquire(context);
     if (sequence === undefined) {
       if (!context.isKilled()) yield { token_ids: [], finish_reason: 'cancelled', completion_usage: usageOf(0) };
       return;
@@ -205,8 +265,83 @@ export class LlamaCppEngine extends LLMEngine {
       stream.abandoned = true;
       await production;
       await sequence.clearHistory();
-      loaded.pool.release(sequence);
+      lane.pool.release(sequence);
     }
+  }
+
+  /**
+   * Loads the LoRA adapter GGUF at `source.uri` (a `file://` URI or an absolute path, of the file
+   * or of a folder holding exactly one `.gguf`) as `name`. Requests whose `routing.lora_name` or
+   * `model` is `name` then run on a llama.cpp context of their own, of `loraParallel` sequences
+   * with the adapter applied; the base model's context is untouched. Another scheme, a missing
+   * file, or a file that is not a LoRA adapter fitting this model is refused with an
+   * `InvalidArgument` naming the file and what is wrong, and the engine serves on as before.
+   * Loading a name again from the same file does nothing.
+   */
+  override async loadLora(name: string, source: { uri: string }): Promise<void> {
+    await this.#adapterChange(async () => {
+      const loaded = this.#loaded;
+      if (!loaded) throw new InvalidArgument('loadLora() before start()');
+      if (!loaded.base) throw new InvalidArgument(`this worker computes embeddings of ${this.modelName} (--embedding); LoRA adapters apply to generation`);
+      if (name === this.modelName || name === this.modelPath) throw new InvalidArgument(`LoRA adapter name '${name}' is the base model's; pick another`);
+      const file = await adapterFile(source.uri);
+      const loadedAs = this.#adapters.get(name);
+      if (loadedAs?.file === file) return;
+      if (loadedAs) throw new InvalidArgument(`LoRA adapter '${name}' is already loaded from ${loadedAs.file}; unload it before loading ${file}`);
+      await checkAdapter(file, loaded.model.fileInfo);
+      let lane: Lane;
+      try {
+        lane = await this.#lane(loaded.model, this.loraParallel, file);
+      } catch (err) {
+        throw new InvalidArgument(`LoRA adapter ${file}: llama.cpp could not load it (${(err as Error).message})`, { cause: err });
+      }
+      this.#adapters.set(name, { ...lane, file });
+      log.info({ lora: name, file, sequences: this.loraParallel }, 'LoRA adapter loaded');
+    });
+  }
+
+  /**
+   * Unloads adapter `name` without cutting requests short: requests naming it are refused from
+   * the call on, those already on it (generating or waiting for a sequence) run to their end,
+   * and then its context is disposed and its weights freed (unless another name was loaded from
+   * the same file). Resolves once that is done; an unknown name does nothing.
+   */
+  override async unloadLora(name: string): Promise<void> {
+    // Refused from the call on, also while an earlier load or unload still runs.
+    const now = this.#adapters.get(name);
+    if (now) now.unloading = true;
+    await this.#adapterChange(async () => {
+      // Looked up again: a load queued before this call may have added it since.
+      const adapter = this.#adapters.get(name);
+      const model = this.#loaded?.model;
+      if (!adapter || !model) return;
+      adapter.unloading = true;
+      if (adapter.users > 0) {
+        log.info({ lora: name, requests: adapter.users }, 'LoRA adapter unloading after its requests finish');
+        await new Promise<void>((resolve) => {
+          adapter.drained = resolve;
+        });
+      }
+      await adapter.context.dispose();
+      this.#adapters.delete(name);
+      if (!model.disposed && ![...this.#adapters.values()].some((other) => other.file === adapter.file)) {
+        // node-llama-cpp keeps an adapter's weights until the model is disposed, and would give a
+        // later load of the same path those weights even if the file changed; its cache is keyed
+        // by the resolved path, which adapterFile() returns.
+        const cache = (model as unknown as { _loraAdapters: Map<string, { dispose(): Promise<void> }> })._loraAdapters;
+        const weights = cache.get(adapter.file);
+        cache.delete(adapter.file);
+        await weights?.dispose();
+      }
+      log.info({ lora: name, file: adapter.file }, 'LoRA adapter unloaded');
+    });
+  }
+
+  /** Runs `change` after the loads and unloads called before it have finished. */
+  #adapterChange(change: () => Promise<void>): Promise<void> {
+    const next = this.#adapterChanges.then(change);
+    this.#adapterChanges = next.catch(() => {});
+    return next;
   }
 
   /**
@@ -320,10 +455,10 @@ export class LlamaCppEngine extends LLMEngine {
     }
   }
 
-  /** Requests waiting for a sequence, and sequences generating. */
+  /** Requests waiting for a sequence, and sequences generating, over the base model and its adapters. */
   load(): { queued: number; active: number } {
-    const loaded = this.#loaded;
-    return loaded ? { queued: loaded.pool.queued, active: loaded.pool.active(this.parallel) } : { queued: 0, active: 0 };
+    const lanes = [this.#loaded?.base, ...this.#adapters.values()].filter((lane) => lane !== undefined);
+    return { queued: lanes.reduce((sum, lane) => sum + lane.pool.queued, 0), active: lanes.reduce((sum, lane) => sum + lane.pool.active(lane.size), 0) };
   }
 
   /** A one-token greedy generation from BOS. */
@@ -336,12 +471,15 @@ export class LlamaCppEngine extends LLMEngine {
     this.#unregisterMetrics?.();
     this.#unregisterMetrics = undefined;
     const loading = this.#loading;
+    const adapters = [...this.#adapters.values()];
     this.#loading = undefined;
     this.#loaded = undefined;
+    this.#adapters.clear();
     if (!loading) return;
     const loaded = await loading.catch(() => undefined);
     if (!loaded) return;
-    await loaded.context?.dispose();
+    for (const adapter of adapters) await adapter.context.dispose();
+    await loaded.base?.context.dispose();
     await loaded.embedder?.dispose();
     await loaded.model.dispose();
     await loaded.llama.dispose();

@@ -48,9 +48,14 @@ export const llamaCppFlags = {
     description: 'Requests generated at once, one context sequence each (continuous batching)',
     placeholder: 'N',
   },
+  loraParallel: {
+    schema: z.coerce.number().int().min(1, 'must be at least 1').max(256).default(1),
+    description: 'Requests generated at once on each loaded LoRA adapter (each adapter gets a llama.cpp context of N sequences)',
+    placeholder: 'N',
+  },
   maxQueued: {
     schema: z.coerce.number().int().min(0, 'must not be negative').max(1_000_000).default(64),
-    description: 'Requests that may wait for a free sequence; past that a request is refused as overloaded',
+    description: 'Requests that may wait for a free sequence, per context (the base model\'s and each LoRA adapter\'s); past that a request is refused as overloaded',
     placeholder: 'N',
   },
   contextSize: {

@@ -30,8 +30,13 @@ export async function resolveGguf(modelPath: string, ggufFile?: string, env: Rea
   return resolved.kind === 'gguf' ? resolved.path : ggufInFolder(modelPath, resolved.path, ggufFile);
 }
 
+/** The names of the `.gguf` files in folder `path`, sorted. */
+export async function ggufFilesIn(path: string): Promise<string[]> {
+  return (await readdir(path)).filter((name) => /\.gguf$/i.test(name)).sort();
+}
+
 async function ggufInFolder(modelPath: string, path: string, ggufFile: string | undefined): Promise<string> {
-  const ggufs = (await readdir(path)).filter((name) => /\.gguf$/i.test(name)).sort();
+  const ggufs = await ggufFilesIn(path);
   if (ggufFile !== undefined) {
     if (!ggufs.includes(ggufFile)) throw new InvalidArgument(`--gguf-file ${ggufFile} is not in ${path} (it has: ${ggufs.join(', ') || 'no .gguf file'})`);
     return join(path, ggufFile);

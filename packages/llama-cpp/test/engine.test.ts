@@ -75,7 +75,7 @@ describe('LlamaCppEngine on SmolLM2-135M', () => {
   it('returns each token\'s log probability and the top 3 alternatives for a chat request\'s logprobs: true, top_logprobs: 3, from the model\'s distribution', async () => {
     // What a frontend sends the worker for the OpenAI fields.
     const { request } = await pre.preprocessChat({
-      model: 'x',
+      model: engine.modelName,
       messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: 'What is the capital of France?' }],
       logprobs: true,
       top_logprobs: 3,
