@@ -1,9 +1,13 @@
 // A LoRA adapter's round trip through our frontend: loaded on a sample-engine worker through its
 // /v1/loras (stock 1.6.1's routes and reply shapes), listed by /v1/models, served by name with
-// the adapter's own output, then unloaded: 404.
+// the adapter's own output, then unloaded: 404. Then how the frontend groups adapter cards, as
+// stock 1.6.1 does: an adapter is served only by instances that also registered its base model,
+// the worker learns the adapter from `model` and `routing.lora_name`, and a record whose key and
+// card disagree on being an adapter's is refused.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { Child } from '@dynamo/testing/child';
 import { freePort, waitFor } from '@dynamo/testing/free-port';
 import { Deployment, post, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -11,12 +15,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 const MODEL = 'qwen3-base';
 const adapterDir = mkdtempSync(join(tmpdir(), 'lora-adapter-'));
 let deployment: Deployment;
+let frontend: Child;
 let url: string;
 let admin: string;
 
 beforeAll(async () => {
   deployment = await Deployment.start(SETUPS[0]!);
-  ({ url } = await deployment.frontend());
+  ({ url, child: frontend } = await deployment.frontend());
   const port = await freePort();
   admin = `http://127.0.0.1:${port}`;
   deployment.sampleWorker(['--model-name', MODEL, '--delay-ms', '0'], { DYN_SYSTEM_PORT: String(port), DYN_SYSTEM_HOST: '127.0.0.1', DYN_LORA_ENABLED: 'true' });
@@ -34,8 +39,8 @@ async function loras(method: string, path = '', body?: unknown): Promise<{ statu
 
 const listed = async () => ((await (await fetch(`${url}/v1/models`)).json()) as { data: Array<{ id: string }> }).data.map((m) => m.id).sort();
 
-async function complete(model: string): Promise<{ status: number; text: string }> {
-  const res = await post(url, '/v1/completions', { model, prompt: 'Tell me a story', max_tokens: 6 });
+async function complete(model: string, requestId?: string): Promise<{ status: number; text: string }> {
+  const res = await post(url, '/v1/completions', { model, prompt: 'Tell me a story', max_tokens: 6 }, requestId === undefined ? {} : { headers: { 'x-request-id': requestId } });
   const body = (await res.json()) as { choices?: Array<{ text: string }>; error?: { message: string } };
   return { status: res.status, text: body.choices?.[0]?.text ?? body.error?.message ?? '' };
 }
@@ -77,5 +82,46 @@ describe('LoRA adapters through our frontend', () => {
     // The same refusal on the engine route is a 200, as stock's.
     expect(direct.status).toBe(200);
     expect((await complete(MODEL)).status).toBe(200);
+  });
+});
+
+describe('adapter cards grouped as stock 1.6.1 groups them', () => {
+  let withBase: Child;
+  let withoutBase: Child;
+  const health = async () => ((await (await fetch(`${url}/health`)).json()) as { instances: Array<{ component: string }> }).instances.map((i) => i.component);
+
+  beforeAll(async () => {
+    // The same adapter on two instances; only one of them registered the base model.
+    withBase = deployment.loraCardsWorker('echo-base', 'lora-with-base', ['base', 'adapter=shared']);
+    withoutBase = deployment.loraCardsWorker('echo-base', 'lora-without-base', ['adapter=shared', 'adapter=orphan']);
+    await Promise.all([withBase.waitForLine(/^REGISTERED$/), withoutBase.waitForLine(/^REGISTERED$/)]);
+    await waitFor('the adapter of the instance with the base card in /v1/models', async () => (await listed()).includes('shared'), 20_000);
+    // Its instance shows in /health once the frontend has taken in its adapter records.
+    await waitFor('the instance without a base card in /health', async () => (await health()).includes('lora-without-base'), 20_000);
+  }, 60_000);
+
+  it('serves an adapter only on instances that registered its base model', async () => {
+    expect(await listed()).toEqual(['echo-base', MODEL, 'shared']);
+    expect((await complete('orphan')).status).toBe(404);
+    for (let i = 0; i < 6; i++) expect((await complete('shared')).status).toBe(200);
+    expect(withBase.lines.filter((l) => l.startsWith('REQUEST ')).length).toBe(6);
+    expect(withoutBase.lines.filter((l) => l.startsWith('REQUEST '))).toEqual([]);
+  });
+
+  it("sends the adapter's name as the request's model and routing.lora_name", async () => {
+    const sent = async (requestId: string) => JSON.parse((await withBase.waitForLine(new RegExp(`^REQUEST ${requestId} `), 5_000)).split(' ').slice(2).join(' ')) as unknown;
+    expect((await complete('shared', 'lora-by-name')).status).toBe(200);
+    expect(await sent('lora-by-name')).toEqual({ model: 'shared', routing: { lora_name: 'shared' } });
+    expect((await complete('echo-base', 'base-by-name')).status).toBe(200);
+    expect(await sent('base-by-name')).toEqual({ model: 'echo-base', routing: {} });
+  });
+
+  it('refuses a record whose key and card disagree on being an adapter, and serves the rest', async () => {
+    deployment.loraCardsWorker('mismatch-base', 'lora-mismatch', ['base', 'mismatch=rogue']);
+    await waitFor('the refusal in the frontend log', () => frontend.stderr().split('\n').find((l) => l.includes('LoRA discovery identity and card metadata disagree')), 20_000);
+    await waitForModel(url, 'mismatch-base', 'lora-mismatch', 1);
+    expect(await listed()).toEqual(['echo-base', 'mismatch-base', MODEL, 'shared']);
+    expect((await complete('rogue')).status).toBe(404);
+    for (const model of ['mismatch-base', 'shared', MODEL]) expect((await complete(model)).status, model).toBe(200);
   });
 });

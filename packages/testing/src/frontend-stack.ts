@@ -19,6 +19,7 @@ const frontendCli = join(packageDir, 'dist', 'cli.js');
 export const sampleCli = join(packageDir, 'node_modules', '@dynamo', 'sample-engine', 'dist', 'cli.js');
 const successorEngine = join(packageDir, 'test', 'fixtures', 'successor-engine.ts');
 const textEngine = join(packageDir, 'test', 'fixtures', 'text-engine.ts');
+const loraCardsEngine = join(packageDir, 'test', 'fixtures', 'lora-cards-worker.ts');
 
 /** Discovery backend and request plane of a stack. */
 export type Setup = { name: string; discovery: 'file' | 'etcd'; plane: 'tcp' | 'nats' };
@@ -85,6 +86,14 @@ export class Deployment {
   /** Starts a Text-input worker (component `text`) serving the test model as `modelName`. */
   textWorker(modelName: string): Child {
     return this.nodeProcess(['--import', 'tsx', textEngine, modelDir, modelName], {});
+  }
+
+  /**
+   * Starts a worker (component `component`) that publishes the test model's `cards` as `modelName`:
+   * `base`, `adapter=<name>`, `mismatch=<name>` (see the fixture). It prints `REQUEST <id> <json>` per request.
+   */
+  loraCardsWorker(modelName: string, component: string, cards: string[]): Child {
+    return this.nodeProcess(['--import', 'tsx', loraCardsEngine, modelDir, modelName, component, ...cards], {});
   }
 
   /** Starts `node <args>` in this deployment (stopped with it). */

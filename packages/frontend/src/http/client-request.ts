@@ -130,7 +130,7 @@ export class ClientRequest<S extends Surface = Surface> {
     const candidates = model.candidates(this.surface);
     if (candidates.length === 0) throw new CannotConnect(`no instance of model ${model.name} is available`);
     this.routeIds.add(routeId);
-    return model.router.select(candidates, { model: model.name, requestId: routeId, failed, ...(tokenIds ? { tokenIds: tokenIds as number[] } : {}) });
+    return model.router.select(candidates, { model: model.name, requestId: routeId, failed, ...(tokenIds ? { tokenIds: tokenIds as number[] } : {}), ...(model.loraName === undefined ? {} : { loraName: model.loraName }) });
   }
 
   /** Ends the request's bookkeeping (metrics, router, in-flight set, client watch). */

@@ -159,6 +159,8 @@ async function preprocess(surface: GenerationSurface, model: ServedModel, pre: P
   const requests = surface === 'chat' ? [(await pre.preprocessChat(body, options)).request] : await pre.preprocessCompletions(body);
   const context = model.card.context_length;
   for (const request of requests) {
+    // As stock's, the worker learns the adapter from `model` (the adapter's name) and `routing.lora_name`.
+    if (model.loraName !== undefined) request.routing = { ...request.routing, lora_name: model.loraName };
     if (context > 0 && request.token_ids.length >= context) {
       throw new HttpError(
         400,

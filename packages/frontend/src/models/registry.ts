@@ -1,11 +1,11 @@
 import { ModelType, Preprocessor } from '@dynamo/llm';
 import { mdcsum, ModelDeploymentCardSchema, N_CHOICES_KEY, type ModelParsers, modelTypeFromWire } from '@dynamo/llm/internal';
 import type { Client, DistributedRuntime, EndpointRecord, Log, ModelEvent, ModelRecord } from '@dynamo/runtime';
-import { MDC_BUCKET } from '@dynamo/runtime/internal';
+import { instanceKey, MDC_BUCKET } from '@dynamo/runtime/internal';
 
 import type { RouterFactory } from '../routing/router.js';
 import type { CardFiles } from './card-files.js';
-import { ServedModel } from './served-model.js';
+import { type ModelInstance, ServedModel } from './served-model.js';
 
 /** What the registry needs from the frontend. */
 export interface ModelRegistryOptions {
@@ -23,16 +23,33 @@ const SERVABLE = ModelType.Chat | ModelType.Completions | ModelType.Embedding;
 /** The longest {@link ModelRegistry.start} waits for the records present at start. */
 const INITIAL_SYNC_MS = 5_000;
 
+/** A LoRA adapter's record, and the view it serves through while its instance also has a base card. */
+interface AdapterRecord {
+  name: string;
+  /** Its card's `mdcsum`: the same record written again changes nothing. */
+  checksum: string;
+  /** The key of the base card of the same endpoint instance. */
+  baseKey: string;
+  instance: ModelInstance;
+  client: Client;
+  view: ServedModel | undefined;
+}
+
 /**
  * The models the frontend serves, kept in step with discovery: a model appears with the first
  * worker that registers its card and disappears with the last one. Cards the frontend cannot
  * serve (disaggregated roles, embeddings, a card differing from the one already served under the
  * same name) are logged once and left out.
+ *
+ * A LoRA adapter's card (`lora` in the card, its key suffixed) is served, as stock 1.6.1 serves
+ * it, as a view of the model whose base card the same endpoint instance registered: it is
+ * served only while that base card is there, and only by the instances that registered it.
  */
 export class ModelRegistry {
   readonly #options: ModelRegistryOptions;
   readonly #models = new Map<string, ServedModel>();
   readonly #byKey = new Map<string, ServedModel>();
+  readonly #adapters = new Map<string, AdapterRecord>();
   readonly #clients = new Map<string, Promise<Client>>();
   readonly #connected = new Set<Client>();
   readonly #closing = new AbortController();
@@ -100,7 +117,8 @@ export class ModelRegistry {
   async close(): Promise<void> {
     this.#closing.abort();
     await this.#watching;
-    await Promise.all([...this.#models.values()].map((m) => m.router.close?.()));
+    // Adapter views share their base model's router.
+    await Promise.all([...this.#models.values()].flatMap((m) => (m.base ? [] : [m.router.close?.()])));
     for (const client of this.#clients.values()) (await client.catch(() => undefined))?.close();
   }
 
@@ -114,9 +132,17 @@ export class ModelRegistry {
   }
 
   #remove(key: string): void {
+    const adapter = this.#adapters.get(key);
+    if (adapter) {
+      this.#adapters.delete(key);
+      this.#detach(key, adapter);
+      return;
+    }
     const model = this.#byKey.get(key);
     if (!model) return;
     this.#byKey.delete(key);
+    // The instance's adapters wait for its base card to come back.
+    for (const [adapterKey, a] of this.#adapters) if (a.baseKey === key) this.#detach(adapterKey, a);
     if (!model.removeRecord(key) && this.#models.get(model.name) === model) {
       this.#models.delete(model.name);
       void model.router.close?.();
@@ -125,11 +151,11 @@ export class ModelRegistry {
   }
 
   /** Logs why a card is not served, once per key and reason. */
-  #refuse(key: string, reason: string, fields: Record<string, unknown> = {}): void {
+  #refuse(key: string, reason: string, fields: Record<string, unknown> = {}, level: 'warn' | 'error' = 'warn'): void {
     const id = `${key}\0${reason}`;
     if (this.#refused.has(id)) return;
     this.#refused.add(id);
-    this.#options.log.warn({ key, ...fields }, reason);
+    this.#options.log[level]({ key, ...fields }, reason);
   }
 
   async #add(key: string, record: ModelRecord): Promise<void> {
@@ -138,6 +164,10 @@ export class ModelRegistry {
       return this.#refuse(key, 'model card not served: it is malformed', { err: parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') });
     }
     const card = parsed.data;
+    // Stock refuses a record whose key and card disagree on being an adapter's.
+    if ((record.model_suffix !== undefined) !== (card.lora != null)) {
+      return this.#refuse(key, 'LoRA discovery identity and card metadata disagree', { model_suffix: record.model_suffix ?? null, lora: card.lora?.name ?? null }, 'error');
+    }
     const types = modelTypeFromWire(card.model_type);
     if ((types & SERVABLE) === 0) return this.#refuse(key, `model ${card.display_name} not served: model_type '${card.model_type}' has no chat, completions or embeddings`);
     if (card.worker_type !== 'aggregated' && card.worker_type !== '') {
@@ -145,12 +175,26 @@ export class ModelRegistry {
     }
     if (card.model_input === 'Tensor') return this.#refuse(key, `model ${card.display_name} not served: Tensor input is not supported`);
     const checksum = mdcsum(card);
+    const generatesChoices = card.runtime_config.runtime_data?.[N_CHOICES_KEY] === true;
+    const instance: ModelInstance = { instanceId: record.instance_id, endpoint: `${record.namespace}/${record.component}/${record.endpoint}`, generatesChoices, types };
+    if (card.lora) {
+      if (this.#adapters.get(key)?.checksum === checksum) return;
+      this.#remove(key);
+      const client = await this.#client(record.namespace, record.component, record.endpoint);
+      const baseKey = instanceKey(record.namespace, record.component, record.endpoint, record.instance_id);
+      const adapter: AdapterRecord = { name: card.lora.name, checksum, baseKey, instance, client, view: undefined };
+      this.#adapters.set(key, adapter);
+      this.#attach(key, adapter);
+      return;
+    }
+    if (this.#adapters.has(key)) this.#remove(key);
     const previous = this.#byKey.get(key);
     if (previous) {
       if (previous.checksum === checksum && previous.name === card.display_name) return;
       this.#remove(key);
     }
     let model = this.#models.get(card.display_name);
+    if (model?.base) return this.#refuse(key, `model ${card.display_name} not served: a LoRA adapter of model ${model.base.name} is served under that name`);
     if (model && model.checksum !== checksum) {
       return this.#refuse(key, `instance not served: its card for model ${card.display_name} differs from the one being served`, {
         served_mdcsum: model.checksum,
@@ -173,9 +217,42 @@ export class ModelRegistry {
       this.#models.set(card.display_name, model);
       this.#options.log.info({ model: card.display_name, input: card.model_input, model_type: card.model_type }, 'model added');
     }
-    const generatesChoices = card.runtime_config.runtime_data?.[N_CHOICES_KEY] === true;
-    model.addRecord(key, { instanceId: record.instance_id, endpoint: `${record.namespace}/${record.component}/${record.endpoint}`, generatesChoices, types }, client);
+    model.addRecord(key, instance, client);
     this.#byKey.set(key, model);
+    for (const [adapterKey, adapter] of this.#adapters) if (adapter.baseKey === key) this.#attach(adapterKey, adapter);
+  }
+
+  /** Serves an adapter on its instance, if the instance's base card is served. */
+  #attach(key: string, adapter: AdapterRecord): void {
+    const base = this.#byKey.get(adapter.baseKey);
+    if (!base) {
+      this.#options.log.debug({ key, lora: adapter.name }, 'LoRA adapter waits for the base card of its instance');
+      return;
+    }
+    let view = this.#models.get(adapter.name);
+    if (view && view.base !== base) {
+      const owner = view.base ? `a LoRA adapter of model ${view.base.name}` : 'a model';
+      this.#refuse(key, `LoRA adapter ${adapter.name} of model ${base.name} not served: ${owner} is served under that name`);
+      return;
+    }
+    if (!view) {
+      view = base.adapterView(adapter.name);
+      this.#models.set(adapter.name, view);
+      this.#options.log.info({ model: adapter.name, base: base.name }, 'LoRA adapter added');
+    }
+    view.addRecord(key, adapter.instance, adapter.client);
+    adapter.view = view;
+  }
+
+  /** Takes an adapter's instance out of its view; the view goes with its last instance. */
+  #detach(key: string, adapter: AdapterRecord): void {
+    const view = adapter.view;
+    if (!view) return;
+    adapter.view = undefined;
+    if (!view.removeRecord(key) && this.#models.get(view.name) === view) {
+      this.#models.delete(view.name);
+      this.#options.log.info({ model: view.name }, 'LoRA adapter removed: no instance serves it');
+    }
   }
 
   #client(namespace: string, component: string, endpoint: string): Promise<Client> {

@@ -27,9 +27,14 @@ export interface ModelInstance {
  * A model as the frontend serves it: the card its first worker registered, the instances that
  * registered the same card, the clients that reach them, its router, and (Tokens input) its
  * preprocessor once its files are loaded.
+ *
+ * A LoRA adapter is served as a view of its base model ({@link adapterView}): the base's card,
+ * pipeline and router, over only the base's instances that have the adapter loaded.
  */
 export class ServedModel {
   readonly name: string;
+  /** The LoRA adapter requests for this name are for (`routing.lora_name`); undefined for a base model. */
+  readonly loraName: string | undefined;
   readonly card: ModelDeploymentCard;
   /** The card's `mdcsum`: a worker registering a different card under this name is refused. */
   readonly checksum: string;
@@ -42,23 +47,44 @@ export class ServedModel {
   readonly #records = new Map<string, ModelInstance>();
   /** Endpoint → its client and the instances on it that serve this model. */
   readonly #endpoints = new Map<string, { client: Client; instances: Set<bigint> }>();
+  /** The base model of an adapter view: its pipeline is the base's, and its router is the base's to keep. */
+  readonly #base: ServedModel | undefined;
   #preprocessor: Promise<Preprocessor> | undefined;
   #loadError: Error | undefined;
   #loaded: boolean;
 
-  constructor(card: ModelDeploymentCard, checksum: string, router: Router, defaultParsers: ModelParsers = {}) {
-    this.name = card.display_name;
-    const named = { toolCallParser: card.runtime_config.tool_call_parser, reasoningParser: card.runtime_config.reasoning_parser };
-    ({ parsers: this.parsers, problems: this.parserProblems } = modelParsers(named, defaultParsers));
+  constructor(card: ModelDeploymentCard, checksum: string, router: Router, defaultParsers: ModelParsers = {}, adapter?: { base: ServedModel; name: string }) {
+    this.name = adapter?.name ?? card.display_name;
+    this.loraName = adapter?.name;
+    this.#base = adapter?.base;
+    if (adapter) ({ parsers: this.parsers, parserProblems: this.parserProblems } = adapter.base);
+    else {
+      const named = { toolCallParser: card.runtime_config.tool_call_parser, reasoningParser: card.runtime_config.reasoning_parser };
+      ({ parsers: this.parsers, problems: this.parserProblems } = modelParsers(named, defaultParsers));
+    }
     this.card = card;
     this.checksum = checksum;
     this.router = router;
     this.#loaded = card.model_input !== 'Tokens';
   }
 
+  /**
+   * The view of this (base) model that serves its LoRA adapter `name`, as stock 1.6.1 serves
+   * one: the base's card, tokenizer, template, parsers and router; instances join it through
+   * {@link addRecord} with their adapter records.
+   */
+  adapterView(name: string): ServedModel {
+    return new ServedModel(this.card, this.checksum, this.router, {}, { base: this, name });
+  }
+
+  /** The base model this adapter view serves through, or undefined for a base model. */
+  get base(): ServedModel | undefined {
+    return this.#base;
+  }
+
   /** Whether requests can be served now (a Tokens-input model's files are loaded). */
   get ready(): boolean {
-    return this.#loaded;
+    return this.#base ? this.#base.ready : this.#loaded;
   }
 
   /** Whether the model takes Tokens (the frontend preprocesses) or Text (raw OpenAI bodies). */
@@ -95,13 +121,14 @@ export class ServedModel {
 
   /** The preprocessor (Tokens input); rejects with the load's error. */
   preprocessor(): Promise<Preprocessor> {
+    if (this.#base) return this.#base.preprocessor();
     if (!this.#preprocessor) return Promise.reject(new Error(`model ${this.name} takes Text input; it has no preprocessor`));
     return this.#preprocessor;
   }
 
   /** Why the model's files could not be loaded, if they could not. */
   get loadError(): Error | undefined {
-    return this.#loadError;
+    return this.#base ? this.#base.loadError : this.#loadError;
   }
 
   /** Adds an instance's record of this model. */
@@ -111,8 +138,9 @@ export class ServedModel {
     if (!endpoint) {
       endpoint = { client, instances: new Set() };
       this.#endpoints.set(instance.endpoint, endpoint);
+      // An adapter's instances are its base's: the base keeps the router's bookkeeping.
       const [namespace = '', component = '', name = ''] = instance.endpoint.split('/');
-      this.router.addEndpoint?.({ namespace, component, endpoint: name });
+      if (!this.#base) this.router.addEndpoint?.({ namespace, component, endpoint: name });
     }
     endpoint.instances.add(instance.instanceId);
   }
@@ -126,7 +154,7 @@ export class ServedModel {
       const endpoint = this.#endpoints.get(instance.endpoint);
       if (endpoint && !stillThere) {
         endpoint.instances.delete(instance.instanceId);
-        this.router.removeInstance?.(instance.instanceId);
+        if (!this.#base) this.router.removeInstance?.(instance.instanceId);
         if (endpoint.instances.size === 0) this.#endpoints.delete(instance.endpoint);
       }
     }

@@ -107,7 +107,7 @@ export class KvAwareRouter implements Router {
     metrics.selectedCachedTokens.inc(labels, decision.overlapBlocks * blockSize);
     metrics.bestCachedTokens.inc(labels, decision.bestOverlapBlocks * blockSize);
     log.debug(
-      { router_mode: 'kv', request_id: request.requestId, worker_id: decision.workerId.toString(16), dp_rank: decision.dpRank, overlap_blocks: decision.overlapBlocks, request_blocks: decision.requestBlocks, logit: decision.logit },
+      { router_mode: 'kv', request_id: request.requestId, lora_name: request.loraName, worker_id: decision.workerId.toString(16), dp_rank: decision.dpRank, overlap_blocks: decision.overlapBlocks, request_blocks: decision.requestBlocks, logit: decision.logit },
       'Selected worker',
     );
     return chosen;

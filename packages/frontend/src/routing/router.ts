@@ -11,6 +11,8 @@ export interface Candidate {
 export interface RouteRequest {
   /** The served model name. */
   readonly model: string;
+  /** The LoRA adapter the request is for (the request named it as its model); stock's KV router seeds the prompt's block hashes with it. */
+  readonly loraName?: string;
   /** The request id (also the worker-side context id). */
   readonly requestId: string;
   /** The prompt's token ids (Tokens-input models), for routers that weigh prefix reuse. */
