@@ -74,6 +74,16 @@ export class InteropStack {
     return this.deployment.stockProcess(this.python, ['-m', 'dynamo.mocker', '--model-path', modelDir, '--model-name', name, '--speedup-ratio', '1000000', ...this.#flags]);
   }
 
+  /**
+   * test/interop/python/lora_engine.py: the stock sample engine (its model's name is the folder's
+   * path) with simulated LoRA adapters behind the stock worker's /v1/loras on `systemPort`.
+   */
+  stockLoraEngine(modelPath: string, component: string, systemPort: number): Child {
+    const script = join(repoRoot, 'test', 'interop', 'python', 'lora_engine.py');
+    const env = { DYN_LORA_ENABLED: 'true', DYN_SYSTEM_PORT: String(systemPort) };
+    return this.deployment.stockProcess(this.python, [script, '--model-name', modelPath, '--component', component, '--delay', '0', ...this.#flags], env);
+  }
+
   /** test/interop/python/llm_worker.py: a stock-bindings worker that prints each request it gets. */
   stockLlmWorker(args: string[]): Child {
     return this.deployment.stockProcess(this.python, [join(repoRoot, 'test', 'interop', 'python', 'llm_worker.py'), '--model-path', modelDir, ...args]);
