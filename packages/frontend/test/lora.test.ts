@@ -3,13 +3,16 @@
 // the adapter's own output, then unloaded: 404. Then how the frontend groups adapter cards, as
 // stock 1.6.1 does: an adapter is served only by instances that also registered its base model,
 // the worker learns the adapter from `model` and `routing.lora_name`, and a record whose key and
-// card disagree on being an adapter's is refused.
-import { mkdtempSync, rmSync } from 'node:fs';
+// card disagree on being an adapter's is refused. Last, an adapter fetched from a (local stand-in
+// for the) Hugging Face Hub, and KV routing that matches an adapter's prompts only against that
+// adapter's cached blocks.
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Child } from '@dynamo/testing/child';
 import { freePort, waitFor } from '@dynamo/testing/free-port';
 import { Deployment, post, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
+import { type HubServer, startHubServer } from '@dynamo/testing/hub-server';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const MODEL = 'qwen3-base';
@@ -124,4 +127,62 @@ describe('adapter cards grouped as stock 1.6.1 groups them', () => {
     expect((await complete('rogue')).status).toBe(404);
     for (const model of ['mismatch-base', 'shared', MODEL]) expect((await complete(model)).status, model).toBe(200);
   });
+});
+
+describe('an hf:// adapter under KV routing', () => {
+  const KV_MODEL = 'qwen3-kv';
+  const BLOCK = 16;
+  const root = mkdtempSync(join(tmpdir(), 'lora-hub-'));
+  const loraPath = join(root, 'loras');
+  let hub: HubServer;
+  let kvUrl: string;
+  let kvAdmin: string;
+
+  beforeAll(async () => {
+    const repo = join(root, 'repo');
+    mkdirSync(repo);
+    writeFileSync(join(repo, 'captain.gguf'), 'adapter weights the sample engine does not read');
+    hub = await startHubServer({ repos: { 'Adapters/Captain-GGUF': { main: { sha: 'c4'.repeat(20), dir: repo } } } });
+    ({ url: kvUrl } = await deployment.frontend(['--router-mode', 'kv']));
+    const port = await freePort();
+    kvAdmin = `http://127.0.0.1:${port}`;
+    const cache = ['--simulate-kv-cache', '--kv-block-size', String(BLOCK), '--total-kv-blocks', '256'];
+    const env = { DYN_SYSTEM_PORT: String(port), DYN_SYSTEM_HOST: '127.0.0.1', DYN_LORA_ENABLED: 'true', HF_ENDPOINT: hub.url, HF_HUB_OFFLINE: '0', DYN_LORA_PATH: loraPath };
+    deployment.sampleWorker(['--model-name', KV_MODEL, '--component', 'sample-kv', '--delay-ms', '0', ...cache], env);
+    await waitForModel(kvUrl, KV_MODEL, 'sample-kv', 1);
+  }, 60_000);
+  afterAll(async () => {
+    await hub?.close();
+    rmSync(root, { recursive: true, force: true });
+  });
+
+  /** The prompt tokens the worker found cached, and how many the router expected it to have. */
+  async function send(model: string, tokens: number[]): Promise<{ cached: number; routerSaw: number }> {
+    const before = await routerCachedTokens();
+    const res = await post(kvUrl, '/v1/completions', { model, prompt: tokens, max_tokens: 2 });
+    const body = (await res.json()) as { usage?: { prompt_tokens_details?: { cached_tokens?: number } } };
+    expect(res.status, JSON.stringify(body)).toBe(200);
+    return { cached: body.usage?.prompt_tokens_details?.cached_tokens ?? 0, routerSaw: (await routerCachedTokens()) - before };
+  }
+  async function routerCachedTokens(): Promise<number> {
+    const metrics = await (await fetch(`${kvUrl}/metrics`)).text();
+    const line = metrics.split('\n').find((l) => l.startsWith(`dynamo_component_router_kv_selected_cached_prefix_tokens_total{model="${KV_MODEL}"}`));
+    return Number(line?.split(' ').at(-1) ?? 0);
+  }
+
+  it('downloads the adapter into DYN_LORA_PATH, and the router matches its prompts only against its own blocks', async () => {
+    const load = await fetch(`${kvAdmin}/v1/loras`, { method: 'POST', body: JSON.stringify({ lora_name: 'captain', source: { uri: 'hf://Adapters/Captain-GGUF' } }) });
+    const loaded = (await load.json()) as Record<string, unknown>;
+    expect(loaded, JSON.stringify(loaded)).toMatchObject({ status: 'success', lora_name: 'captain' });
+    expect(existsSync(join(loraPath, 'models--Adapters--Captain-GGUF', 'snapshots', 'c4'.repeat(20), 'captain.gguf'))).toBe(true);
+    await waitFor('the adapter in /v1/models', async () => ((await (await fetch(`${kvUrl}/v1/models`)).json()) as { data: Array<{ id: string }> }).data.some((m) => m.id === 'captain'), 20_000);
+
+    const prompt = Array.from({ length: 8 * BLOCK }, (_, i) => 3000 + i);
+    expect((await send('captain', prompt)).cached).toBe(0);
+    // The worker's stored events (hashed under the adapter's name) reach the router a moment later.
+    await waitFor('the router to match the adapter prompt against its blocks', async () => (await send('captain', [...prompt, 1])).routerSaw === 8 * BLOCK);
+    // The base model's copy of the same prompt matches none of them, in the router or the engine.
+    expect(await send(KV_MODEL, [...prompt, 2])).toEqual({ cached: 0, routerSaw: 0 });
+    expect(await send('captain', [...prompt, 3])).toEqual({ cached: 8 * BLOCK, routerSaw: 8 * BLOCK });
+  }, 60_000);
 });

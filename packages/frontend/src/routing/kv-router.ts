@@ -92,6 +92,8 @@ export class KvAwareRouter implements Router {
       pool.map((c) => ({ workerId: c.instanceId, ...(this.#totalBlocks === undefined ? {} : { totalBlocks: this.#totalBlocks }) })),
       Math.random(),
       Date.now(),
+      // An adapter's prompt is hashed under its name, so only that adapter's cached blocks match.
+      request.loraName,
     );
     const { metrics, log } = this.#deps;
     const labels = { model: this.#model.toLowerCase() };
