@@ -142,6 +142,10 @@ export class LlamaCppEngine extends LLMEngine {
       process.exit(0);
     }
     const { modelPath, ggufFile, modelName, gpu, threads, parallel, loraParallel, maxQueued, contextSize, embedding, ...common } = parsed.values;
+    if (common.disaggregationMode !== 'agg') {
+      // Prefill/decode need a KV cache handoff llama.cpp does not offer, and encode a multimodal encoder.
+      throw new InvalidArgument(`--disaggregation-mode ${common.disaggregationMode}: dynamo-llama-cpp serves aggregated workers only (agg)`);
+    }
     const file = await resolveGguf(modelPath, ggufFile, env);
     const engine = new LlamaCppEngine({ modelPath: file, ...(modelName && { modelName }), gpu: gpu === 'false' ? false : gpu, threads, parallel, loraParallel, maxQueued, contextSize, embedding });
     const config = workerConfigFromFlags(embedding ? { ...common, endpointTypes: 'embedding' } : common, { modelName: file, servedModelName: engine.modelName });

@@ -21,6 +21,16 @@ process.env.XDG_CACHE_HOME = join(tmp, 'cache');
 // A small model on a 2-core machine: every check finishes in seconds, a hung one fails in 2 minutes.
 conformanceSuite('LlamaCppEngine on SmolLM2-135M', () => new LlamaCppEngine({ modelPath, parallel: 4, contextSize: 1024 }), { checkTimeoutMs: 120_000 });
 
+describe('LlamaCppEngine.fromArgs', () => {
+  it('refuses a disaggregated role, naming the flag', async () => {
+    for (const mode of ['prefill', 'decode', 'encode']) {
+      const made = LlamaCppEngine.fromArgs(['--model-path', modelPath, '--disaggregation-mode', mode], {});
+      await expect(made).rejects.toBeInstanceOf(InvalidArgument);
+      await expect(made).rejects.toThrow(`--disaggregation-mode ${mode}: dynamo-llama-cpp serves aggregated workers only (agg)`);
+    }
+  });
+});
+
 async function collect(stream: AsyncIterable<GenerateChunk>): Promise<GenerateChunk[]> {
   const chunks: GenerateChunk[] = [];
   for await (const chunk of stream) chunks.push(chunk);
