@@ -227,13 +227,16 @@ export class LlamaCppEngine extends LLMEngine {
   }
 
   /**
-   * Where a request runs: on the adapter its `routing.lora_name` (stock Dynamo's routing hint) or
-   * else its `model` names, or on the base model when it names none or the base model itself.
+   * Where a request runs: on the adapter its `routing.lora_name` (stock Dynamo's routing hint,
+   * which frontends set for every adapter request) names, which must be loaded; else on the
+   * adapter its `model` names, if one of that name is loaded or being unloaded; else on the base
+   * model, whatever `model` says (a library caller may name the model differently).
    */
   #laneFor(base: Lane, request: GenerateRequest): Lane {
     const hint = request.routing?.lora_name;
-    const name = typeof hint === 'string' && hint !== '' ? hint : request.model;
-    if (name === undefined || name === '' || name === this.modelName || name === this.modelPath) return base;
+    const explicit = typeof hint === 'string' && hint !== '';
+    const name = explicit ? hint : request.model;
+    if (name === undefined || name === '' || (!explicit && !this.#adapters.has(name))) return base;
     const adapter = this.#adapters.get(name);
     if (!adapter || adapter.unloading) throw new InvalidArgument(`unknown model or LoRA adapter: '${name}'`);
     return adapter;
