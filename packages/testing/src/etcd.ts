@@ -70,15 +70,22 @@ export class EtcdServer {
   static async start(options: { tls?: EtcdTls } = {}): Promise<EtcdServer> {
     const binary = findEtcd();
     installExitHook();
-    const dataDir = await mkdtemp(join(tmpdir(), 'dynamo-test-etcd-'));
-    const server = new EtcdServer(binary, dataDir, await freePort(), await freePort(), options.tls);
-    try {
-      await server.#launch();
-    } catch (err) {
-      await rm(dataDir, { recursive: true, force: true });
-      throw err;
+    for (let attempt = 1; ; attempt++) {
+      const dataDir = await mkdtemp(join(tmpdir(), 'dynamo-test-etcd-'));
+      const clientPort = await freePort();
+      let peerPort = await freePort();
+      while (peerPort === clientPort) peerPort = await freePort();
+      const server = new EtcdServer(binary, dataDir, clientPort, peerPort, options.tls);
+      try {
+        await server.#launch();
+        return server;
+      } catch (err) {
+        await rm(dataDir, { recursive: true, force: true });
+        // Another process can take a port between freePort() and etcd's bind: pick others.
+        if (attempt < 3 && /address already in use/.test((err as Error).message)) continue;
+        throw err;
+      }
     }
-    return server;
   }
 
   /** Whether the server process is running. */

@@ -111,8 +111,8 @@ function greets(port: number): Promise<boolean> {
 export async function startNatsServer(options: NatsServerOptions = {}): Promise<NatsTestServer> {
   const binary = natsServerBinary();
   installExitHook();
-  const port = await freePort();
-  const args = ['-a', '127.0.0.1', '-p', String(port)];
+  let port = await freePort();
+  const args = ['-a', '127.0.0.1'];
   if (options.user !== undefined) args.push('--user', options.user);
   if (options.pass !== undefined) args.push('--pass', options.pass);
   if (options.token !== undefined) args.push('--auth', options.token);
@@ -124,7 +124,7 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
 
   const start = async () => {
     let configDir: string | undefined;
-    const startArgs = [...args];
+    const startArgs = [...args, '-p', String(port)];
     if (options.config !== undefined) {
       // Written afresh for each start and removed once the server has read it.
       configDir = mkdtempSync(join(tmpdir(), 'nats-test-'));
@@ -176,7 +176,16 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
     clearTimeout(timer);
   };
 
-  await start();
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await start();
+      break;
+    } catch (err) {
+      // Another process can take the port between freePort() and the server's bind: pick another.
+      if (attempt >= 3 || !/address already in use/.test((err as Error).message)) throw err;
+      port = await freePort();
+    }
+  }
   return {
     port,
     url: `${options.tls ? 'tls' : 'nats'}://127.0.0.1:${port}`,
