@@ -106,6 +106,7 @@ fn main() {
             tokens_hashes: &hashes,
             sequence_hashes: &hashes,
             isl_tokens: REQUEST_BLOCKS * 16,
+            lora_name: None,
         };
         let draw = (rng.below(1 << 20) as f64) / f64::from(1 << 20);
         let start = Instant::now();

@@ -5,6 +5,8 @@
 //! sends the request. [`RouterOptions`] turns a user's options into the router's settings.
 //! The worker's side is here too: [`KvEventBatcher`] numbers its KV events per rank, queues
 //! them into envelopes and answers routers' recovery queries from its [`LocalIndexer`]s.
+//! Routers of one model share what each booked where through [`ActiveSequenceEvent`]s
+//! (stock's replica sync), so each counts the others' load too.
 
 mod approx;
 mod batcher;
@@ -14,6 +16,7 @@ mod hasher;
 mod index;
 mod local;
 mod options;
+mod replica;
 mod selector;
 mod sequences;
 mod vllm;
@@ -25,8 +28,13 @@ pub use envelope::{ActiveLoad, Envelope, KV_EVENTS_TOPIC, KV_METRICS_TOPIC};
 pub use index::{ApplyOutcome, KvEventData, RadixIndex, StoredBlock};
 pub use local::{LocalIndexer, QueryRequest};
 pub use options::{InvalidOption, RouterOptions, RouterSettings};
+pub use replica::{
+    decode_replica_payload, encode_replica_batch, replica_envelope, ActiveSequenceEvent,
+    ActiveSequenceEventData, PrefillLoadHint, ReplicaKind, ReplicaReport, ACTIVE_SEQUENCES_TOPIC,
+    MAX_REPLICA_BATCH_EVENTS,
+};
 pub use selector::{Candidate, CostConfig, Scored};
-pub use sequences::{ActiveSequences, Load};
+pub use sequences::{ActiveRequest, ActiveSequences, Load};
 pub use vllm::{decode_vllm_batch, VllmBatch, VllmEvent};
 pub use wire::{
     decode_event_batch, decode_recovery_reply, encode_event_batch, RecoveryReply, WireEvent,
@@ -34,8 +42,11 @@ pub use wire::{
 
 use std::collections::HashMap;
 
-/// A worker instance and one of its data-parallel ranks: the unit that holds a KV cache.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+use serde::{Deserialize, Serialize};
+
+/// A worker instance and one of its data-parallel ranks: the unit that holds a KV cache. Its
+/// serde shape is stock's `WorkerWithDpRank`, as replica-sync events carry it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct WorkerKey {
     pub worker_id: u64,
     pub dp_rank: u32,
@@ -106,6 +117,8 @@ pub struct RouteRequest<'a> {
     /// Sequence hashes of the same blocks (what load tracking counts).
     pub sequence_hashes: &'a [u64],
     pub isl_tokens: u64,
+    /// The LoRA adapter it runs under, kept with the booking for replica-sync events.
+    pub lora_name: Option<&'a str>,
 }
 
 /// The router's whole state.
@@ -143,6 +156,25 @@ impl KvRouter {
 
     pub fn sequences(&self) -> &ActiveSequences {
         &self.sequences
+    }
+
+    /// Replaces both busy thresholds (None turns that check off), as stock's busy-threshold
+    /// endpoint does at run time. The decode threshold is a fraction in [0, 1].
+    pub fn set_busy_thresholds(
+        &mut self,
+        active_decode_blocks_threshold: Option<f64>,
+        active_prefill_tokens_threshold: Option<u64>,
+    ) -> Result<(), InvalidOption> {
+        self.cost.active_decode_blocks_threshold =
+            options::decode_blocks_threshold(active_decode_blocks_threshold)?;
+        self.cost.active_prefill_tokens_threshold = active_prefill_tokens_threshold;
+        Ok(())
+    }
+
+    /// The predicted load of every worker rank the router has booked requests on (idle ones it
+    /// still knows included), by key.
+    pub fn loads(&self) -> Vec<(WorkerKey, Load)> {
+        self.sequences.loads()
     }
 
     /// Applies event `event_id` of `worker`, noting a gap in its ids.
@@ -206,6 +238,7 @@ impl KvRouter {
             decision.worker,
             request.sequence_hashes.to_vec(),
             prefill,
+            request.lora_name.map(str::to_owned),
         );
         if let Some(approx) = &mut self.approx {
             approx.insert(

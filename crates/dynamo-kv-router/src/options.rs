@@ -25,7 +25,7 @@ pub struct RouterOptions {
     pub temperature: Option<f64>,
     /// Count blocks a worker already holds for other requests once (default true).
     pub assume_kv_reuse: Option<bool>,
-    /// Busy above this fraction of a worker's KV blocks in use.
+    /// Busy above this fraction (0 to 1) of a worker's KV blocks in use.
     pub active_decode_blocks_threshold: Option<f64>,
     /// Busy above this many prompt tokens still to prefill.
     pub active_prefill_tokens_threshold: Option<u64>,
@@ -98,6 +98,15 @@ fn at_most_one(option: &'static str, value: f64) -> Result<f64, InvalidOption> {
     Ok(value)
 }
 
+/// The busy threshold on decode blocks: a fraction of a worker's KV blocks, in [0, 1] as stock
+/// requires. Shared by the options and [`crate::KvRouter::set_busy_thresholds`].
+pub(crate) fn decode_blocks_threshold(value: Option<f64>) -> Result<Option<f64>, InvalidOption> {
+    const NAME: &str = "active_decode_blocks_threshold";
+    non_negative(NAME, value)?
+        .map(|x| at_most_one(NAME, x))
+        .transpose()
+}
+
 impl RouterOptions {
     /// The settings these options give; the error names the first option found out of range.
     pub fn resolve(&self) -> Result<RouterSettings, InvalidOption> {
@@ -123,8 +132,7 @@ impl RouterOptions {
             temperature: non_negative("temperature", self.temperature)?
                 .unwrap_or(defaults.temperature),
             assume_kv_reuse: self.assume_kv_reuse.unwrap_or(defaults.assume_kv_reuse),
-            active_decode_blocks_threshold: non_negative(
-                "active_decode_blocks_threshold",
+            active_decode_blocks_threshold: decode_blocks_threshold(
                 self.active_decode_blocks_threshold,
             )?,
             active_prefill_tokens_threshold: self.active_prefill_tokens_threshold,
@@ -307,6 +315,13 @@ mod tests {
                 ..options(16)
             }),
             "prune_target_ratio must be at most 1, got 2"
+        );
+        assert_eq!(
+            err(RouterOptions {
+                active_decode_blocks_threshold: Some(1.2),
+                ..options(16)
+            }),
+            "active_decode_blocks_threshold must be at most 1, got 1.2"
         );
         assert_eq!(
             err(RouterOptions {

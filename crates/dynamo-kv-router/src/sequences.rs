@@ -15,11 +15,16 @@ struct WorkerLoad {
     requests: u32,
 }
 
-struct ActiveRequest {
-    worker: WorkerKey,
-    blocks: Vec<u64>,
+/// A request the tracker holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ActiveRequest {
+    pub worker: WorkerKey,
+    /// Sequence hashes of its prompt blocks.
+    pub blocks: Vec<u64>,
     /// Still counted as prefill load; zero once the first token arrived.
-    prefill_tokens: u64,
+    pub prefill_tokens: u64,
+    /// The LoRA adapter it runs under: replica-sync events name it.
+    pub lora_name: Option<String>,
 }
 
 /// A worker's load as the cost function sees it.
@@ -50,6 +55,7 @@ impl ActiveSequences {
         worker: WorkerKey,
         blocks: Vec<u64>,
         prefill_tokens: u64,
+        lora_name: Option<String>,
     ) {
         self.free(request_id);
         let load = self.workers.entry(worker).or_default();
@@ -64,6 +70,7 @@ impl ActiveSequences {
                 worker,
                 blocks,
                 prefill_tokens,
+                lora_name,
             },
         );
     }
@@ -111,6 +118,20 @@ impl ActiveSequences {
             prefill_tokens: w.prefill_tokens,
             requests: w.requests,
         })
+    }
+
+    /// Every worker rank's load, by key. Ranks stay known (at zero) after their requests end,
+    /// until [`ActiveSequences::remove_worker`].
+    pub fn loads(&self) -> Vec<(WorkerKey, Load)> {
+        let mut loads: Vec<(WorkerKey, Load)> =
+            self.workers.keys().map(|&k| (k, self.load(k))).collect();
+        loads.sort_unstable_by_key(|&(k, _)| k);
+        loads
+    }
+
+    /// The request, when the tracker holds it.
+    pub fn get(&self, request_id: &str) -> Option<&ActiveRequest> {
+        self.requests.get(request_id)
     }
 
     /// Blocks of `blocks` the worker does not hold active yet (what the request would add).

@@ -22,8 +22,8 @@ fn info(id: u64) -> WorkerInfo {
 #[test]
 fn active_sequences_share_blocks_and_drop_prefill_at_the_first_token() {
     let mut seqs = ActiveSequences::new();
-    seqs.add("a", w(1), vec![10, 11, 12], 48);
-    seqs.add("b", w(1), vec![10, 11, 13], 16);
+    seqs.add("a", w(1), vec![10, 11, 12], 48, None);
+    seqs.add("b", w(1), vec![10, 11, 13], 16, None);
     assert_eq!(
         seqs.load(w(1)),
         Load {
@@ -156,6 +156,7 @@ fn busy_workers_are_skipped_and_all_busy_is_an_error() {
         tokens_hashes: &[],
         sequence_hashes: &[],
         isl_tokens: 20,
+        lora_name: None,
     };
     let first = router.route(&request("a"), &[info(1)], 0.0, 0).unwrap();
     assert_eq!(first.worker, w(1));
@@ -198,6 +199,7 @@ fn a_request_routed_again_is_freed_first_and_counted_once() {
         tokens_hashes: &[],
         sequence_hashes: &[],
         isl_tokens: 20,
+        lora_name: None,
     };
     router.route(&request, &[info(1)], 0.0, 0).unwrap();
     // Its own 20 prefill tokens would make worker 1 busy, were they still counted.
@@ -225,6 +227,7 @@ fn a_worker_reporting_its_cache_nearly_full_is_busy() {
         tokens_hashes: &[],
         sequence_hashes: &[],
         isl_tokens: 4,
+        lora_name: None,
     };
     let report = |used| ActiveLoad {
         worker_id: 1,
@@ -284,6 +287,7 @@ fn events_steer_a_repeated_prefix_to_the_worker_that_cached_it_and_gaps_are_repo
         tokens_hashes: &[100, 101, 102, 103],
         sequence_hashes: &[1, 2, 3, 4],
         isl_tokens: 16,
+        lora_name: None,
     };
     let decision = router
         .route(&request, &[info(1), info(2), info(3)], 0.0, 0)
@@ -346,6 +350,7 @@ fn approximate_mode_remembers_routed_prefixes_until_their_ttl() {
         tokens_hashes: &[100, 101],
         sequence_hashes: &[1, 2],
         isl_tokens: 8,
+        lora_name: None,
     };
     // No cache anywhere: the tie goes by the draw (0.99 → the last candidate).
     let first = router
@@ -396,6 +401,7 @@ fn approximate_mode_prunes_the_oldest_guesses_past_max_tree_size() {
             tokens_hashes: &tokens,
             sequence_hashes: &tokens,
             isl_tokens: 2,
+            lora_name: None,
         };
         router.route(&request, &[info(1)], 0.0, i).unwrap();
         router.free("x");
@@ -411,6 +417,7 @@ fn approximate_mode_prunes_the_oldest_guesses_past_max_tree_size() {
         tokens_hashes: &[1010, 1011],
         sequence_hashes: &[1010, 1011],
         isl_tokens: 2,
+        lora_name: None,
     };
     assert_eq!(
         router
@@ -424,6 +431,7 @@ fn approximate_mode_prunes_the_oldest_guesses_past_max_tree_size() {
         tokens_hashes: &[1000, 1001],
         sequence_hashes: &[1000, 1001],
         isl_tokens: 2,
+        lora_name: None,
     };
     assert_eq!(
         router
@@ -500,6 +508,7 @@ fn the_best_overlap_shows_when_load_won_over_cache() {
         tokens_hashes: &[],
         sequence_hashes: &[50, 51, 52, 53, 54, 55, 56, 57],
         isl_tokens: 32,
+        lora_name: None,
     };
     router.route(&busy, &[info(2)], 0.0, 0).unwrap();
     let request = RouteRequest {
@@ -507,6 +516,7 @@ fn the_best_overlap_shows_when_load_won_over_cache() {
         tokens_hashes: &[100, 101],
         sequence_hashes: &[1, 2],
         isl_tokens: 8,
+        lora_name: None,
     };
     let decision = router.route(&request, &[info(1), info(2)], 0.0, 0).unwrap();
     assert_eq!(
@@ -517,4 +527,99 @@ fn the_best_overlap_shows_when_load_won_over_cache() {
         ),
         (w(1), 0, 1)
     );
+}
+
+#[test]
+fn busy_thresholds_change_at_run_time_and_none_turns_a_check_off() {
+    let mut router = KvRouter::new(
+        CostConfig {
+            block_size: 4,
+            ..Default::default()
+        },
+        None,
+    );
+    let request = |id| RouteRequest {
+        request_id: id,
+        tokens_hashes: &[],
+        sequence_hashes: &[],
+        isl_tokens: 20,
+        lora_name: None,
+    };
+    router.route(&request("a"), &[info(1)], 0.0, 0).unwrap();
+    router.set_busy_thresholds(None, Some(10)).unwrap();
+    assert_eq!(
+        router.cost_config().active_prefill_tokens_threshold,
+        Some(10)
+    );
+    assert_eq!(
+        router.decide(&request("b"), &[info(1)], 0.0, 0),
+        Err(NoWorker::AllBusy)
+    );
+    router.set_busy_thresholds(Some(0.5), None).unwrap();
+    assert_eq!(router.cost_config().active_prefill_tokens_threshold, None);
+    assert_eq!(
+        router.cost_config().active_decode_blocks_threshold,
+        Some(0.5)
+    );
+    assert!(router.decide(&request("b"), &[info(1)], 0.0, 0).is_ok());
+    let err = router.set_busy_thresholds(Some(1.5), Some(3)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "active_decode_blocks_threshold must be at most 1, got 1.5"
+    );
+    // A refused change leaves both as they were.
+    assert_eq!(
+        router.cost_config().active_decode_blocks_threshold,
+        Some(0.5)
+    );
+    assert_eq!(router.cost_config().active_prefill_tokens_threshold, None);
+}
+
+#[test]
+fn loads_list_every_known_rank_by_key_idle_ones_included() {
+    let mut router = KvRouter::new(
+        CostConfig {
+            block_size: 4,
+            ..Default::default()
+        },
+        None,
+    );
+    assert!(router.loads().is_empty());
+    let rank = |id, dp_rank| WorkerInfo {
+        worker: WorkerKey {
+            worker_id: id,
+            dp_rank,
+        },
+        total_blocks: None,
+    };
+    let request = |id, hashes: &'static [u64]| RouteRequest {
+        request_id: id,
+        tokens_hashes: &[],
+        sequence_hashes: hashes,
+        isl_tokens: 8,
+        lora_name: None,
+    };
+    router
+        .route(&request("a", &[1, 2]), &[rank(2, 1)], 0.0, 0)
+        .unwrap();
+    router
+        .route(&request("b", &[3]), &[rank(2, 0)], 0.0, 0)
+        .unwrap();
+    router.free("b");
+    assert_eq!(
+        router.loads(),
+        vec![
+            (rank(2, 0).worker, Load::default()),
+            (
+                rank(2, 1).worker,
+                Load {
+                    decode_blocks: 2,
+                    prefill_tokens: 8,
+                    requests: 1
+                }
+            ),
+        ]
+    );
+    router.remove_worker(2);
+    assert!(router.loads().is_empty());
 }

@@ -6,32 +6,9 @@ use dynamo_kv_router::{
     StoredBlock, VllmEvent, WireEvent, WorkerKey,
 };
 
-/// msgpack helpers: maps with string keys, u64 as 0xcf, nil.
-fn str_(s: &str) -> Vec<u8> {
-    let mut v = vec![0xa0 | s.len() as u8];
-    v.extend_from_slice(s.as_bytes());
-    v
-}
-fn u64_(n: u64) -> Vec<u8> {
-    let mut v = vec![0xcf];
-    v.extend_from_slice(&n.to_be_bytes());
-    v
-}
-fn map(entries: &[(&str, Vec<u8>)]) -> Vec<u8> {
-    let mut v = vec![0x80 | entries.len() as u8];
-    for (k, val) in entries {
-        v.extend(str_(k));
-        v.extend_from_slice(val);
-    }
-    v
-}
-fn arr(items: &[Vec<u8>]) -> Vec<u8> {
-    let mut v = vec![0x90 | items.len() as u8];
-    for i in items {
-        v.extend_from_slice(i);
-    }
-    v
-}
+mod msgpack;
+
+use msgpack::{arr, map, str_, u64_};
 
 fn router_event(worker: u64, event_id: u64, data: Vec<u8>, dp_rank: u8) -> Vec<u8> {
     map(&[

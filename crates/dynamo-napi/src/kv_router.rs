@@ -1,12 +1,15 @@
 //! KV-aware routing: the frontend's `KvRouter` (events and load reports in, one decision per
 //! request out) and the worker's `KvEventBatcher` (engine events in, stock-format envelopes out).
+//! Routers of one model share their bookings through replica-sync envelopes.
 //! Each call crosses once per message or per request; hashing and msgpack stay in Rust.
 
 use dynamo_kv_router::{
-    self as kv, ActiveLoad, Envelope, RouteRequest, RouterOptions, WorkerInfo, WorkerKey,
+    self as kv, ActiveLoad, Envelope, ReplicaKind, RouteRequest, RouterOptions, WorkerInfo,
+    WorkerKey,
 };
 use dynamo_llm_core::block_hash::{block_hashes, sequence_hashes, HashScope};
-use napi::bindgen_prelude::{BigInt, BigUint64Array, Buffer, Uint32Array};
+use napi::bindgen_prelude::{BigInt, BigUint64Array, Buffer, Null, Uint32Array};
+use napi::Either;
 use napi_derive::napi;
 
 use crate::convert::{invalid, js_error, u64_of, whole};
@@ -38,7 +41,7 @@ pub struct KvRouterOptions {
     pub temperature: Option<f64>,
     /// Count blocks a worker already holds for other requests once (`--no-assume-kv-reuse` turns it off).
     pub assume_kv_reuse: Option<bool>,
-    /// Busy above this fraction of a worker's KV blocks in use.
+    /// Busy above this fraction (0 to 1) of a worker's KV blocks in use.
     pub active_decode_blocks_threshold: Option<f64>,
     /// Busy above this many prompt tokens still to prefill.
     pub active_prefill_tokens_threshold: Option<f64>,
@@ -112,6 +115,48 @@ pub struct KvRouterStats {
     pub active_requests: f64,
 }
 
+/// The busy thresholds to run with from now on; an absent or null one turns its check off.
+#[napi(object)]
+pub struct KvBusyThresholds {
+    /// Busy above this fraction (0 to 1) of a worker's KV blocks in use.
+    #[napi(ts_type = "number | null")]
+    pub active_decode_blocks_threshold: Option<Either<f64, Null>>,
+    /// Busy above this many prompt tokens still to prefill (a whole number).
+    #[napi(ts_type = "number | null")]
+    pub active_prefill_tokens_threshold: Option<Either<f64, Null>>,
+}
+
+/// A field JS may leave out or set to null: both mean none.
+fn nullable(value: Option<Either<f64, Null>>) -> Option<f64> {
+    match value {
+        Some(Either::A(x)) => Some(x),
+        _ => None,
+    }
+}
+
+/// A worker rank's load as the router predicts it from the requests booked on it.
+#[napi(object)]
+pub struct KvWorkerLoad {
+    pub worker_id: BigInt,
+    pub dp_rank: u32,
+    /// KV blocks its requests hold (shared prefixes once).
+    pub decode_blocks: f64,
+    /// Prompt tokens still to prefill.
+    pub prefill_tokens: f64,
+    /// Requests in flight.
+    pub requests: u32,
+}
+
+/// What applying a replica-sync envelope did.
+#[napi(object)]
+pub struct KvReplicaReport {
+    /// Events that changed the router's counts.
+    pub applied: u32,
+    /// The router's own echoes, events dropped with sync off, and changes to requests it does
+    /// not hold on that worker.
+    pub ignored: u32,
+}
+
 /// Stock Dynamo's KV-aware router for one model: the radix index of each worker's cached blocks
 /// (from its KV events, or guessed from past decisions), the load it has sent each worker, and
 /// the cost function that weighs the two.
@@ -159,6 +204,107 @@ impl KvRouter {
     #[napi(getter)]
     pub fn block_size(&self) -> u32 {
         self.block_size
+    }
+
+    /// Replaces both busy thresholds at run time (stock's busy-threshold endpoint); an absent
+    /// or null one turns its check off. Throws `InvalidArg` naming a threshold out of range;
+    /// nothing changes then.
+    #[napi]
+    pub fn set_busy_thresholds(&mut self, thresholds: KvBusyThresholds) -> napi::Result<()> {
+        let prefill = nullable(thresholds.active_prefill_tokens_threshold)
+            .map(|t| whole("activePrefillTokensThreshold", t))
+            .transpose()?;
+        self.inner
+            .set_busy_thresholds(nullable(thresholds.active_decode_blocks_threshold), prefill)
+            .map_err(js_error)
+    }
+
+    /// The predicted load of every worker rank the router has booked requests on (idle ones
+    /// it still knows included), by worker id and rank.
+    #[napi]
+    pub fn worker_loads(&self) -> Vec<KvWorkerLoad> {
+        self.inner
+            .loads()
+            .into_iter()
+            .map(|(worker, load)| KvWorkerLoad {
+                worker_id: BigInt::from(worker.worker_id),
+                dp_rank: worker.dp_rank,
+                decode_blocks: load.decode_blocks as f64,
+                prefill_tokens: load.prefill_tokens as f64,
+                requests: load.requests,
+            })
+            .collect()
+    }
+
+    /// An `active_sequences_events` envelope telling peer routers (published as `routerId`)
+    /// that a request this router holds was booked (`add`, after `route`), finished prefill
+    /// (`prefill_done`) or ended (`free`, before `free`). `batch` frames the event as a batch
+    /// of one, as stock sends over ZMQ; otherwise it is the single event NATS carries. Null
+    /// when the router does not hold the request.
+    #[napi(
+        ts_args_type = "publisherId: bigint, sequence: bigint, nowMs: number, routerId: bigint, requestId: string, kind: 'add' | 'free' | 'prefill_done', batch: boolean"
+    )]
+    #[allow(clippy::too_many_arguments)] // the envelope's fields plus the event's, one crossing
+    pub fn replica_event_envelope(
+        &self,
+        publisher_id: BigInt,
+        sequence: BigInt,
+        now_ms: f64,
+        router_id: BigInt,
+        request_id: String,
+        kind: String,
+        batch: bool,
+    ) -> napi::Result<Option<Buffer>> {
+        let publisher_id = u64_of("publisherId", &publisher_id)?;
+        let sequence = u64_of("sequence", &sequence)?;
+        let now_ms = whole("nowMs", now_ms.floor())?;
+        let router_id = u64_of("routerId", &router_id)?;
+        let kind = match kind.as_str() {
+            "add" => ReplicaKind::Add,
+            "free" => ReplicaKind::Free,
+            "prefill_done" => ReplicaKind::PrefillDone,
+            other => {
+                return Err(invalid(format!(
+                    "kind must be 'add', 'free' or 'prefill_done', got '{other}'"
+                )))
+            }
+        };
+        let Some(event) = self.inner.replica_event(router_id, &request_id, kind) else {
+            return Ok(None);
+        };
+        let payload = if batch {
+            kv::encode_replica_batch(std::slice::from_ref(&event)).map_err(invalid)?
+        } else {
+            event.encode()
+        };
+        Ok(Some(
+            kv::replica_envelope(publisher_id, sequence, now_ms, payload)
+                .encode()
+                .into(),
+        ))
+    }
+
+    /// Applies a peer's `active_sequences_events` envelope (one event, or a batch of up to
+    /// 256): events published as `ownRouterId` are dropped, and with `syncEnabled` false so is
+    /// everything but prefill marks. Throws `InvalidArg` naming what did not decode; nothing
+    /// is applied then.
+    #[napi]
+    pub fn apply_replica_envelope(
+        &mut self,
+        envelope: &[u8],
+        own_router_id: BigInt,
+        sync_enabled: bool,
+    ) -> napi::Result<KvReplicaReport> {
+        let own_router_id = u64_of("ownRouterId", &own_router_id)?;
+        let envelope = Envelope::decode(envelope).map_err(invalid)?;
+        let report = self
+            .inner
+            .apply_replica_payload(&envelope.payload, own_router_id, sync_enabled)
+            .map_err(invalid)?;
+        Ok(KvReplicaReport {
+            applied: report.applied,
+            ignored: report.ignored,
+        })
     }
 
     /// Applies an event-plane envelope of `kv-events` (its payload a batch of RouterEvents).
@@ -266,6 +412,7 @@ impl KvRouter {
             tokens_hashes: &tokens,
             sequence_hashes: &sequence,
             isl_tokens: token_ids.len() as u64,
+            lora_name: lora_name.as_deref().or(self.lora_name.as_deref()),
         };
         match self.inner.route(&request, &workers, random, now_ms) {
             Ok(d) => Ok(Some(KvDecision {
