@@ -589,7 +589,7 @@ impl KvEventBatcher {
     }
 }
 
-/// A load report to publish on `kv_metrics`.
+/// A worker's load report on `kv_metrics`.
 #[napi(object)]
 pub struct ActiveLoadReport {
     pub worker_id: BigInt,
@@ -621,4 +621,19 @@ pub fn encode_active_load(
         whole("nowMs", now_ms.floor())?,
     );
     Ok(envelope.encode().into())
+}
+
+/// Decodes a `kv_metrics` envelope (a worker's load report), for routers that only weigh load.
+/// `InvalidArg` naming what did not decode.
+#[napi]
+pub fn decode_active_load(envelope: &[u8]) -> napi::Result<ActiveLoadReport> {
+    let envelope = Envelope::decode(envelope).map_err(invalid)?;
+    let load = ActiveLoad::decode(&envelope.payload).map_err(invalid)?;
+    Ok(ActiveLoadReport {
+        worker_id: BigInt::from(load.worker_id),
+        dp_rank: load.dp_rank,
+        active_decode_blocks: load.active_decode_blocks.map(|v| v as f64),
+        active_prefill_tokens: load.active_prefill_tokens.map(|v| v as f64),
+        kv_used_blocks: load.kv_used_blocks.map(|v| v as f64),
+    })
 }

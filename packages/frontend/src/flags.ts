@@ -7,6 +7,8 @@ import { ROUTER_MODES } from './routing/router.js';
 const count = (max: number) => z.coerce.number().int().min(0, 'must not be negative').max(max);
 const positive = z.coerce.number().positive('must be positive').finite();
 const fraction = z.coerce.number().min(0, 'must not be negative').finite();
+/** An optional value that the word `None` (stock's spelling) also leaves unset. */
+const unsettable = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (typeof v === 'string' && v.trim() === 'None' ? undefined : v), schema.optional());
 
 /** `dynamo-frontend`'s options: stock Dynamo's flag names and `DYN_*` variables. */
 export const frontendFlags = {
@@ -35,8 +37,50 @@ export const frontendFlags = {
   routerKvOverlapScoreCreditDecay: { schema: fraction.optional(), description: 'KV router: how fast that credit shrinks on a worker behind in prefill (default 0)', env: 'DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY', placeholder: 'D' },
   routerDecodeActiveRequestWeight: { schema: fraction.optional(), description: 'KV router: weight of each request in flight on a worker (default 0)', env: 'DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT', placeholder: 'W' },
   routerAssumeKvReuse: { schema: z.boolean().default(true), boolean: true, description: 'KV router: count blocks a worker holds for other requests once (--no-router-assume-kv-reuse counts them again)', env: 'DYN_ROUTER_ASSUME_KV_REUSE' },
-  activeDecodeBlocksThreshold: { schema: fraction.max(1, 'must be at most 1').optional(), description: 'Refuse (529) when every worker has more than this fraction of its KV blocks in use', env: 'DYN_ACTIVE_DECODE_BLOCKS_THRESHOLD', placeholder: 'FRAC' },
-  activePrefillTokensThreshold: { schema: count(1e15).optional(), description: 'Refuse (529) when every worker has more than this many prompt tokens to prefill', env: 'DYN_ACTIVE_PREFILL_TOKENS_THRESHOLD', placeholder: 'N' },
+  activeDecodeBlocksThreshold: {
+    schema: unsettable(fraction.max(1, 'must be at most 1')),
+    description: "A worker is busy past this fraction of its KV blocks in use; busy workers get no requests, and 529 when all are (None: off, the default)",
+    env: 'DYN_ACTIVE_DECODE_BLOCKS_THRESHOLD',
+    placeholder: 'FRAC',
+  },
+  activePrefillTokensThreshold: { schema: unsettable(count(1e15)), description: 'A worker is busy past this many prompt tokens waiting for prefill (None: off)', env: 'DYN_ACTIVE_PREFILL_TOKENS_THRESHOLD', placeholder: 'N' },
+  activePrefillTokensThresholdFrac: {
+    schema: unsettable(fraction),
+    description: "A worker is busy past this fraction of its max_num_batched_tokens waiting for prefill (None: off)",
+    env: 'DYN_ACTIVE_PREFILL_TOKENS_THRESHOLD_FRAC',
+    placeholder: 'FRAC',
+  },
+  routerSessionAffinityTtlSecs: {
+    schema: z.coerce.number().int('must be a whole number').min(1, 'must be between 1 and 31536000').max(31_536_000, 'must be between 1 and 31536000').optional(),
+    description: 'Keep the requests of a session (x-dynamo-session-id, or a coding agent\'s session header) on one worker until it has been idle this long (default: off)',
+    env: 'DYN_ROUTER_SESSION_AFFINITY_TTL_SECS',
+    placeholder: 'SECS',
+  },
+  routerSessionAffinityMode: {
+    schema: z.enum(['hard', 'soft']).default('hard'),
+    description: "hard: a session's requests always go to its worker; soft: while that worker is not busy, else elsewhere and the session follows",
+    env: 'DYN_ROUTER_SESSION_AFFINITY_MODE',
+    placeholder: 'MODE',
+  },
+  routerReplicaSync: {
+    schema: z.boolean().default(false),
+    boolean: true,
+    description: 'KV router: share what this frontend placed with the other frontends of a model, so they do not double-book a worker',
+    env: 'DYN_ROUTER_REPLICA_SYNC',
+  },
+  routerQueueThreshold: {
+    schema: unsettable(fraction),
+    description: "KV router: queue requests while every worker has more prompt tokens in prefill than this fraction of its max_num_batched_tokens (deprecated in stock 1.6; None: no queue)",
+    env: 'DYN_ROUTER_QUEUE_THRESHOLD',
+    placeholder: 'FRAC',
+  },
+  routerQueuePolicy: { schema: z.enum(['fcfs', 'wspt']).default('fcfs'), description: 'KV router: order of the queue, fcfs or wspt (shortest prompt first)', env: 'DYN_ROUTER_QUEUE_POLICY', placeholder: 'POLICY' },
+  routerPolicyConfig: {
+    schema: z.string().min(1).optional(),
+    description: "KV router: stock's router policy YAML (queue classes: busy threshold, queue_policy, request_queue_limit_per_worker; root or per model)",
+    env: 'DYN_ROUTER_POLICY_CONFIG',
+    placeholder: 'PATH',
+  },
   routerTtlSecs: { schema: positive.optional(), description: 'KV router without KV events: how long a guessed cached block lives (default 120)', env: 'DYN_ROUTER_TTL_SECS', placeholder: 'SECS' },
   migrationLimit: {
     schema: count(1000).optional(),
@@ -128,6 +172,11 @@ export function frontendHelp(): string {
   );
 }
 
+/** Whether an environment switch is on (`1`, `true`, `yes`, `on`). */
+function truthy(value: string | undefined): boolean {
+  return value !== undefined && ['1', 'true', 'yes', 'on'].includes(value.trim().toLowerCase());
+}
+
 /** The {@link FrontendOptions} that parsed flags describe; `env` feeds the runtime. */
 export function frontendOptionsFromFlags(values: FrontendFlagValues, env: Readonly<Record<string, string | undefined>> = process.env): FrontendOptions {
   const optional = <K extends string, V>(key: K, value: V | undefined) => (value === undefined ? {} : ({ [key]: value } as Record<K, V>));
@@ -145,10 +194,19 @@ export function frontendOptionsFromFlags(values: FrontendFlagValues, env: Readon
       ...optional('overlapScoreCredit', values.routerKvOverlapScoreCredit),
       ...optional('overlapScoreCreditDecay', values.routerKvOverlapScoreCreditDecay),
       ...optional('decodeActiveRequestWeight', values.routerDecodeActiveRequestWeight),
+      ...optional('ttlSecs', values.routerTtlSecs),
+      replicaSync: values.routerReplicaSync,
+      ...optional('queueThreshold', values.routerQueueThreshold),
+      queuePolicy: values.routerQueuePolicy,
+      ...optional('policyConfig', values.routerPolicyConfig),
+    },
+    busyThresholds: {
       ...optional('activeDecodeBlocksThreshold', values.activeDecodeBlocksThreshold),
       ...optional('activePrefillTokensThreshold', values.activePrefillTokensThreshold),
-      ...optional('ttlSecs', values.routerTtlSecs),
+      ...optional('activePrefillTokensThresholdFrac', values.activePrefillTokensThresholdFrac),
     },
+    ...optional('sessionAffinity', values.routerSessionAffinityTtlSecs === undefined ? undefined : { ttlSecs: values.routerSessionAffinityTtlSecs, mode: values.routerSessionAffinityMode }),
+    adminApi: !truthy(env.DYN_DISABLE_FRONTEND_ADMIN_API),
     ...optional('migrationLimit', values.migrationLimit),
     ...optional('migrationMaxSeqLen', values.migrationMaxSeqLen),
     backendStreamTimeoutMs: values.httpBackendStreamTimeoutSecs * 1000,

@@ -23,6 +23,7 @@ export class FrontendMetrics {
   readonly migrations: Counter<'model'>;
   readonly disconnects: Counter<'model'>;
   readonly migrationMaxSeqLenExceeded: Counter<'model'>;
+  readonly rejections: Counter<'model' | 'endpoint'>;
 
   constructor(prefix = 'dynamo_frontend') {
     // The process's own metrics (memory, fds, event-loop delay) follow ours on /metrics; made now, so the delay is measured from the start.
@@ -61,6 +62,7 @@ export class FrontendMetrics {
       labelNames: ['model'],
       registers,
     });
+    this.rejections = new Counter({ name: name('model_rejection_total'), help: 'Requests refused because every worker was busy', labelNames: ['model', 'endpoint'], registers });
     this.disconnects = new Counter({ name: name('disconnected_clients'), help: 'Clients that went away before their response was complete', labelNames: ['model'], registers });
   }
 

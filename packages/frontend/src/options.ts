@@ -25,12 +25,38 @@ export const KvRouterSettingsSchema = z.strictObject({
   decodeActiveRequestWeight: weight.optional(),
   /** Count blocks a worker already holds for other requests once (`--router-assume-kv-reuse`). */
   assumeKvReuse: z.boolean().default(true),
-  /** Busy above this fraction of KV blocks in use (`--active-decode-blocks-threshold`). */
-  activeDecodeBlocksThreshold: z.number().min(0).max(1).optional(),
-  /** Busy above this many prompt tokens in prefill (`--active-prefill-tokens-threshold`). */
-  activePrefillTokensThreshold: z.number().int().min(0).optional(),
   /** Lifetime of a guessed block without KV events (`--router-ttl-secs`, default 120). */
   ttlSecs: z.number().positive().finite().optional(),
+  /** Share each placed request with the model's other frontends (`--router-replica-sync`), so they do not double-book a worker. */
+  replicaSync: z.boolean().default(false),
+  /** Queue requests while every worker has more prompt tokens in prefill than this fraction of its batch (`--router-queue-threshold`, deprecated in stock). */
+  queueThreshold: z.number().min(0).finite().optional(),
+  /** The queue's order: `fcfs` (arrival) or `wspt` (shortest prompt first) (`--router-queue-policy`). */
+  queuePolicy: z.enum(['fcfs', 'wspt']).default('fcfs'),
+  /** Stock's router policy YAML (`--router-policy-config`): per-model queue classes with thresholds, order and limits. */
+  policyConfig: z.string().min(1).optional(),
+});
+
+/**
+ * When a worker is busy (left out of routing; 529 when all are), in every router mode, from the
+ * workers' load reports (and in `kv` mode the KV router's own count). Unset: that check is off.
+ * `POST /busy_threshold` changes them per model at run time.
+ */
+export const BusyThresholdSettingsSchema = z.strictObject({
+  /** Busy above this fraction of its KV blocks in use (`--active-decode-blocks-threshold`). */
+  activeDecodeBlocksThreshold: z.number().min(0).max(1).optional(),
+  /** Busy above this many prompt tokens waiting for prefill (`--active-prefill-tokens-threshold`). */
+  activePrefillTokensThreshold: z.number().int().min(0).optional(),
+  /** The same as a fraction of its card's `max_num_batched_tokens` (`--active-prefill-tokens-threshold-frac`). */
+  activePrefillTokensThresholdFrac: z.number().min(0).finite().optional(),
+});
+
+/** Session affinity (stock's `--router-session-affinity-*`): a session's requests stay on one worker. */
+export const SessionAffinitySettingsSchema = z.strictObject({
+  /** How long a binding outlives its session's last request, in seconds (1 to 31536000). */
+  ttlSecs: z.number().int().min(1).max(31_536_000),
+  /** `hard` (default): always its worker while that worker is there; `soft`: its worker while it is not busy. */
+  mode: z.enum(['hard', 'soft']).default('hard'),
 });
 
 /** The settings of {@link startFrontend} that have plain values; checked with this schema. */
@@ -39,10 +65,16 @@ export const FrontendSettingsSchema = z.object({
   host: z.string().min(1).default('0.0.0.0'),
   /** Port to listen on; 0 picks a free one (see the handle's `port`). */
   port: z.number().int().min(0).max(65535).default(8000),
-  /** Built-in routing: `round-robin`, `random`, `kv` or `direct` (ignored when `router` is given). */
+  /** Built-in routing: `round-robin`, `random`, `power-of-two`, `least-loaded`, `kv` or `direct` (ignored when `router` is given). */
   routerMode: z.enum(ROUTER_MODES).default('round-robin'),
   /** The KV router's settings (`routerMode: 'kv'`), stock's defaults when unset. */
   kvRouter: KvRouterSettingsSchema.prefault({}),
+  /** When a worker counts as busy (all checks off by default, as in stock). */
+  busyThresholds: BusyThresholdSettingsSchema.prefault({}),
+  /** Keep each session's requests (`x-dynamo-session-id` and coding agents' session headers) on one worker; off when unset. */
+  sessionAffinity: SessionAffinitySettingsSchema.optional(),
+  /** Serve the admin routes (`/busy_threshold`); stock's `DYN_DISABLE_FRONTEND_ADMIN_API` turns them off. */
+  adminApi: z.boolean().default(true),
   /** Resends allowed when a worker fails mid-request; overrides the cards' `migration_limit`. */
   migrationLimit: z.number().int().min(0).max(1000).optional(),
   /** Past this many tokens (prompt and output) a request is not migrated any more; default: the model's context length. */

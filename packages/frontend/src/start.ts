@@ -9,6 +9,8 @@ import { CardFiles } from './models/card-files.js';
 import { ModelRegistry } from './models/registry.js';
 import { type FrontendOptions, FrontendSettingsSchema } from './options.js';
 import { KvRouterMetrics } from './routing/kv-metrics.js';
+import { ModelRouting, type ModelRoutingOptions } from './routing/model-routing.js';
+import { RouterPolicyConfig } from './routing/policy-config.js';
 import { routerFactory } from './routing/router-factory.js';
 
 /** A running frontend. */
@@ -50,13 +52,30 @@ export async function startFrontend(options: FrontendOptions = {}): Promise<Fron
   const unknownParsers = modelParsers({ toolCallParser: settings.toolCallParser, reasoningParser: settings.reasoningParser }).problems;
   if (unknownParsers.length > 0) throw new InvalidArgument(`options: ${unknownParsers.join('; ')}`);
   const tls = settings.tlsCertPath && settings.tlsKeyPath ? await readTls(settings.tlsCertPath, settings.tlsKeyPath) : undefined;
+  const { policyConfig: policyPath, ...kvSettings } = settings.kvRouter;
+  const policyConfig = policyPath === undefined ? undefined : RouterPolicyConfig.load(policyPath);
   const runtime = given ?? (await DistributedRuntime.create(runtimeOptions));
   const log = runtime.log('frontend');
   const metrics = new FrontendMetrics(settings.metricsPrefix);
+  const routerLog = runtime.log('frontend.router');
+  const kvDeps = { runtime, metrics: new KvRouterMetrics(metrics.registry), log: routerLog, ...(policyConfig ? { policyConfig } : {}) };
+  const routerOf = router ?? routerFactory(settings.routerMode, { settings: kvSettings, deps: kvDeps });
+  const { activeDecodeBlocksThreshold: decode, activePrefillTokensThreshold: tokens, activePrefillTokensThresholdFrac: frac } = settings.busyThresholds;
+  const routingOptions: ModelRoutingOptions = {
+    runtime,
+    log: routerLog,
+    thresholds: { active_decode_blocks_threshold: decode ?? null, active_prefill_tokens_threshold: tokens ?? null, active_prefill_tokens_threshold_frac: frac ?? null },
+    ...(settings.sessionAffinity ? { affinity: settings.sessionAffinity } : {}),
+  };
+  if (settings.routerMode !== 'kv' && !router && (kvSettings.replicaSync || kvSettings.queueThreshold !== undefined || policyConfig)) {
+    log.warn({ router_mode: settings.routerMode }, 'replica sync and the router queue apply in router mode kv only; ignored');
+  }
+  const thresholdsOn = Object.values(settings.busyThresholds).filter((v) => v !== undefined).length > 0;
+  log.info({ ...settings.busyThresholds }, thresholdsOn ? 'busy-worker rejection enabled' : 'busy-worker rejection disabled: no threshold is set');
   const registry = new ModelRegistry({
     runtime,
     ...(settings.namespace === undefined ? {} : { namespace: settings.namespace }),
-    routers: router ?? routerFactory(settings.routerMode, { settings: settings.kvRouter, deps: { runtime, metrics: new KvRouterMetrics(metrics.registry), log: runtime.log('frontend.router') } }),
+    routing: (name, card) => new ModelRouting(name, card, routerOf(name, card), routingOptions),
     cardFiles: new CardFiles({ ...(settings.modelPath === undefined ? {} : { fallbackModelPath: settings.modelPath }), ...(runtimeOptions?.env ? { env: runtimeOptions.env } : {}) }),
     defaultParsers: { toolCallParser: settings.toolCallParser, reasoningParser: settings.reasoningParser },
     log: runtime.log('frontend.models'),
@@ -76,6 +95,7 @@ export async function startFrontend(options: FrontendOptions = {}): Promise<Fron
     reasoningField: settings.reasoningFieldName,
     overloadStatus: settings.overloadStatus,
     anthropicApi: settings.enableAnthropicApi,
+    adminApi: settings.adminApi,
     keepAliveMs: settings.sseKeepAliveMs,
     maxDataUrlBytes: settings.maxDataUrlBytes,
     bodyLimitBytes: settings.bodyLimitBytes,

@@ -147,7 +147,8 @@ describe('KV router flags', () => {
       kvRouter: { useKvEvents: false, overlapScoreWeight: 0.5, ttlSecs: 30, assumeKvReuse: true },
     });
     expect(parse([], { DYN_ROUTER_TEMPERATURE: '0.7', DYN_ACTIVE_DECODE_BLOCKS_THRESHOLD: '0.9', DYN_ROUTER_USE_KV_EVENTS: 'false', DYN_EVENT_PLANE: 'nats' })).toMatchObject({
-      kvRouter: { temperature: 0.7, activeDecodeBlocksThreshold: 0.9, useKvEvents: false },
+      kvRouter: { temperature: 0.7, useKvEvents: false },
+      busyThresholds: { activeDecodeBlocksThreshold: 0.9 },
       runtimeOptions: { overrides: { eventPlane: 'nats' } },
     });
     expect(() => parse(['--active-decode-blocks-threshold', '1.5'])).toThrow(/--active-decode-blocks-threshold: must be at most 1/);

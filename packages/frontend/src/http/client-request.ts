@@ -1,13 +1,15 @@
 import { randomUUID } from 'node:crypto';
 import type { Preprocessor } from '@dynamo/llm';
-import { Cancelled, CannotConnect, Context, type Log } from '@dynamo/runtime';
+import { Cancelled, CannotConnect, Context, type Log, WorkerOverloaded } from '@dynamo/runtime';
 import { parseTraceparent } from '@dynamo/runtime/internal';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
 import type { EndpointLabel, FrontendMetrics, RequestTracker } from '../metrics.js';
 import type { ModelRegistry } from '../models/registry.js';
 import type { ServedModel, Surface } from '../models/served-model.js';
+import { QueueFull } from '../routing/request-queue.js';
 import type { Candidate } from '../routing/router.js';
+import { type AgentSession, agentSession } from './agent-session.js';
 import { HttpError } from './errors.js';
 import { pinnedInstance } from './request-fields.js';
 
@@ -46,6 +48,8 @@ const header = (req: FastifyRequest, name: string): string | undefined => {
  */
 export class ClientRequest<S extends Surface = Surface> {
   readonly routeIds = new Set<string>();
+  /** The instance its latest worker request went to. */
+  lastInstance: bigint | undefined;
   /** Whether it was the only request in flight when it arrived. */
   readonly alone: boolean;
   readonly #deps: RouteDeps;
@@ -58,6 +62,9 @@ export class ClientRequest<S extends Surface = Surface> {
     readonly model: ServedModel,
     readonly context: Context,
     readonly pinned: bigint | undefined,
+    /** The session its headers name, for session affinity. */
+    readonly session: AgentSession | undefined,
+    readonly label: EndpointLabel,
     readonly tracker: RequestTracker,
     deps: RouteDeps,
     req: FastifyRequest,
@@ -97,8 +104,18 @@ export class ClientRequest<S extends Surface = Surface> {
     const traceparent = header(req, 'traceparent');
     const trace = traceparent === undefined ? undefined : parseTraceparent(traceparent, header(req, 'tracestate'));
     const context = new Context({ id: requestId, ...(trace ? { trace } : {}) });
-    const tracker = deps.metrics.track(model.name, options.label ?? LABEL[surface], given.stream === true);
-    return new ClientRequest(surface, fields, model, context, pinned, tracker, deps, req, reply);
+    const label = options.label ?? LABEL[surface];
+    const tracker = deps.metrics.track(model.name, label, given.stream === true);
+    return new ClientRequest(surface, fields, model, context, pinned, agentSession(req.headers), label, tracker, deps, req, reply);
+  }
+
+  /**
+   * Whether the body asks for the worker in the response (`nvext.extra_fields: ["worker_id"]`,
+   * as stock 1.6.1 answers it).
+   */
+  get wantsWorkerId(): boolean {
+    const extra = (this.fields.nvext as { extra_fields?: unknown } | null | undefined)?.extra_fields;
+    return Array.isArray(extra) && extra.includes('worker_id');
   }
 
   /** The request id (the worker sees it as its context id). */
@@ -116,27 +133,49 @@ export class ClientRequest<S extends Surface = Surface> {
   }
 
   /**
-   * The instance for one worker request: the pinned one, or the router's choice among the live
-   * ones serving this surface, avoiding `failed`; `routeId` keys the router's bookkeeping.
+   * The instance for one worker request: the pinned one, or the routing's choice among the live
+   * ones serving this surface (its session's worker, else the router's), avoiding `failed`;
+   * `routeId` keys the routing's bookkeeping. A refusal because every worker is busy is counted
+   * (`model_rejection_total`).
    */
-  route(failed: ReadonlySet<bigint>, tokenIds: readonly number[] | undefined, routeId: string): Candidate {
+  async route(failed: ReadonlySet<bigint>, tokenIds: readonly number[] | undefined, routeId: string): Promise<Candidate> {
     if (this.context.isKilled()) throw new Cancelled('client closed the request before it was sent to a worker');
     const { model } = this;
+    const { routing } = model;
     if (this.pinned !== undefined) {
       const candidate = model.candidate(this.pinned, this.surface);
       if (!candidate) throw new CannotConnect(`instance ${this.pinned} does not serve model ${model.name}`);
-      return candidate;
+      this.routeIds.add(routeId);
+      this.lastInstance = candidate.instanceId;
+      return routing.pin(candidate, routeId, this.session);
     }
     const candidates = model.candidates(this.surface);
     if (candidates.length === 0) throw new CannotConnect(`no instance of model ${model.name} is available`);
     this.routeIds.add(routeId);
-    return model.router.select(candidates, { model: model.name, requestId: routeId, failed, ...(tokenIds ? { tokenIds: tokenIds as number[] } : {}), ...(model.loraName === undefined ? {} : { loraName: model.loraName }) });
+    const request = {
+      model: model.name,
+      requestId: routeId,
+      failed,
+      signal: this.context.signal,
+      current: () => model.candidates(this.surface),
+      ...(tokenIds ? { tokenIds: tokenIds as number[] } : {}),
+      ...(model.loraName === undefined ? {} : { loraName: model.loraName }),
+    };
+    try {
+      const chosen = await routing.place(candidates, request, this.session);
+      this.lastInstance = chosen.instanceId;
+      return chosen;
+    } catch (err) {
+      // A full queue is its own refusal (stock counts it as queue backpressure).
+      if (err instanceof WorkerOverloaded && !(err instanceof QueueFull)) this.#deps.metrics.rejections.inc({ model: model.name.toLowerCase(), endpoint: this.label });
+      throw err;
+    }
   }
 
-  /** Ends the request's bookkeeping (metrics, router, in-flight set, client watch). */
+  /** Ends the request's bookkeeping (metrics, routing, in-flight set, client watch). */
   done(ok: boolean): void {
     this.tracker.finish(ok);
-    for (const id of this.routeIds) this.model.router.finished?.(id);
+    for (const id of this.routeIds) this.model.routing.finished(id);
     this.#deps.inflight.delete(this.context);
     this.#reply.raw.off('close', this.#onClose);
   }

@@ -55,7 +55,7 @@ function checked<T>(check: () => T): T {
 async function tokensEmbeddings(request: ClientRequest<'embeddings'>): Promise<{ vectors: Vector[]; usage: Usage }> {
   const payload = await (await request.preprocessor()).preprocessEmbeddings(request.fields);
   if (request.context.isKilled()) throw new Cancelled('client closed the request while it was preprocessed');
-  const target = request.route(new Set(), payload.token_ids.flat(), request.requestId);
+  const target = await request.route(new Set(), payload.token_ids.flat(), request.requestId);
   const vectors: Vector[] = [];
   const usage: Usage = { prompt_tokens: 0, total_tokens: 0 };
   for await (const item of target.client.direct(payload, target.instanceId, { context: request.context })) {
@@ -73,7 +73,7 @@ async function tokensEmbeddings(request: ClientRequest<'embeddings'>): Promise<{
 type OpenAiEmbeddings = { data?: Array<{ index?: unknown; embedding?: unknown }>; usage?: { prompt_tokens?: unknown; total_tokens?: unknown } };
 
 async function textEmbeddings(request: ClientRequest<'embeddings'>): Promise<{ vectors: Vector[]; usage: Usage }> {
-  const target = request.route(new Set(), undefined, request.requestId);
+  const target = await request.route(new Set(), undefined, request.requestId);
   const vectors: Vector[] = [];
   const usage: Usage = { prompt_tokens: 0, total_tokens: 0 };
   for await (const raw of target.client.direct(request.fields, target.instanceId, { context: request.context })) {

@@ -105,7 +105,8 @@ export function toHttpError(err: unknown, overloadStatus = DEFAULT_OVERLOAD_STAT
     // A worker that went silent past the response timeout, as stock answers it.
     if (err.kind === 'ConnectionTimeout') return new HttpError(504, err.message, { cause: err });
     if (err.kind === 'Cancelled') return new HttpError(499, err.message, { cause: err });
-    if (err.kind === 'WorkerOverloaded') return new HttpError(overloadStatus, err.message, { cause: err });
+    // A full router queue says which limit, as stock's body does.
+    if (err.kind === 'WorkerOverloaded') return new HttpError(overloadStatus, err.message, { cause: err, details: (err as { details?: unknown }).details });
     return new HttpError(500, err.message, { cause: err });
   }
   return new HttpError(500, err instanceof Error ? err.message : String(err), { cause: err });

@@ -1,7 +1,7 @@
 import type { PreprocessedRequest, Preprocessor } from '@dynamo/llm';
 import { ChatOutputParser, promptBatch } from '@dynamo/llm/internal';
 import { Cancelled, type DynamoException } from '@dynamo/runtime';
-import { mergeStreams } from '@dynamo/runtime/internal';
+import { mergeStreams, stringifyJson } from '@dynamo/runtime/internal';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
 import type { GenerationSurface, ServedModel } from '../models/served-model.js';
@@ -48,7 +48,9 @@ export function generationHandler(surface: GenerationSurface, deps: GenerationDe
       if (request.fields.stream !== true) {
         const response = await wholeAnswer(answer);
         request.done(true);
-        return response;
+        if (!request.wantsWorkerId || request.lastInstance === undefined) return response;
+        // Instance ids are u64: written as bare integers, not rounded.
+        return reply.type('application/json').send(stringifyJson({ ...response, nvext: { worker_id: { decode_worker_id: request.lastInstance } } }));
       }
       // The first item decides the status: an error before any output is an HTTP error.
       const first = await answer.deltas.next();
@@ -64,7 +66,7 @@ export function generationHandler(surface: GenerationSurface, deps: GenerationDe
 
 /** The output of a generation request on its way (its worker requests sent), for a route to write out. */
 export async function generationAnswer(request: Request, deps: GenerationDeps): Promise<Answer> {
-  return request.model.input === 'Tokens' ? tokensAnswer(request, deps) : textAnswer(request, deps);
+  return request.model.input === 'Tokens' ? tokensAnswer(request, deps) : await textAnswer(request, deps);
 }
 
 /** The answer settings every surface shares. */
@@ -108,10 +110,11 @@ async function tokensAnswer(r: Request, deps: GenerationDeps): Promise<Answer> {
     migrationLimit: r.pinned !== undefined ? 0 : (deps.migrationLimit ?? model.cardMigrationLimit),
     route: (failed, request, routeId) => r.route(failed, request.token_ids, routeId),
     onMigrate: (err: DynamoException, instanceId: bigint) => {
+      if (err.kind === 'WorkerOverloaded') model.routing.overloaded(instanceId);
       deps.metrics.migrations.inc({ model: model.name.toLowerCase() });
       deps.log.warn({ request_id: r.requestId, model: model.name, instance_id: instanceId.toString(16), err: err.message }, 'worker failed mid-request; migrating');
     },
-    onFirstOutput: (routeId) => model.router.firstOutput?.(routeId),
+    onFirstOutput: (routeId) => model.routing.firstOutput(routeId),
     responseTimeoutMs: deps.backendStreamTimeoutMs,
     maxSeqLen: deps.migrationMaxSeqLen ?? (model.card.context_length > 0 ? model.card.context_length : undefined),
     onMaxSeqLen: (length) => {
@@ -134,9 +137,9 @@ async function tokensAnswer(r: Request, deps: GenerationDeps): Promise<Answer> {
 }
 
 /** A Text-input model's answer: the body goes to the worker as it is, and its OpenAI chunks come back. */
-function textAnswer(r: Request, deps: GenerationDeps): Answer {
+async function textAnswer(r: Request, deps: GenerationDeps): Promise<Answer> {
   const n = typeof r.fields.n === 'number' && Number.isInteger(r.fields.n) && r.fields.n > 1 ? r.fields.n : 1;
-  const target = r.route(new Set(), undefined, r.requestId);
+  const target = await r.route(new Set(), undefined, r.requestId);
   const deltas = textDeltas(r.surface, target.client.direct(r.fields, target.instanceId, { context: r.context }));
   return answerOf(r, deps, {
     choices: n,

@@ -7,6 +7,7 @@ import Fastify, { type FastifyInstance } from 'fastify';
 
 import { anthropicErrorBody } from '../anthropic/output.js';
 import { ANTHROPIC_PATH, countTokensHandler, messagesHandler } from './anthropic.js';
+import { registerBusyThresholdRoutes } from './busy-threshold.js';
 import { type ConnectionLimits, guardConnections } from './connection-guard.js';
 import { embeddingsHandler } from './embeddings.js';
 import { errorBody, HttpError, RETRY_AFTER_SECS, reasonPhrase, retriable, toHttpError } from './errors.js';
@@ -29,6 +30,8 @@ export interface HttpServerOptions extends GenerationDeps {
   shuttingDown(): boolean;
   /** Serve the Anthropic Messages API (`/v1/messages`, `/v1/messages/count_tokens`). */
   anthropicApi: boolean;
+  /** Serve the admin routes (`/busy_threshold`). */
+  adminApi: boolean;
 }
 
 const GENERATION_ROUTES = { '/v1/chat/completions': 'chat', '/v1/completions': 'completions' } as const;
@@ -177,6 +180,8 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
     );
     return { model: model.name, ready, ...(!ready && { reason: 'no namespace has all required worker types live' }), namespaces: detail };
   };
+
+  if (options.adminApi) registerBusyThresholdRoutes(app, registry, log);
 
   const openapi = openApiDocument({ anthropicApi: options.anthropicApi });
   app.get('/openapi.json', async () => openapi);

@@ -1,9 +1,9 @@
-import { ModelType, Preprocessor } from '@dynamo/llm';
+import { type ModelDeploymentCard, ModelType, Preprocessor } from '@dynamo/llm';
 import { mdcsum, ModelDeploymentCardSchema, N_CHOICES_KEY, type ModelParsers, modelTypeFromWire } from '@dynamo/llm/internal';
 import type { Client, DistributedRuntime, EndpointRecord, Log, ModelEvent, ModelRecord } from '@dynamo/runtime';
 import { instanceKey, MDC_BUCKET } from '@dynamo/runtime/internal';
 
-import type { RouterFactory } from '../routing/router.js';
+import type { ModelRouting } from '../routing/model-routing.js';
 import type { CardFiles } from './card-files.js';
 import { type ModelInstance, ServedModel } from './served-model.js';
 
@@ -12,7 +12,8 @@ export interface ModelRegistryOptions {
   runtime: DistributedRuntime;
   /** Serve only models registered in this namespace (all namespaces when omitted). */
   namespace?: string;
-  routers: RouterFactory;
+  /** Makes the routing of a model from the card its first worker registered. */
+  routing: (model: string, card: ModelDeploymentCard) => ModelRouting;
   cardFiles: CardFiles;
   /** Parsers for models whose cards name none (`--dyn-tool-call-parser`, `--dyn-reasoning-parser`). */
   defaultParsers?: ModelParsers;
@@ -117,8 +118,8 @@ export class ModelRegistry {
   async close(): Promise<void> {
     this.#closing.abort();
     await this.#watching;
-    // Adapter views share their base model's router.
-    await Promise.all([...this.#models.values()].flatMap((m) => (m.base ? [] : [m.router.close?.()])));
+    // Adapter views share their base model's routing.
+    await Promise.all([...this.#models.values()].flatMap((m) => (m.base ? [] : [m.routing.close()])));
     for (const client of this.#clients.values()) (await client.catch(() => undefined))?.close();
   }
 
@@ -145,7 +146,7 @@ export class ModelRegistry {
     for (const [adapterKey, a] of this.#adapters) if (a.baseKey === key) this.#detach(adapterKey, a);
     if (!model.removeRecord(key) && this.#models.get(model.name) === model) {
       this.#models.delete(model.name);
-      void model.router.close?.();
+      void model.routing.close();
       this.#options.log.info({ model: model.name }, 'model removed: its last worker is gone');
     }
   }
@@ -203,7 +204,7 @@ export class ModelRegistry {
     }
     const client = await this.#client(record.namespace, record.component, record.endpoint);
     if (!model) {
-      model = new ServedModel(card, checksum, this.#options.routers(card.display_name, card), this.#options.defaultParsers);
+      model = new ServedModel(card, checksum, this.#options.routing(card.display_name, card), this.#options.defaultParsers);
       for (const problem of model.parserProblems) this.#options.log.warn({ model: card.display_name, err: problem }, 'its output is served without this parser');
       if (card.model_input === 'Tokens') {
         const log = this.#options.log;

@@ -2,7 +2,8 @@ import { type ModelDeploymentCard, ModelType, type Preprocessor } from '@dynamo/
 import { type ModelParsers, modelParsers } from '@dynamo/llm/internal';
 import type { Client } from '@dynamo/runtime';
 
-import type { Candidate, Router } from '../routing/router.js';
+import type { ModelRouting } from '../routing/model-routing.js';
+import type { Candidate } from '../routing/router.js';
 
 /** The OpenAI surfaces a request can come through. */
 export type Surface = 'chat' | 'completions' | 'embeddings';
@@ -25,11 +26,11 @@ export interface ModelInstance {
 
 /**
  * A model as the frontend serves it: the card its first worker registered, the instances that
- * registered the same card, the clients that reach them, its router, and (Tokens input) its
+ * registered the same card, the clients that reach them, its routing, and (Tokens input) its
  * preprocessor once its files are loaded.
  *
  * A LoRA adapter is served as a view of its base model ({@link adapterView}): the base's card,
- * pipeline and router, over only the base's instances that have the adapter loaded.
+ * pipeline and routing, over only the base's instances that have the adapter loaded.
  */
 export class ServedModel {
   readonly name: string;
@@ -38,7 +39,8 @@ export class ServedModel {
   readonly card: ModelDeploymentCard;
   /** The card's `mdcsum`: a worker registering a different card under this name is refused. */
   readonly checksum: string;
-  readonly router: Router;
+  /** How its requests are placed (an adapter view shares its base's). */
+  readonly routing: ModelRouting;
   /** The tool-call and reasoning parsers applied to its chat output. */
   readonly parsers: ModelParsers;
   /** Why a parser its card names is not applied (this frontend does not have it). */
@@ -47,13 +49,13 @@ export class ServedModel {
   readonly #records = new Map<string, ModelInstance>();
   /** Endpoint → its client and the instances on it that serve this model. */
   readonly #endpoints = new Map<string, { client: Client; instances: Set<bigint> }>();
-  /** The base model of an adapter view: its pipeline is the base's, and its router is the base's to keep. */
+  /** The base model of an adapter view: its pipeline is the base's, and its routing is the base's to keep. */
   readonly #base: ServedModel | undefined;
   #preprocessor: Promise<Preprocessor> | undefined;
   #loadError: Error | undefined;
   #loaded: boolean;
 
-  constructor(card: ModelDeploymentCard, checksum: string, router: Router, defaultParsers: ModelParsers = {}, adapter?: { base: ServedModel; name: string }) {
+  constructor(card: ModelDeploymentCard, checksum: string, routing: ModelRouting, defaultParsers: ModelParsers = {}, adapter?: { base: ServedModel; name: string }) {
     this.name = adapter?.name ?? card.display_name;
     this.loraName = adapter?.name;
     this.#base = adapter?.base;
@@ -64,17 +66,17 @@ export class ServedModel {
     }
     this.card = card;
     this.checksum = checksum;
-    this.router = router;
+    this.routing = routing;
     this.#loaded = card.model_input !== 'Tokens';
   }
 
   /**
    * The view of this (base) model that serves its LoRA adapter `name`, as stock 1.6.1 serves
-   * one: the base's card, tokenizer, template, parsers and router; instances join it through
+   * one: the base's card, tokenizer, template, parsers and routing; instances join it through
    * {@link addRecord} with their adapter records.
    */
   adapterView(name: string): ServedModel {
-    return new ServedModel(this.card, this.checksum, this.router, {}, { base: this, name });
+    return new ServedModel(this.card, this.checksum, this.routing, {}, { base: this, name });
   }
 
   /** The base model this adapter view serves through, or undefined for a base model. */
@@ -138,9 +140,9 @@ export class ServedModel {
     if (!endpoint) {
       endpoint = { client, instances: new Set() };
       this.#endpoints.set(instance.endpoint, endpoint);
-      // An adapter's instances are its base's: the base keeps the router's bookkeeping.
+      // An adapter's instances are its base's: the base keeps the routing's bookkeeping.
       const [namespace = '', component = '', name = ''] = instance.endpoint.split('/');
-      if (!this.#base) this.router.addEndpoint?.({ namespace, component, endpoint: name });
+      if (!this.#base) this.routing.addEndpoint({ namespace, component, endpoint: name });
     }
     endpoint.instances.add(instance.instanceId);
   }
@@ -154,7 +156,7 @@ export class ServedModel {
       const endpoint = this.#endpoints.get(instance.endpoint);
       if (endpoint && !stillThere) {
         endpoint.instances.delete(instance.instanceId);
-        if (!this.#base) this.router.removeInstance?.(instance.instanceId);
+        if (!this.#base) this.routing.removeInstance(instance.instanceId);
         if (endpoint.instances.size === 0) this.#endpoints.delete(instance.endpoint);
       }
     }

@@ -17,7 +17,7 @@ export interface AttemptDeps {
   maxSeqLen: number | undefined;
   onMaxSeqLen(length: number): void;
   /** The instance for the attempt's next try, avoiding `failed`; `routeId` keys the router's bookkeeping. */
-  route(failed: ReadonlySet<bigint>, request: PreprocessedRequest, routeId: string): Candidate;
+  route(failed: ReadonlySet<bigint>, request: PreprocessedRequest, routeId: string): Candidate | Promise<Candidate>;
   onMigrate(error: DynamoException, instanceId: bigint): void;
   onFirstOutput(routeId: string): void;
 }

@@ -21,7 +21,7 @@ export interface MigrationOptions {
   limit: number;
   context: Context;
   /** The instance for the next attempt, avoiding `failed` when it can; throws when none is left. */
-  route(failed: ReadonlySet<bigint>): Candidate;
+  route(failed: ReadonlySet<bigint>): Candidate | Promise<Candidate>;
   /** Called before each resend with the error that ended the previous attempt. */
   onMigrate(error: DynamoException, instanceId: bigint): void;
   /**
@@ -97,7 +97,7 @@ export async function* migratingStream(request: PreprocessedRequest, options: Mi
   if (tooLong && options.limit > 0) options.onMaxSeqLen?.(promptLength);
   let first = true;
   for (;;) {
-    const target = options.route(failed);
+    const target = await options.route(failed);
     const stop = new AbortController();
     const attempt = target.client.directBatches(current, target.instanceId, { context: options.context, signal: stop.signal })[Symbol.asyncIterator]();
     try {

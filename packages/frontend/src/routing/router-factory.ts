@@ -1,4 +1,4 @@
-import { DirectRouter, RandomRouter, RoundRobinRouter } from './basic-routers.js';
+import { DirectRouter, LeastLoadedRouter, PowerOfTwoRouter, RandomRouter, RoundRobinRouter } from './basic-routers.js';
 import { KvAwareRouter, type KvRouterDeps, type KvRouterSettings } from './kv-router.js';
 import type { RouterFactory, RouterMode } from './router.js';
 
@@ -9,6 +9,10 @@ export function routerFactory(mode: RouterMode, kv?: { settings: KvRouterSetting
       return () => new RoundRobinRouter();
     case 'random':
       return () => new RandomRouter();
+    case 'power-of-two':
+      return () => new PowerOfTwoRouter();
+    case 'least-loaded':
+      return () => new LeastLoadedRouter();
     case 'direct':
       return () => new DirectRouter();
     case 'kv':

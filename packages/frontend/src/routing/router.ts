@@ -1,6 +1,8 @@
 import type { ModelDeploymentCard } from '@dynamo/llm';
 import type { Client, EventScope } from '@dynamo/runtime';
 
+import type { EffectiveThresholds } from './busy-thresholds.js';
+
 /** An instance that can take a request for a model now, and the client that reaches it. */
 export interface Candidate {
   readonly instanceId: bigint;
@@ -19,6 +21,10 @@ export interface RouteRequest {
   readonly tokenIds?: readonly number[];
   /** Instances this request already failed on (during migration); avoid them when possible. */
   readonly failed: ReadonlySet<bigint>;
+  /** Aborts when the client leaves: a router that queues the request drops it then. */
+  readonly signal?: AbortSignal;
+  /** The candidates now: a router that queues the request reads them again when it lets it go. */
+  readonly current?: () => readonly Candidate[];
 }
 
 /**
@@ -28,7 +34,12 @@ export interface RouteRequest {
 export interface Router {
   /** The routing mode's name, as `--router-mode` spells it. */
   readonly mode: string;
-  select(candidates: readonly Candidate[], request: RouteRequest): Candidate;
+  select(candidates: readonly Candidate[], request: RouteRequest): Candidate | Promise<Candidate>;
+  /**
+   * A request goes to `instanceId` without a choice (it named the instance, or its session is
+   * bound there): routers that weigh what is in flight count it until `finished(requestId)`.
+   */
+  book?(instanceId: bigint, requestId: string): void;
   /** An endpoint now serves the model (routers that follow workers' events subscribe here). */
   addEndpoint?(scope: EventScope): void;
   /** An instance no longer serves the model. */
@@ -37,6 +48,11 @@ export interface Router {
   firstOutput?(requestId: string): void;
   /** The request ended, however it ended. */
   finished?(requestId: string): void;
+  /**
+   * The busy thresholds changed (`/busy_threshold`): a router that applies them itself (the KV
+   * router, to its own view of each worker's load) takes the new ones.
+   */
+  setBusyThresholds?(thresholds: EffectiveThresholds): void;
   /** The model is no longer served. */
   close?(): Promise<void>;
 }
@@ -45,7 +61,7 @@ export interface Router {
 export type RouterFactory = (model: string, card: ModelDeploymentCard) => Router;
 
 /** The built-in modes. */
-export const ROUTER_MODES = ['round-robin', 'random', 'kv', 'direct'] as const;
+export const ROUTER_MODES = ['round-robin', 'random', 'power-of-two', 'least-loaded', 'kv', 'direct'] as const;
 export type RouterMode = (typeof ROUTER_MODES)[number];
 
 /** Candidates the request has not failed on yet, unless it failed on all of them. */

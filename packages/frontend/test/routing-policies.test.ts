@@ -1,0 +1,116 @@
+// The routing policies on their own: how stock 1.6.1's modes pick among workers by requests in
+// flight, how a request's session is read from its headers, how a session binding lives and
+// expires, and how busy thresholds take and refuse changes.
+import type { Client } from '@dynamo/runtime';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+
+import { agentSession } from '../src/http/agent-session.js';
+import { LeastLoadedRouter, PowerOfTwoRouter, RoundRobinRouter } from '../src/routing/basic-routers.js';
+import { BusyThresholds } from '../src/routing/busy-thresholds.js';
+import type { Candidate } from '../src/routing/router.js';
+import { SessionAffinity } from '../src/routing/session-affinity.js';
+
+const candidates = (...ids: number[]): Candidate[] => ids.map((id) => ({ instanceId: BigInt(id), client: {} as Client }));
+const request = (requestId: string) => ({ model: 'm', requestId, failed: new Set<bigint>() });
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('power-of-two and least-loaded', () => {
+  it('with two workers, always take the one with fewer requests in flight', () => {
+    for (const router of [new PowerOfTwoRouter(), new LeastLoadedRouter()]) {
+      const pool = candidates(7, 9);
+      router.book(7n, 'held-1');
+      router.book(7n, 'held-2');
+      for (let i = 0; i < 20; i++) {
+        // Each placed request stays in flight, so the two alternate once level.
+        const chosen = router.select(pool, request(`r${i}`)).instanceId;
+        if (i < 2) expect(chosen).toBe(9n);
+      }
+      router.finished('held-1');
+      router.finished('held-2');
+      for (let i = 0; i < 20; i++) router.finished(`r${i}`);
+      // All released: the loads are level again, and a migrated request moves its count.
+      router.select(pool, request('m'));
+      const first = router.select(pool, request('m')).instanceId;
+      expect(router.select(pool, request('n')).instanceId).not.toBe(first);
+    }
+  });
+
+  it('least-loaded breaks ties at random among the least loaded', () => {
+    const router = new LeastLoadedRouter();
+    const seen = new Set<bigint>();
+    for (let i = 0; i < 200; i++) {
+      seen.add(router.select(candidates(1, 2, 3), request(`r${i}`)).instanceId);
+      router.finished(`r${i}`);
+    }
+    expect(seen).toEqual(new Set([1n, 2n, 3n]));
+  });
+
+  it('round-robin cycles by ascending instance id, as stock does', () => {
+    const router = new RoundRobinRouter();
+    const picks = Array.from({ length: 4 }, (_, i) => router.select(candidates(30, 10, 20), request(`r${i}`)).instanceId);
+    expect(picks).toEqual([10n, 20n, 30n, 10n]);
+  });
+});
+
+describe('agentSession', () => {
+  it("reads stock's headers in stock's order", () => {
+    expect(agentSession({})).toBeUndefined();
+    expect(agentSession({ 'x-dynamo-session-id': '  s1 ', 'x-session-id': 'other' })).toEqual({ sessionId: 's1' });
+    expect(agentSession({ 'x-dynamo-session-id': '   ', 'thread-id': 't1' })).toEqual({ sessionId: 't1' });
+    expect(agentSession({ 'x-dynamo-session-id': 's1', 'x-dynamo-parent-session-id': 'p' })).toEqual({ sessionId: 's1', parentSessionId: 'p' });
+    expect(agentSession({ 'x-dynamo-session-id': 's1', 'x-dynamo-parent-session-id': 's1' })).toEqual({ sessionId: 's1' });
+    // Claude Code: the root session, or a subagent of it.
+    expect(agentSession({ 'x-claude-code-session-id': 'root' })).toEqual({ sessionId: 'root' });
+    expect(agentSession({ 'x-claude-code-session-id': 'root', 'x-claude-code-agent-id': 'a1' })).toEqual({ sessionId: 'a1', parentSessionId: 'root' });
+    expect(agentSession({ 'x-claude-code-session-id': 'root', 'x-claude-code-agent-id': 'a2', 'x-claude-code-parent-agent-id': 'a1' })).toEqual({ sessionId: 'a2', parentSessionId: 'a1' });
+    expect(agentSession({ 'x-claude-code-session-id': 'root', 'x-claude-code-parent-agent-id': 'a1' })).toEqual({ sessionId: 'root' });
+    expect(agentSession({ 'thread-id': 't', 'x-codex-parent-thread-id': 'pt' })).toEqual({ sessionId: 't', parentSessionId: 'pt' });
+    expect(agentSession({ 'x-session-id': 'o', 'x-parent-session-id': 'po' })).toEqual({ sessionId: 'o', parentSessionId: 'po' });
+  });
+});
+
+describe('SessionAffinity', () => {
+  it('keeps a binding while its requests run and for the TTL after the last one ends', () => {
+    vi.useFakeTimers();
+    const affinity = new SessionAffinity(2, 'hard');
+    affinity.commit('s', 5n, true);
+    vi.advanceTimersByTime(10_000);
+    expect(affinity.bound('s')).toBe(5n);
+    affinity.release('s');
+    vi.advanceTimersByTime(1_999);
+    expect(affinity.bound('s')).toBe(5n);
+    vi.advanceTimersByTime(1);
+    expect(affinity.bound('s')).toBeUndefined();
+    expect(affinity.size).toBe(0);
+    affinity.close();
+  });
+
+  it('keys subagents by their parent, so siblings share a worker; an explicit worker binds the session itself', () => {
+    const a = SessionAffinity.key({ sessionId: 'a1', parentSessionId: 'root' }, false);
+    expect(a).toBe(SessionAffinity.key({ sessionId: 'a2', parentSessionId: 'root' }, false));
+    expect(a.startsWith('\u0001sg:')).toBe(true);
+    expect(SessionAffinity.key({ sessionId: 'a1', parentSessionId: 'root' }, true)).toBe('a1');
+    expect(() => SessionAffinity.key({ sessionId: 'x'.repeat(257) }, false)).toThrow('session affinity ID must not exceed 256 bytes');
+  });
+});
+
+describe('BusyThresholds', () => {
+  it('sets only the values given, refuses out-of-range ones whole, and folds the prefill fraction in', () => {
+    const t = new BusyThresholds();
+    expect(t.enabled).toBe(false);
+    let changes = 0;
+    t.onChange(() => (changes += 1));
+    t.update({ active_decode_blocks_threshold: 0.8 });
+    t.update({ active_prefill_tokens_threshold: 5000, active_decode_blocks_threshold: null });
+    expect(t.values).toEqual({ active_decode_blocks_threshold: 0.8, active_prefill_tokens_threshold: 5000, active_prefill_tokens_threshold_frac: null });
+    expect(() => t.update({ active_prefill_tokens_threshold: 1, active_decode_blocks_threshold: 2 })).toThrow('active_decode_blocks_threshold must be between 0.0 and 1.0, got 2');
+    expect(t.values.active_prefill_tokens_threshold).toBe(5000);
+    expect(changes).toBe(2);
+    t.update({ active_prefill_tokens_threshold_frac: 0.25 });
+    expect(t.effective(8192)).toEqual({ activeDecodeBlocksThreshold: 0.8, activePrefillTokensThreshold: 2048 });
+    expect(t.effective(null)).toEqual({ activeDecodeBlocksThreshold: 0.8, activePrefillTokensThreshold: 5000 });
+  });
+});
