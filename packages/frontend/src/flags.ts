@@ -7,8 +7,8 @@ import { ROUTER_MODES } from './routing/router.js';
 const count = (max: number) => z.coerce.number().int().min(0, 'must not be negative').max(max);
 const positive = z.coerce.number().positive('must be positive').finite();
 const fraction = z.coerce.number().min(0, 'must not be negative').finite();
-/** An optional value that the word `None` (stock's spelling) also leaves unset. */
-const unsettable = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (typeof v === 'string' && v.trim() === 'None' ? undefined : v), schema.optional());
+/** An optional value that the word `None` or an empty string (stock's spellings) also leave unset. */
+const unsettable = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (typeof v === 'string' && ['None', ''].includes(v.trim()) ? undefined : v), schema.optional());
 
 /** `dynamo-frontend`'s options: stock Dynamo's flag names and `DYN_*` variables. */
 export const frontendFlags = {

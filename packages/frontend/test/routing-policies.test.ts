@@ -1,12 +1,18 @@
 // The routing policies on their own: how stock 1.6.1's modes pick among workers by requests in
 // flight, how a request's session is read from its headers, how a session binding lives and
 // expires, and how busy thresholds take and refuse changes.
-import type { Client } from '@dynamo/runtime';
+import { type Client, parseFlags } from '@dynamo/runtime';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
+import { frontendFlags, frontendOptionsFromFlags } from '../src/flags.js';
 import { agentSession } from '../src/http/agent-session.js';
 import { LeastLoadedRouter, PowerOfTwoRouter, RoundRobinRouter } from '../src/routing/basic-routers.js';
 import { BusyThresholds } from '../src/routing/busy-thresholds.js';
+import { queueClassFor, RouterPolicyConfig } from '../src/routing/policy-config.js';
+import { QueueFull, RequestQueue } from '../src/routing/request-queue.js';
 import type { Candidate } from '../src/routing/router.js';
 import { SessionAffinity } from '../src/routing/session-affinity.js';
 
@@ -112,5 +118,90 @@ describe('BusyThresholds', () => {
     t.update({ active_prefill_tokens_threshold_frac: 0.25 });
     expect(t.effective(8192)).toEqual({ activeDecodeBlocksThreshold: 0.8, activePrefillTokensThreshold: 2048 });
     expect(t.effective(null)).toEqual({ activeDecodeBlocksThreshold: 0.8, activePrefillTokensThreshold: 5000 });
+  });
+});
+
+describe('routing flags', () => {
+  const parse = (argv: string[], env: Record<string, string> = {}) => {
+    const parsed = parseFlags(frontendFlags, argv, env);
+    if (parsed.help) throw new Error('help');
+    return frontendOptionsFromFlags(parsed.values, env);
+  };
+
+  it("take stock's names and variables; None or empty leaves a threshold unset", () => {
+    expect(parse(['--router-mode', 'least-loaded', '--router-session-affinity-ttl-secs', '30', '--router-session-affinity-mode', 'soft'])).toMatchObject({
+      routerMode: 'least-loaded',
+      sessionAffinity: { ttlSecs: 30, mode: 'soft' },
+      adminApi: true,
+    });
+    expect(parse([], { DYN_ROUTER_MODE: 'power-of-two', DYN_ACTIVE_PREFILL_TOKENS_THRESHOLD_FRAC: '0.5', DYN_DISABLE_FRONTEND_ADMIN_API: 'true' })).toMatchObject({
+      routerMode: 'power-of-two',
+      busyThresholds: { activePrefillTokensThresholdFrac: 0.5 },
+      adminApi: false,
+    });
+    expect(parse(['--active-decode-blocks-threshold', 'None', '--active-prefill-tokens-threshold', '']).busyThresholds).toEqual({});
+    expect(parse(['--router-replica-sync', '--router-queue-threshold', '0', '--router-queue-policy', 'wspt', '--router-policy-config', 'p.yaml']).kvRouter).toMatchObject({
+      replicaSync: true,
+      queueThreshold: 0,
+      queuePolicy: 'wspt',
+      policyConfig: 'p.yaml',
+    });
+    expect(parse([]).sessionAffinity).toBeUndefined();
+  });
+
+  it('name a bad value', () => {
+    expect(() => parse(['--router-session-affinity-ttl-secs', '0'])).toThrow(/--router-session-affinity-ttl-secs: must be between 1 and 31536000/);
+    expect(() => parse(['--router-mode', 'fastest'])).toThrow(/--router-mode/);
+    expect(() => parse(['--router-queue-policy', 'lcfs'])).toThrow(/--router-queue-policy/);
+    expect(() => parse(['--active-prefill-tokens-threshold-frac=-1'])).toThrow(/--active-prefill-tokens-threshold-frac: must not be negative/);
+  });
+});
+
+describe('RequestQueue', () => {
+  it('lets requests go in policy order while there is room, refuses past its limit, and drops a request whose client left', async () => {
+    const queue = new RequestQueue<number>('wspt', 'c', { requestsPerWorker: 2 }, () => {});
+    const a = queue.push(90, 2, undefined, () => 90);
+    const abort = new AbortController();
+    const b = queue.push(10, 2, abort.signal, () => 10);
+    const c = queue.push(50, 2, undefined, () => 50);
+    const d = queue.push(30, 2, undefined, () => 30);
+    expect(() => queue.push(5, 2, undefined, () => 5)).toThrow(QueueFull);
+    abort.abort();
+    await expect(b).rejects.toThrow('client closed the request while it waited for a worker');
+    const order: number[] = [];
+    for (const p of [a, c, d]) void p.then((n) => order.push(n));
+    let room = 2;
+    queue.drain(() => room-- > 0);
+    await new Promise((r) => setTimeout(r, 0));
+    expect(order).toEqual([30, 50]);
+    expect(queue.size).toBe(1);
+  });
+});
+
+describe('RouterPolicyConfig', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'policy-'));
+  const load = (name: string, text: string) => {
+    const path = join(dir, name);
+    writeFileSync(path, text);
+    return () => RouterPolicyConfig.load(path);
+  };
+  const cls = '{name: batch, policy_family: std, cache_bucket: all, quantum: 1, queue_policy: wspt, prefill_busy_threshold: 100, request_queue_limit_per_worker: 4}';
+
+  it('takes a root profile and per-model ones of one policy class each', () => {
+    const config = load('ok.yaml', `default_policy_family: std\nuncached_isl_buckets: [{min_tokens: 0, bucket: all}]\npolicy_classes: [${cls}]\nmodels:\n  m2:\n    default_policy_family: std\n    uncached_isl_buckets: [{min_tokens: 0, bucket: all}]\n    policy_classes: [{name: solo, policy_family: std, cache_bucket: all, quantum: 1, prefill_busy_threshold_frac: 0.5}]\n`)();
+    expect(queueClassFor('m1', config, undefined, 'fcfs')).toEqual({ name: 'batch', policy: 'wspt', prefillBusyThreshold: 100, limits: { requestsPerWorker: 4 } });
+    expect(queueClassFor('m2', config, undefined, 'fcfs')).toMatchObject({ name: 'solo', policy: 'fcfs', prefillBusyThresholdFrac: 0.5, limits: {} });
+    expect(queueClassFor('m', undefined, 0.25, 'wspt')).toEqual({ name: 'default', policy: 'wspt', prefillBusyThresholdFrac: 0.25, limits: {} });
+    expect(queueClassFor('m', undefined, undefined, 'fcfs')).toBeUndefined();
+  });
+
+  it('names the file and what is wrong', () => {
+    expect(load('empty.yaml', '')).toThrow(/must define a root profile or at least one model profile/);
+    expect(() => RouterPolicyConfig.load(join(dir, 'absent.yaml'))).toThrow(/failed to read router policy config .*absent\.yaml/);
+    expect(load('bad.yaml', 'policy_classes: [')).toThrow(/failed to parse router policy config .*bad\.yaml/);
+    expect(load('partial.yaml', `policy_classes: [${cls}]`)).toThrow(/root profile must specify default_policy_family, uncached_isl_buckets, and policy_classes/);
+    expect(load('unknown.yaml', `default_policy_family: std\nuncached_isl_buckets: [{min_tokens: 0, bucket: all}]\npolicy_classes: [${cls.replace('quantum: 1', 'quantum: 1, speed: 2')}]`)).toThrow(/policy_classes\.0: Unrecognized key/);
+    expect(load('two.yaml', `default_policy_family: std\nuncached_isl_buckets: [{min_tokens: 0, bucket: all}]\npolicy_classes: [${cls}, ${cls.replace('batch', 'other')}]`)).toThrow(/one policy class per profile/);
+    expect(load('router.yaml', 'router: {router_temperature: 0.5}')).toThrow(/the router section is not supported by this frontend/);
   });
 });

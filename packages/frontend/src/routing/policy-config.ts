@@ -107,7 +107,8 @@ export class RouterPolicyConfig {
     }
     let raw: unknown;
     try {
-      raw = parse(text);
+      // An empty file is an empty document.
+      raw = parse(text) ?? {};
     } catch (err) {
       throw new InvalidArgument(`failed to parse router policy config ${path}: ${(err as Error).message}`, { cause: err });
     }
