@@ -115,6 +115,23 @@ describe.skipIf('skip' in stock)('router modes interop (file + tcp): stock and o
     });
   }
 
+  for (const [from, to] of [
+    [0, 1],
+    [1, 0],
+  ] as const) {
+    it(`session affinity: a session bound by the ${from === 0 ? 'stock' : 'our'} frontend goes to the same worker through the ${to === 0 ? 'stock' : 'our'} one (session_affinity_events)`, async () => {
+      const [binder, follower] = [pairs['least-loaded']![from], pairs['least-loaded']![to]];
+      const session = { 'x-dynamo-session-id': `shared-${binder.name}` };
+      const bound = await workerOf(binder.url, session);
+      // Through the follower, least-loaded alone would pick the other worker now.
+      const stop = hold(follower.url, bound);
+      await new Promise((r) => setTimeout(r, 500));
+      expect(await workerOf(follower.url)).toBe(workers.find((w) => w !== bound));
+      for (let i = 0; i < 3; i++) expect(`${follower.name}: ${await workerOf(follower.url, session)}`).toBe(`${follower.name}: ${bound}`);
+      await stop();
+    });
+  }
+
   it('session affinity: a session stays on its worker on both, even when that worker is the busier one', async () => {
     for (const fe of pairs['least-loaded']!) {
       const session = { 'x-dynamo-session-id': `interop-${fe.name}` };

@@ -8,6 +8,7 @@
 //! Routers of one model share what each booked where through [`ActiveSequenceEvent`]s
 //! (stock's replica sync), so each counts the others' load too.
 
+mod affinity;
 mod approx;
 mod batcher;
 mod children;
@@ -22,6 +23,7 @@ mod sequences;
 mod vllm;
 mod wire;
 
+pub use affinity::{SessionAffinityUpdate, SESSION_AFFINITY_TOPIC};
 pub use approx::{ApproxCache, ApproxConfig};
 pub use batcher::{KvEventBatcher, DEFAULT_RECOVERY_BUFFER_EVENTS};
 pub use envelope::{ActiveLoad, Envelope, KV_EVENTS_TOPIC, KV_METRICS_TOPIC};

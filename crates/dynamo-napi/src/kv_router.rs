@@ -4,8 +4,8 @@
 //! Each call crosses once per message or per request; hashing and msgpack stay in Rust.
 
 use dynamo_kv_router::{
-    self as kv, ActiveLoad, Envelope, ReplicaKind, RouteRequest, RouterOptions, WorkerInfo,
-    WorkerKey,
+    self as kv, ActiveLoad, Envelope, ReplicaKind, RouteRequest, RouterOptions,
+    SessionAffinityUpdate, WorkerInfo, WorkerKey,
 };
 use dynamo_llm_core::block_hash::{block_hashes, sequence_hashes, HashScope};
 use napi::bindgen_prelude::{BigInt, BigUint64Array, Buffer, Null, Uint32Array};
@@ -635,5 +635,65 @@ pub fn decode_active_load(envelope: &[u8]) -> napi::Result<ActiveLoadReport> {
         active_decode_blocks: load.active_decode_blocks.map(|v| v as f64),
         active_prefill_tokens: load.active_prefill_tokens.map(|v| v as f64),
         kv_used_blocks: load.kv_used_blocks.map(|v| v as f64),
+    })
+}
+
+/// A session binding as frontends share it on `session_affinity_events`.
+#[napi(object)]
+pub struct SessionBinding {
+    pub session_id: String,
+    pub worker_id: BigInt,
+    /// Absent for a binding to the worker rather than one of its ranks.
+    pub dp_rank: Option<u32>,
+    /// With `writerId`, orders the versions of a binding.
+    pub sequence: BigInt,
+    /// The publishing frontend's discovery instance id.
+    pub writer_id: BigInt,
+}
+
+/// Encodes a session binding as a stock `session_affinity_events` envelope.
+#[napi]
+pub fn encode_session_binding(
+    publisher_id: BigInt,
+    sequence: BigInt,
+    now_ms: f64,
+    binding: SessionBinding,
+) -> napi::Result<Buffer> {
+    let update = SessionAffinityUpdate {
+        session_id: binding.session_id,
+        worker_id: u64_of("workerId", &binding.worker_id)?,
+        dp_rank: binding.dp_rank,
+        sequence: u64_of("sequence", &binding.sequence)?,
+        writer_id: u64_of("writerId", &binding.writer_id)?,
+    };
+    let envelope = update.envelope(
+        u64_of("publisherId", &publisher_id)?,
+        u64_of("sequence", &sequence)?,
+        whole("nowMs", now_ms.floor())?,
+    );
+    Ok(envelope.encode().into())
+}
+
+/// A peer's session binding and the publisher it came from.
+#[napi(object)]
+pub struct ReceivedSessionBinding {
+    pub publisher_id: BigInt,
+    pub binding: SessionBinding,
+}
+
+/// Decodes a `session_affinity_events` envelope. `InvalidArg` naming what did not decode.
+#[napi]
+pub fn decode_session_binding(envelope: &[u8]) -> napi::Result<ReceivedSessionBinding> {
+    let envelope = Envelope::decode(envelope).map_err(invalid)?;
+    let update = SessionAffinityUpdate::decode(&envelope.payload).map_err(invalid)?;
+    Ok(ReceivedSessionBinding {
+        publisher_id: BigInt::from(envelope.publisher_id),
+        binding: SessionBinding {
+            session_id: update.session_id,
+            worker_id: BigInt::from(update.worker_id),
+            dp_rank: update.dp_rank,
+            sequence: BigInt::from(update.sequence),
+            writer_id: BigInt::from(update.writer_id),
+        },
     })
 }

@@ -69,9 +69,11 @@ beforeAll(async () => {
   const started = await Promise.all([
     ...modes.map((mode) => deployment.frontend(['--router-mode', mode])),
     deployment.frontend(['--router-mode', 'least-loaded', '--router-session-affinity-ttl-secs', '2', '--migration-limit', '3']),
+    deployment.frontend(['--router-mode', 'least-loaded', '--router-session-affinity-ttl-secs', '60']),
   ]);
   for (const [i, mode] of modes.entries()) fronts[mode] = started[i]!.url;
   fronts.affinity = started[3]!.url;
+  fronts.affinityPeer = started[4]!.url;
   for (const url of Object.values(fronts)) {
     await waitForModel(url, MODEL, 'fast', 1);
     await waitForModel(url, MODEL, 'slow', 1);
@@ -126,6 +128,21 @@ describe('session affinity (--router-session-affinity-ttl-secs 2, least-loaded)'
     expect(long.status).toBe(400);
     expect(((await long.json()) as { message: string }).message).toBe('session affinity ID must not exceed 256 bytes');
   });
+});
+
+describe('session bindings shared between frontends (session_affinity_events)', () => {
+  it("a session bound on one frontend goes to the same worker through another, even where that one's own choice differs", async () => {
+    const [a, b] = [fronts.affinity!, fronts.affinityPeer!];
+    const session = { 'x-dynamo-session-id': 'shared-1' };
+    const bound = await served(a, {}, session);
+    // Through B, least-loaded alone would now pick the other worker.
+    const stop = await hold(b, bound);
+    // Half a second for A's binding to reach B (it went out when A placed the request, and again when it ended).
+    await new Promise((r) => setTimeout(r, 500));
+    expect(await served(b)).toBe(bound === 'fast' ? 'slow' : 'fast');
+    for (let i = 0; i < 5; i++) expect(await served(b, {}, session)).toBe(bound);
+    await stop();
+  }, 60_000);
 });
 
 describe('/busy_threshold', () => {

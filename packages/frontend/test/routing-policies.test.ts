@@ -94,6 +94,30 @@ describe('SessionAffinity', () => {
     affinity.close();
   });
 
+  it("shares each write with a new version, takes a peer's newer one, and keeps its own newer one", () => {
+    const shared: Array<{ key: string; instanceId: bigint; sequence: bigint }> = [];
+    const affinity = new SessionAffinity(60, 'hard', 7n, (key, b) => shared.push({ key, instanceId: b.instanceId, sequence: b.version.sequence }));
+    affinity.commit('s', 1n, true, 'ns/c/generate');
+    affinity.release('s');
+    expect(shared.map((e) => [e.key, e.instanceId])).toEqual([
+      ['s', 1n],
+      ['s', 1n],
+    ]);
+    expect(shared[1]!.sequence).toBeGreaterThan(shared[0]!.sequence);
+    const mine = shared[1]!.sequence;
+    // An older write from a peer loses; a newer one wins.
+    expect(affinity.applyShared('s', 2n, { sequence: mine - 1n, writer: 9n })).toBe(false);
+    expect(affinity.bound('s')).toBe(1n);
+    expect(affinity.applyShared('s', 2n, { sequence: mine + 5n, writer: 9n })).toBe(true);
+    expect(affinity.bound('s')).toBe(2n);
+    // A session this frontend never saw is taken as it is; the next local write is newer than anything seen.
+    expect(affinity.applyShared('t', 3n, { sequence: mine + 100n, writer: 9n })).toBe(true);
+    expect(affinity.bound('t')).toBe(3n);
+    affinity.commit('s', 2n, true, 'ns/c/generate');
+    expect(shared.at(-1)!.sequence).toBeGreaterThan(mine + 100n);
+    affinity.close();
+  });
+
   it('keys subagents by their parent, so siblings share a worker; an explicit worker binds the session itself', () => {
     const a = SessionAffinity.key({ sessionId: 'a1', parentSessionId: 'root' }, false);
     expect(a).toBe(SessionAffinity.key({ sessionId: 'a2', parentSessionId: 'root' }, false));

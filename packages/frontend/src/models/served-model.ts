@@ -145,6 +145,7 @@ export class ServedModel {
       if (!this.#base) this.routing.addEndpoint({ namespace, component, endpoint: name });
     }
     endpoint.instances.add(instance.instanceId);
+    if (!this.#base) this.routing.addInstance(instance.instanceId);
   }
 
   /** Removes a record; returns whether the model has records left. */

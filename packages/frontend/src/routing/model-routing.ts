@@ -1,11 +1,16 @@
+import { decodeSessionBinding, encodeSessionBinding } from '@dynamo/core';
 import type { ModelDeploymentCard } from '@dynamo/llm';
 import { type DistributedRuntime, type EventScope, InvalidArgument, type Log, WorkerOverloaded } from '@dynamo/runtime';
 
 import type { AgentSession } from '../http/agent-session.js';
 import { BusyMonitor } from './busy-monitor.js';
 import { BusyThresholds, type BusyThresholdValues } from './busy-thresholds.js';
+import { EndpointTopic, scopeKey } from './endpoint-topic.js';
 import type { Candidate, RouteRequest, Router } from './router.js';
-import { type AffinityMode, SessionAffinity } from './session-affinity.js';
+import { type AffinityMode, SessionAffinity, type SharedBinding } from './session-affinity.js';
+
+/** Stock 1.6.1's topic of session bindings, shared by the frontends whenever affinity is on. */
+export const SESSION_AFFINITY_TOPIC = 'session_affinity_events';
 
 /** What every model's routing shares: the runtime, and the frontend's busy and affinity settings. */
 export interface ModelRoutingOptions {
@@ -32,14 +37,25 @@ export class ModelRouting {
   readonly thresholds: BusyThresholds;
   readonly #monitor: BusyMonitor;
   readonly #affinity: SessionAffinity | undefined;
+  /** Where bindings are shared with the model's other frontends (with affinity on). */
+  readonly #bindingTopic: EndpointTopic | undefined;
   /** Requests holding a lease on a session binding → its key. */
   readonly #leases = new Map<string, string>();
+  /** The instances serving the model now: a peer's binding to another is ignored. */
+  readonly #instances = new Set<bigint>();
+  readonly #writer: bigint;
+  readonly #log: Log;
 
   constructor(model: string, card: ModelDeploymentCard, router: Router, options: ModelRoutingOptions) {
     this.router = router;
     this.thresholds = new BusyThresholds(options.thresholds);
     this.#monitor = new BusyMonitor(model, card, this.thresholds, options.runtime, options.log);
-    if (options.affinity) this.#affinity = new SessionAffinity(options.affinity.ttlSecs, options.affinity.mode);
+    this.#writer = options.runtime.discovery.instanceId;
+    this.#log = options.log;
+    if (options.affinity) {
+      this.#affinity = new SessionAffinity(options.affinity.ttlSecs, options.affinity.mode, this.#writer, (key, binding) => this.#shareBinding(key, binding));
+      this.#bindingTopic = new EndpointTopic(options.runtime, SESSION_AFFINITY_TOPIC, true, (envelope) => this.#applyBinding(envelope), options.log);
+    }
     const { setBusyThresholds } = router;
     if (setBusyThresholds) {
       const batched = card.runtime_config.max_num_batched_tokens;
@@ -53,12 +69,41 @@ export class ModelRouting {
   addEndpoint(scope: EventScope): void {
     this.router.addEndpoint?.(scope);
     this.#monitor.addEndpoint(scope);
+    this.#bindingTopic?.follow(scope);
+  }
+
+  /** An instance now serves the model. */
+  addInstance(instanceId: bigint): void {
+    this.#instances.add(instanceId);
   }
 
   /** An instance no longer serves the model. */
   removeInstance(instanceId: bigint): void {
+    this.#instances.delete(instanceId);
     this.router.removeInstance?.(instanceId);
     this.#monitor.removeInstance(instanceId);
+  }
+
+  #shareBinding(key: string, binding: SharedBinding): void {
+    if (binding.endpoint === undefined) return;
+    const { instanceId: workerId, version } = binding;
+    this.#bindingTopic?.publish(binding.endpoint, (pid, seq) =>
+      encodeSessionBinding(pid, seq, Date.now(), { sessionId: key, workerId, sequence: version.sequence, writerId: version.writer }),
+    );
+  }
+
+  #applyBinding(envelope: Uint8Array): void {
+    let received: ReturnType<typeof decodeSessionBinding>;
+    try {
+      received = decodeSessionBinding(envelope);
+    } catch (err) {
+      this.#log.warn({ err: (err as Error).message }, 'a shared session binding did not decode; ignored');
+      return;
+    }
+    const { sessionId, workerId, sequence, writerId } = received.binding;
+    // Our own writes come back from the plane; bindings to workers this frontend does not know wait for their next use.
+    if (writerId === this.#writer || !this.#instances.has(workerId)) return;
+    this.#affinity?.applyShared(sessionId, workerId, { sequence, writer: writerId });
   }
 
   /**
@@ -75,7 +120,7 @@ export class ModelRouting {
         const at = request.failed.has(bound) ? undefined : candidates.find((c) => c.instanceId === bound);
         if (at && (affinity.mode === 'hard' || !this.#monitor.isBusy(bound))) {
           this.router.book?.(bound, request.requestId);
-          this.#lease(key, request.requestId, bound);
+          this.#lease(key, request.requestId, at);
           return at;
         }
         // Its worker left (or failed this request): the session starts over where it lands next.
@@ -86,7 +131,7 @@ export class ModelRouting {
     const chosen = this.router.select(this.#free(candidates), { ...request, ...(current ? { current: () => this.#free(current()) } : {}) });
     if (key === undefined) return chosen;
     const bind = (c: Candidate) => {
-      this.#lease(key, request.requestId, c.instanceId);
+      this.#lease(key, request.requestId, c);
       return c;
     };
     return chosen instanceof Promise ? chosen.then(bind) : bind(chosen);
@@ -111,14 +156,14 @@ export class ModelRouting {
       if (affinity.mode === 'hard' && bound !== undefined && bound !== candidate.instanceId) {
         throw new InvalidArgument(`session ${session!.sessionId} is bound to worker ${bound}, not ${candidate.instanceId}`);
       }
-      this.#lease(key, requestId, candidate.instanceId);
+      this.#lease(key, requestId, candidate);
     }
     this.router.book?.(candidate.instanceId, requestId);
     return candidate;
   }
 
-  #lease(key: string, requestId: string, instanceId: bigint): void {
-    this.#affinity!.commit(key, instanceId, !this.#leases.has(requestId));
+  #lease(key: string, requestId: string, at: Candidate): void {
+    this.#affinity!.commit(key, at.instanceId, !this.#leases.has(requestId), scopeKey(at.client.path));
     this.#leases.set(requestId, key);
   }
 
@@ -149,6 +194,6 @@ export class ModelRouting {
   /** The model is no longer served. */
   async close(): Promise<void> {
     this.#affinity?.close();
-    await Promise.all([this.router.close?.(), this.#monitor.close()]);
+    await Promise.all([this.router.close?.(), this.#monitor.close(), this.#bindingTopic?.close()]);
   }
 }
