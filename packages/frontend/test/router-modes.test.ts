@@ -70,10 +70,12 @@ beforeAll(async () => {
     ...modes.map((mode) => deployment.frontend(['--router-mode', mode])),
     deployment.frontend(['--router-mode', 'least-loaded', '--router-session-affinity-ttl-secs', '2', '--migration-limit', '3']),
     deployment.frontend(['--router-mode', 'least-loaded', '--router-session-affinity-ttl-secs', '60']),
+    deployment.frontend(['--router-mode', 'round-robin', '--router-session-affinity-ttl-secs', '60', '--router-session-affinity-mode', 'soft', '--active-decode-blocks-threshold', '0.5']),
   ]);
   for (const [i, mode] of modes.entries()) fronts[mode] = started[i]!.url;
   fronts.affinity = started[3]!.url;
   fronts.affinityPeer = started[4]!.url;
+  fronts.soft = started[5]!.url;
   for (const url of Object.values(fronts)) {
     await waitForModel(url, MODEL, 'fast', 1);
     await waitForModel(url, MODEL, 'slow', 1);
@@ -142,6 +144,21 @@ describe('session bindings shared between frontends (session_affinity_events)', 
     expect(await served(b)).toBe(bound === 'fast' ? 'slow' : 'fast');
     for (let i = 0; i < 5; i++) expect(await served(b, {}, session)).toBe(bound);
     await stop();
+  }, 60_000);
+});
+
+describe('soft session affinity (--router-session-affinity-mode soft)', () => {
+  it('leaves a busy worker, and the session follows where it went', async () => {
+    const url = fronts.soft!;
+    const session = { 'x-dynamo-session-id': 'soft-1' };
+    const bound = await served(url, {}, session);
+    const other = bound === 'fast' ? 'slow' : 'fast';
+    // 40 of the bound worker's 64 blocks in use: past the 0.5 threshold.
+    const stop = await hold(url, bound, 40);
+    await waitFor('the session to leave its busy worker', async () => (await served(url, {}, session)) === other, 10_000);
+    await stop();
+    await waitFor('the worker to report its blocks free', async () => new Set(await Promise.all([served(url), served(url)])).size === 2, 10_000);
+    for (let i = 0; i < 3; i++) expect(await served(url, {}, session)).toBe(other);
   }, 60_000);
 });
 

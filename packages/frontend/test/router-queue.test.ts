@@ -121,6 +121,21 @@ describe('the KV router queue', () => {
   }, 60_000);
 });
 
+describe('a request that names its worker, in kv mode', () => {
+  it('is counted on that worker by the KV router, as stock counts it', async () => {
+    const health = (await (await fetch(`${unsynced}/health`)).text()).replace(/"instance_id":(\d+)/g, '"instance_id":"$1"');
+    const worker = (JSON.parse(health) as { instances: Array<{ instance_id: string }> }).instances[0]!.instance_id;
+    const blocks = async () => (await (await fetch(`${unsynced}/metrics`)).text()).split('\n').find((l) => l.startsWith(`dynamo_frontend_worker_active_decode_blocks{worker_id="${worker}"`));
+    const abort = new AbortController();
+    const body = { model: MODEL, prompt: prompt(500, 12 * BLOCK), max_tokens: 5000, stream: true };
+    const running = post(unsynced, '/v1/completions', body, { headers: { 'x-dynamo-worker-instance-id': worker }, signal: abort.signal }).then((r) => r.text()).catch(() => '');
+    await waitFor('the pinned request to be counted', async () => (await blocks())?.endsWith(' 12') === true, 10_000);
+    abort.abort();
+    await running;
+    await waitFor('the count to drop when it ends', async () => (await blocks())?.endsWith(' 0') === true, 10_000);
+  }, 30_000);
+});
+
 describe('replica sync (--router-replica-sync)', () => {
   const blocks = (url: string) => gauge(url, 'dynamo_frontend_worker_active_decode_blocks{');
 

@@ -27,8 +27,8 @@ describe('power-of-two and least-loaded', () => {
   it('with two workers, always take the one with fewer requests in flight', () => {
     for (const router of [new PowerOfTwoRouter(), new LeastLoadedRouter()]) {
       const pool = candidates(7, 9);
-      router.book(7n, 'held-1');
-      router.book(7n, 'held-2');
+      router.book(pool[0]!, request('held-1'));
+      router.book(pool[0]!, request('held-2'));
       for (let i = 0; i < 20; i++) {
         // Each placed request stays in flight, so the two alternate once level.
         const chosen = router.select(pool, request(`r${i}`)).instanceId;

@@ -142,16 +142,6 @@ export class ClientRequest<S extends Surface = Surface> {
     if (this.context.isKilled()) throw new Cancelled('client closed the request before it was sent to a worker');
     const { model } = this;
     const { routing } = model;
-    if (this.pinned !== undefined) {
-      const candidate = model.candidate(this.pinned, this.surface);
-      if (!candidate) throw new CannotConnect(`instance ${this.pinned} does not serve model ${model.name}`);
-      this.routeIds.add(routeId);
-      this.lastInstance = candidate.instanceId;
-      return routing.pin(candidate, routeId, this.session);
-    }
-    const candidates = model.candidates(this.surface);
-    if (candidates.length === 0) throw new CannotConnect(`no instance of model ${model.name} is available`);
-    this.routeIds.add(routeId);
     const request = {
       model: model.name,
       requestId: routeId,
@@ -162,6 +152,16 @@ export class ClientRequest<S extends Surface = Surface> {
       ...(model.loraName === undefined ? {} : { loraName: model.loraName }),
     };
     try {
+      if (this.pinned !== undefined) {
+        const candidate = model.candidate(this.pinned, this.surface);
+        if (!candidate) throw new CannotConnect(`instance ${this.pinned} does not serve model ${model.name}`);
+        this.routeIds.add(routeId);
+        this.lastInstance = candidate.instanceId;
+        return routing.pin(candidate, request, this.session);
+      }
+      const candidates = model.candidates(this.surface);
+      if (candidates.length === 0) throw new CannotConnect(`no instance of model ${model.name} is available`);
+      this.routeIds.add(routeId);
       const chosen = await routing.place(candidates, request, this.session);
       this.lastInstance = chosen.instanceId;
       return chosen;

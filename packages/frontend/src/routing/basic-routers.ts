@@ -44,8 +44,8 @@ abstract class OccupancyRouter implements Router {
 
   protected abstract choose(pool: readonly Candidate[]): Candidate;
 
-  book(instanceId: bigint, requestId: string): void {
-    this.occupancy.book(instanceId, requestId);
+  book(candidate: Candidate, request: RouteRequest): void {
+    this.occupancy.book(candidate.instanceId, request.requestId);
   }
 
   finished(requestId: string): void {

@@ -144,12 +144,26 @@ export class KvAwareRouter implements Router {
         // The workers may have changed while it waited.
         const now = request.current ? fresh(request.current(), request.failed) : pool;
         if (now.length === 0) throw new CannotConnect(`no instance of model ${this.#model} is available`);
+        this.#lastPool = now;
         return this.#route(now, request);
       });
       this.#startRecheck();
       return waiting;
     } catch (err) {
       this.#deps.metrics.queueBackpressure.inc({ model: this.#model.toLowerCase(), worker_type: 'decode', policy_class: queue.policyClass, reason: (err as { details?: { limit_kind: string } }).details?.limit_kind === 'raw_isl_tokens' ? 'raw_isl_token_limit' : 'request_limit' });
+      throw err;
+    }
+  }
+
+  /**
+   * A request that named its worker (or whose session is bound there) is counted on it, as
+   * stock's kv mode does; 529 (`WorkerOverloaded`) when that worker is past a busy threshold.
+   */
+  book(candidate: Candidate, request: RouteRequest): void {
+    try {
+      this.#route([candidate], request);
+    } catch (err) {
+      if (err instanceof WorkerOverloaded) throw new WorkerOverloaded(`worker ${candidate.instanceId} of model ${this.#model} is busy; retry later`);
       throw err;
     }
   }
@@ -184,7 +198,6 @@ export class KvAwareRouter implements Router {
   }
 
   #route(pool: readonly Candidate[], request: RouteRequest): Candidate {
-    this.#lastPool = pool;
     const started = performance.now();
     const decision = this.#core.route(
       request.requestId,

@@ -119,7 +119,7 @@ export class ModelRouting {
       if (bound !== undefined) {
         const at = request.failed.has(bound) ? undefined : candidates.find((c) => c.instanceId === bound);
         if (at && (affinity.mode === 'hard' || !this.#monitor.isBusy(bound))) {
-          this.router.book?.(bound, request.requestId);
+          this.router.book?.(at, request);
           this.#lease(key, request.requestId, at);
           return at;
         }
@@ -148,7 +148,8 @@ export class ModelRouting {
    * A request that names its instance goes to `candidate`; its session binds there. Throws
    * `InvalidArgument` when, in hard mode, its session is bound to another worker.
    */
-  pin(candidate: Candidate, requestId: string, session: AgentSession | undefined): Candidate {
+  pin(candidate: Candidate, request: RouteRequest, session: AgentSession | undefined): Candidate {
+    const { requestId } = request;
     const affinity = this.#affinity;
     const key = affinity && session ? SessionAffinity.key(session, true) : undefined;
     if (affinity && key !== undefined) {
@@ -158,7 +159,7 @@ export class ModelRouting {
       }
       this.#lease(key, requestId, candidate);
     }
-    this.router.book?.(candidate.instanceId, requestId);
+    this.router.book?.(candidate, request);
     return candidate;
   }
 

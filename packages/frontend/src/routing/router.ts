@@ -36,10 +36,11 @@ export interface Router {
   readonly mode: string;
   select(candidates: readonly Candidate[], request: RouteRequest): Candidate | Promise<Candidate>;
   /**
-   * A request goes to `instanceId` without a choice (it named the instance, or its session is
+   * A request goes to `candidate` without a choice (it named the instance, or its session is
    * bound there): routers that weigh what is in flight count it until `finished(requestId)`.
+   * May throw `WorkerOverloaded` when the router finds that worker busy (stock's kv mode).
    */
-  book?(instanceId: bigint, requestId: string): void;
+  book?(candidate: Candidate, request: RouteRequest): void;
   /** An endpoint now serves the model (routers that follow workers' events subscribe here). */
   addEndpoint?(scope: EventScope): void;
   /** An instance no longer serves the model. */
