@@ -27,7 +27,10 @@ constexpr unsigned kCopyThreads = 256;
 constexpr unsigned kCopyWarpsPerBlock = kCopyThreads / kWarp;
 constexpr uint64_t kSliceBytes = DK_COPY_SLICE_BYTES;
 constexpr unsigned kLayoutThreads = 256;
-constexpr unsigned kUnroll = 4;               // independent loads in flight per thread
+// Independent loads in flight per thread. Measured on an H200 (see README): 8 lifts the layout
+// kernel from ~82% to ~88% of a device-to-device memcpy; the copy kernel is best at 4.
+constexpr unsigned kCopyUnroll = 4;
+constexpr unsigned kLayoutUnroll = 8;
 constexpr uint64_t kMaxGridBlocks = 1u << 20;  // grid-stride beyond this
 constexpr size_t kMinStagingBytes = 64 * 1024;
 constexpr size_t kMaxStagingSlotsPerDevice = 32;
@@ -70,12 +73,12 @@ __device__ __forceinline__ void warp_copy_span(const char* src, char* dst, uint6
   const V* s = reinterpret_cast<const V*>(src + begin);
   V* d = reinterpret_cast<V*>(dst + begin);
   uint32_t i = lane;
-  for (; i + kWarp * (kUnroll - 1) < n; i += kWarp * kUnroll) {
-    V r[kUnroll];
+  for (; i + kWarp * (kCopyUnroll - 1) < n; i += kWarp * kCopyUnroll) {
+    V r[kCopyUnroll];
 #pragma unroll
-    for (unsigned u = 0; u < kUnroll; ++u) r[u] = s[i + kWarp * u];
+    for (unsigned u = 0; u < kCopyUnroll; ++u) r[u] = s[i + kWarp * u];
 #pragma unroll
-    for (unsigned u = 0; u < kUnroll; ++u) d[i + kWarp * u] = r[u];
+    for (unsigned u = 0; u < kCopyUnroll; ++u) d[i + kWarp * u] = r[u];
   }
   for (; i < n; i += kWarp) d[i] = s[i];
   for (uint64_t b = begin + static_cast<uint64_t>(n) * sizeof(V) + lane; b < end; b += kWarp) {
@@ -150,10 +153,10 @@ __device__ __forceinline__ void copy_rows(const LayoutParams p, uint64_t chunk_p
     uint64_t row = first_row, t = first_t;
     uint32_t h = first_h;
     while (row < row_end) {
-      V r[kUnroll];
-      uint64_t to[kUnroll];
+      V r[kLayoutUnroll];
+      uint64_t to[kLayoutUnroll];
 #pragma unroll
-      for (unsigned u = 0; u < kUnroll; ++u) {
+      for (unsigned u = 0; u < kLayoutUnroll; ++u) {
         to[u] = 0;
         if (row < row_end) {
           const uint64_t c = chunk_ptr + row * p.row_bytes + col_bytes;
@@ -170,7 +173,7 @@ __device__ __forceinline__ void copy_rows(const LayoutParams p, uint64_t chunk_p
         }
       }
 #pragma unroll
-      for (unsigned u = 0; u < kUnroll; ++u) {
+      for (unsigned u = 0; u < kLayoutUnroll; ++u) {
         if (to[u] != 0) *reinterpret_cast<V*>(to[u]) = r[u];
       }
     }
@@ -209,7 +212,7 @@ inline LayoutGeometry layout_geometry(uint32_t rows, uint32_t row_bytes) {
   uint32_t tx = 1;
   while (tx < vectors16 && tx < kLayoutThreads) tx *= 2;
   const uint32_t ty = kLayoutThreads / tx;
-  const uint32_t rows_per_slice = ty * kUnroll;
+  const uint32_t rows_per_slice = ty * kLayoutUnroll;
   LayoutGeometry g;
   g.block = dim3(tx, ty, 1);
   g.rows_per_slice = rows_per_slice;
