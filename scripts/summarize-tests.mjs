@@ -1,8 +1,8 @@
 // Sums cargo test and every vitest run into the one closing line CI reads:
 // "N passed, N failed" (", N skipped" when any), after one line per runner.
 // Usage: summarize-tests.mjs <cargo log> <results dir>, where each folder of the results dir is one
-// vitest run (its name is the runner's label) holding the packages' JSON reports and the run's
-// exit status (exit-status).
+// vitest run (its name is the runner's label) holding the packages' JSON reports (beside their
+// *.times.json, which scripts/test-times.mjs reads) and the run's exit status (exit-status).
 // Exit 1 if anything failed or nothing ran.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
@@ -33,7 +33,7 @@ for (const label of readdirSync(resultsDir).sort()) {
   const dir = join(resultsDir, label);
   if (!statSync(dir).isDirectory()) continue;
   const counts = { passed: 0, failed: 0, skipped: 0 };
-  const reports = readdirSync(dir).filter((f) => f.endsWith('.json'));
+  const reports = readdirSync(dir).filter((f) => f.endsWith('.json') && !f.endsWith('.times.json'));
   for (const file of reports) {
     const r = JSON.parse(readFileSync(join(dir, file), 'utf8'));
     counts.passed += r.numPassedTests;

@@ -1,24 +1,34 @@
 #!/usr/bin/env bash
 # The whole test suite. First the gates (cargo fmt and clippy, Biome, no new repeated code; a
-# failing gate ends the run), then every package's vitest suite on the machine's Node (20) and again on
-# Node 22, with the cargo tests of the pure crates, the type check and the release build of
-# @dynamo/core's binary beside them (for this platform, or all six when the native code or the
-# release scripts changed since the last six-platform build: scripts/release/verified-inputs.mjs);
-# then every public package is packed and an outside project installs them with npm, pnpm and yarn
-# on Node 24. Ends with a table of each step's wall time, then one line summing every runner:
-# "N passed, N failed[, N skipped]".
+# failing gate ends the run) and the build, with what the tests fetch from the network beside them;
+# then every package's vitest suite on the machine's Node (20), and on Node 22 what can differ
+# between Node versions (repeat_pass below), with the cargo tests of the pure crates, the type check
+# and the release build of @dynamo/core's binary beside them (for this platform, or all six when the
+# native code or the release scripts changed since the last six-platform build:
+# scripts/release/verified-inputs.mjs); then every public package is packed and an outside project
+# installs them with npm, pnpm and yarn on Node 24. Ends with each test file's time, a table of each
+# step's wall and CPU time, then one line summing every runner: "N passed, N failed[, N skipped]".
 set -euo pipefail
 started=$(date +%s)
 results="$(mktemp -d)"
 trap 'rm -rf "$results"' EXIT
 
-# Runs `step <label> <command...>` and records its wall time and exit status for the table.
+# The CPU seconds (user + system) of this shell's finished children so far. `times` is a builtin
+# and writes to the file without a subshell, whose own counts would start at zero.
+children_cpu() {
+  times >"$results/times.$BASHPID"
+  awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$results/times.$BASHPID"
+}
+
+# Runs `step <label> <command...>` and records its wall time, the CPU time of what it ran and its
+# exit status for the table.
 step() {
-  local label=$1 t0 status=0
+  local label=$1 t0 cpu0 status=0
   shift
   t0=$(date +%s)
+  cpu0=$(children_cpu)
   "$@" || status=$?
-  printf '%s\t%s\t%s\n' "$label" "$(($(date +%s) - t0))" "$status" >>"$results/steps.tsv"
+  printf '%s\t%s\t%s\t%s\n' "$label" "$(($(date +%s) - t0))" "$status" "$(($(children_cpu) - cpu0))" >>"$results/steps.tsv"
   return "$status"
 }
 
@@ -34,18 +44,20 @@ gate() {
   gate_failures+=("$label")
 }
 after_install() {
+  fetch_beside_build </dev/null >"$results/fetch.log" 2>&1 &
+  fetching=$!
   gate_failures=()
   gate "cargo fmt --all --check" cargo fmt --all --check
   gate "cargo clippy --workspace --all-targets -- -D warnings" cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
   gate "biome lint (TypeScript, JavaScript)" pnpm exec biome lint --error-on-warnings .
   gate "duplicates: no new repeats of six lines or more" node scripts/duplicates-gate.mjs
   if [ "${#gate_failures[@]}" -gt 0 ]; then
+    kill "$fetching" 2>/dev/null
     printf '  failed gate: %s\n' "${gate_failures[@]}"
     echo "0 passed, ${#gate_failures[@]} failed"
     exit 1
   fi
 }
-source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 
 install_servers() {
   if command -v nats-server >/dev/null && command -v etcd >/dev/null; then return 0; fi
@@ -59,11 +71,31 @@ install_servers() {
   $sudo apt-get update -qq </dev/null
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nats-server etcd-server </dev/null >/dev/null
 }
-# The runtime's integration tests start real servers: Debian's nats-server and etcd.
-step "install nats-server and etcd (apt-get)" install_servers
-# Node 22 and 24 from the npm registry's node-<os>-<arch> packages.
-step "install Node 22 and 24" bash scripts/node-runtime.sh 22 >"$results/node22"
-step "install Node 22 and 24" bash scripts/node-runtime.sh 24 >"$results/node24"
+# The stock Dynamo venv (created on first use, then only checked), once for every test that
+# runs stock processes: they get its python in DYNAMO_TS_STOCK_PYTHON. Without PyPI (exit 3) the
+# tests check again themselves and report skipped.
+stock_venv() {
+  local out status=0
+  out="$(bash packages/testing/stock-dynamo/setup-venv.sh --print-python)" || status=$?
+  if [ "$status" = 0 ]; then echo "${out##*$'\n'}" >"$results/stock-python"; fi
+  [ "$status" = 0 ] || [ "$status" = 3 ]
+}
+# What the tests need from the network, fetched beside the gates and the build, which wait on the
+# CPU: the servers the runtime's integration tests start (Debian's nats-server and etcd), Node 22
+# and 24 (the npm registry's node-<os>-<arch> packages), the SmolLM2 test model and the stock venv.
+fetch_beside_build() {
+  step "install nats-server and etcd (apt-get; beside the gates and build)" install_servers
+  step "install Node 22 and 24 (beside the gates and build)" bash scripts/node-runtime.sh 22 >"$results/node22"
+  step "install Node 22 and 24 (beside the gates and build)" bash scripts/node-runtime.sh 24 >"$results/node24"
+  step "fetch the SmolLM2 test model (beside the gates and build)" node scripts/test-model.mjs
+  step "stock Dynamo venv (beside the gates and build)" stock_venv
+}
+source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
+
+echo "== fetched beside the gates and the build"
+step "waiting for what was fetched beside the build" wait "$fetching" || { cat "$results/fetch.log"; exit 1; }
+cat "$results/fetch.log"
+if [ -f "$results/stock-python" ]; then export DYNAMO_TS_STOCK_PYTHON="$(cat "$results/stock-python")"; fi
 node22="$(cat "$results/node22")"
 node24="$(cat "$results/node24")"
 set +e
@@ -96,12 +128,12 @@ beside_vitest() {
 beside_vitest </dev/null >"$results/beside.log" 2>&1 &
 beside=$!
 
-# Runs a vitest command with `bin` first on PATH; its JSON reports and exit status go to
-# $results/<label>/.
+# Runs a vitest command with `bin` first on PATH; its JSON reports, its per-file times and its exit
+# status go to $results/<label>/.
 vitest_run() {
   local label=$1 bin=$2 status
   shift 2
-  find . -name .vitest-results.json -not -path '*/node_modules/*' -delete
+  find . \( -name .vitest-results.json -o -name .vitest-times.json \) -not -path '*/node_modules/*' -delete
   echo "== $label ($(PATH="$bin:$PATH" node --version))"
   PATH="$bin:$PATH" step "$label" "$@" </dev/null
   status=$?
@@ -110,17 +142,41 @@ vitest_run() {
   while IFS= read -r report; do
     cp "$report" "$results/$label/$(dirname "${report#./}" | tr / _).json"
   done < <(find . -name .vitest-results.json -not -path '*/node_modules/*')
+  while IFS= read -r times; do
+    cp "$times" "$results/$label/$(dirname "${times#./}" | tr / _).times.json"
+  done < <(find . -name .vitest-times.json -not -path '*/node_modules/*')
   return $status
 }
-reporters=(--reporter=default --reporter=json --outputFile.json=.vitest-results.json)
+reporters=(--reporter=default --reporter=json --outputFile.json=.vitest-results.json "--reporter=$PWD/scripts/vitest-file-times.mjs")
 # --only: the packages were built above; the reporter flags would make turbo rebuild them.
 vitest_all=(pnpm turbo run test --only --concurrency=1 --continue --output-logs=full -- "${reporters[@]}")
 vitest_run "vitest, Node $(node -p 'process.versions.node.split(".")[0]')" "$(dirname "$(command -v node)")" "${vitest_all[@]}"
 vitest_machine_status=$?
-# The repeat pass checks our code on Node 22; tests of a real model's text through both frontends
-# (minutes of CPU-bound generation, and nothing in them depends on the Node version) skip there,
-# saying so (DYNAMO_TS_REPEAT_PASS).
-DYNAMO_TS_REPEAT_PASS=1 vitest_run "vitest, Node 22" "$node22" "${vitest_all[@]}"
+
+# The repeat pass, on Node 22, runs only what can differ between Node versions: loading native
+# addons, the runtime's sockets, timers and child processes, and the CLIs' start and shutdown
+# (signals, drains, exit codes). Everything else is our JavaScript on the same language and the
+# same npm packages, checked once on the first pass: parsing, preprocessing, routing decisions,
+# HTTP shapes, the interop matrix and clients (wire bytes), a real model's text. The pack-install
+# below runs the released packages on Node 24. A package and the files to run there ("" = all):
+repeat_pass=(
+  "@dynamo/core|"                                   # the native addon loads and every export is there
+  "@dynamo/runtime|"                                # sockets, timers, child processes, etcd, NATS, ZMQ (a native addon)
+  "@dynamo/backend|test/lifecycle.test.ts"          # a worker's signals, graceful drain, exit codes
+  "@dynamo/sample-engine|test/cli.test.ts"          # dynamo-sample-engine: start, --help, bad flags, exit codes
+  "@dynamo/frontend|test/lifecycle.test.ts"         # dynamo-frontend: start, TLS, SIGTERM drain, exit 0
+  "@dynamo/sdk|test/dynamo-serve.test.ts"           # dynamo-serve: a process tree, restarts, SIGTERM
+  "@dynamo/llama-cpp|test/engine.test.ts"           # node-llama-cpp's native binding running SmolLM2
+)
+repeat_pass_run() {
+  local entry status=0
+  for entry in "${repeat_pass[@]}"; do
+    # shellcheck disable=SC2086 # the file list splits on purpose
+    pnpm --filter "${entry%%|*}" exec vitest run ${entry#*|} "${reporters[@]}" || status=1
+  done
+  return $status
+}
+vitest_run "vitest, Node 22 (what can differ between Node versions)" "$node22" repeat_pass_run
 vitest22_status=$?
 
 step "waiting for the steps beside vitest" wait "$beside"
@@ -140,12 +196,17 @@ fi
 vitest_run "pack-install, Node 24" "$node24" pnpm --filter @dynamo/tests run test:pack-install "${reporters[@]}"
 pack_install_status=$?
 
-echo "== steps (wall-clock time)"
-awk -F'\t' -v total="$(($(date +%s) - started))" '
-  { secs[$1] += $2; if ($3 != 0) failed[$1] = $3; if (!($1 in seen)) { seen[$1] = 1; order[n++] = $1 } }
+echo "== test files (wall time in each vitest run, with the tests that ran; files under 3 s summed per package)"
+node scripts/test-times.mjs "$results"
+
+echo "== steps (wall-clock time; CPU time of what the step ran, on all cores)"
+awk -F'\t' -v total="$(($(date +%s) - started))" -v cpu="$(children_cpu)" '
+  function mmss(t) { return sprintf("%d:%02d", t / 60, t % 60) }
+  { secs[$1] += $2; cpus[$1] += $4; if ($3 != 0) failed[$1] = $3; if (!($1 in seen)) { seen[$1] = 1; order[n++] = $1 } }
   END {
-    for (i = 0; i < n; i++) printf "  %-72s %4d:%02d%s\n", order[i], secs[order[i]] / 60, secs[order[i]] % 60, (order[i] in failed) ? "  (exit " failed[order[i]] ")" : ""
-    printf "  %-72s %4d:%02d\n", "total", total / 60, total % 60
+    printf "  %-80s %7s %7s\n", "", "wall", "CPU"
+    for (i = 0; i < n; i++) printf "  %-80s %7s %7s%s\n", order[i], mmss(secs[order[i]]), mmss(cpus[order[i]]), (order[i] in failed) ? "  (exit " failed[order[i]] ")" : ""
+    printf "  %-80s %7s %7s\n", "total", mmss(total), mmss(cpu)
   }' "$results/steps.tsv"
 
 GATES_FAILED=$gates_failed node scripts/summarize-tests.mjs "$results/cargo.log" "$results"

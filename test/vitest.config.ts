@@ -1,10 +1,7 @@
-import { defineConfig } from 'vitest/config';
+import { testConfig } from '@dynamo/testing/vitest-config';
 
-import { reportOnFailure } from '@dynamo/testing/vitest-setup';
-
-export default defineConfig({
+export default testConfig({
   test: {
-    setupFiles: [reportOnFailure],
     // This folder's own tests and the interop matrix: fixtures/ holds an outside project with its own test files,
     // which run inside that project after it is installed, never here.
     include: ['*.test.ts', 'interop/*.test.ts', 'llama-cpp/*.test.ts', 'clients/*.test.ts', 'repo/*.test.ts'],

@@ -1,11 +1,7 @@
-import { defineConfig } from 'vitest/config';
+import { testConfig } from '@dynamo/testing/vitest-config';
 
-import { reportOnFailure } from '@dynamo/testing/vitest-setup';
-
-export default defineConfig({
+export default testConfig({
   test: {
-    setupFiles: [reportOnFailure],
-    testTimeout: 60_000,
     hookTimeout: 180_000,
   },
 });

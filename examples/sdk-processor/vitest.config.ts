@@ -1,14 +1,10 @@
 import { lowerStandardDecorators } from '@dynamo/sdk/vitest';
-import { defineConfig } from 'vitest/config';
 
-import { reportOnFailure } from '@dynamo/testing/vitest-setup';
+import { testConfig } from '@dynamo/testing/vitest-config';
 
-export default defineConfig({
+export default testConfig({
   plugins: [lowerStandardDecorators()],
   test: {
-    setupFiles: [reportOnFailure],
     fileParallelism: false,
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
   },
 });

@@ -1,9 +1,3 @@
-import { defineConfig } from 'vitest/config';
+import { testConfig } from '@dynamo/testing/vitest-config';
 
-import { reportOnFailure } from '@dynamo/testing/vitest-setup';
-
-export default defineConfig({
-  test: {
-    setupFiles: [reportOnFailure],
-  },
-});
+export default testConfig();

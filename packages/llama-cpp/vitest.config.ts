@@ -1,6 +1,4 @@
-import { defineConfig } from 'vitest/config';
-
-import { reportOnFailure } from '@dynamo/testing/vitest-setup';
+import { testConfig } from '@dynamo/testing/vitest-config';
 
 // llama.cpp reads a batch's logits lazily and without a lock, and node-llama-cpp samples each
 // sequence on its own libuv thread: parallel sequences only get their own logits with one pool
@@ -8,9 +6,8 @@ import { reportOnFailure } from '@dynamo/testing/vitest-setup';
 // from their start (they inherit it from here).
 process.env.UV_THREADPOOL_SIZE = '1';
 
-export default defineConfig({
+export default testConfig({
   test: {
-    setupFiles: [reportOnFailure],
     // Each file runs SmolLM2 on every core llama.cpp is given; two at once would only slow both.
     fileParallelism: false,
   },

@@ -1,14 +1,9 @@
-import { defineConfig } from 'vitest/config';
+import { testConfig } from '@dynamo/testing/vitest-config';
 
-import { reportOnFailure } from '@dynamo/testing/vitest-setup';
-
-export default defineConfig({
+export default testConfig({
   test: {
-    setupFiles: [reportOnFailure],
     // Some files start the stock Dynamo frontend and worker processes; one file at a time keeps
     // a 2-core machine from starving them.
     fileParallelism: false,
-    testTimeout: 30_000,
-    hookTimeout: 120_000,
   },
 });

@@ -1,14 +1,9 @@
-import { defineConfig } from 'vitest/config';
+import { testConfig } from '@dynamo/testing/vitest-config';
 
-import { reportOnFailure } from '@dynamo/testing/vitest-setup';
-
-export default defineConfig({
+export default testConfig({
   test: {
-    setupFiles: [reportOnFailure],
     // Integration files start real etcd/NATS servers and worker processes and assert on TTLs;
     // running them one at a time keeps those timings honest on a 2-core machine.
     fileParallelism: false,
-    testTimeout: 30_000,
-    hookTimeout: 60_000,
   },
 });

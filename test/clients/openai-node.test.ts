@@ -12,12 +12,11 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { modelDir, waitForModel } from '@dynamo/testing/frontend-stack';
 import { freePort, waitFor } from '@dynamo/testing/free-port';
 import { stockPython } from '@dynamo/testing/stock-dynamo';
-import { type ClientStack, ENGINES, type Engine, repeatPass, SAMPLE, SMOLLM2, skipNote, startClientStack } from './stack.js';
+import { type ClientStack, ENGINES, type Engine, SAMPLE, SMOLLM2, startClientStack } from './stack.js';
 
 let stack: ClientStack;
 let client: OpenAI;
 beforeAll(async () => {
-  if (repeatPass) return;
   stack = await startClientStack();
   client = new OpenAI({ baseURL: `${stack.url}/v1`, apiKey: 'unused', maxRetries: 0 });
 }, 300_000);
@@ -25,7 +24,7 @@ afterAll(() => stack?.stop());
 
 const FRANCE = 'What is the capital of France?';
 
-describe.skipIf(repeatPass).each(ENGINES)(`the OpenAI Node SDK, $name${skipNote}`, (engine: Engine) => {
+describe.each(ENGINES)('the OpenAI Node SDK, $name', (engine: Engine) => {
   const chat = (extra: Partial<OpenAI.ChatCompletionCreateParamsNonStreaming> = {}) => ({
     model: engine.model,
     messages: engine.messages(FRANCE),
@@ -191,7 +190,7 @@ async function engineFirstTokens(engine: Engine, count: number): Promise<{ ids: 
   }
 }
 
-const stock = repeatPass ? { skip: 'the repeat pass; checked on the first' } : stockPython();
+const stock = stockPython();
 describe.skipIf('skip' in stock)(`n choices and embeddings behind either frontend${'skip' in stock ? ` (skipped: ${stock.skip})` : ''}`, () => {
   let stockUrl = '';
   let stockWorkerModel = '';
@@ -237,7 +236,7 @@ describe.skipIf('skip' in stock)(`n choices and embeddings behind either fronten
   });
 });
 
-describe.skipIf(repeatPass).each(ENGINES)(`embeddings through the OpenAI Node SDK, $name${skipNote}`, (engine: Engine) => {
+describe.each(ENGINES)('embeddings through the OpenAI Node SDK, $name', (engine: Engine) => {
   const inputs = ['The cat sat on the mat.', 'A cat was sitting on a mat.', 'Quarterly revenue rose by four percent.'];
 
   it('embeds a batch of strings, as floats and as base64 decoding to the same vectors', async () => {
@@ -277,7 +276,7 @@ function cosine(a: number[], b: number[]): number {
   return dot / (Math.hypot(...a) * Math.hypot(...b));
 }
 
-describe.skipIf(repeatPass).each(ENGINES)(`the Responses API through the OpenAI Node SDK, $name${skipNote}`, (engine: Engine) => {
+describe.each(ENGINES)('the Responses API through the OpenAI Node SDK, $name', (engine: Engine) => {
   const instructions = engine === SMOLLM2 ? 'You are a helpful assistant.' : undefined;
   const body = { model: engine.model, input: FRANCE, temperature: 0, max_output_tokens: 12, ...(instructions && { instructions }) };
 

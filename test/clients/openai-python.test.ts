@@ -9,11 +9,11 @@ import { sampleEmbedding, sampleLogprobs } from '@dynamo/sample-engine';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { stockPython } from '@dynamo/testing/stock-dynamo';
-import { type ClientStack, ENGINES, type Engine, repeatPass, SAMPLE, SMOLLM2, startClientStack } from './stack.js';
+import { type ClientStack, ENGINES, type Engine, SAMPLE, SMOLLM2, startClientStack } from './stack.js';
 
 const script = join(dirname(fileURLToPath(import.meta.url)), 'python', 'openai_client.py');
-// The OpenAI Python SDK goes into the test venv beside stock Dynamo.
-const venv = repeatPass ? { skip: 'the repeat pass; checked on the first' } : stockPython(['openai==3.57.0']);
+// The OpenAI Python SDK is in the test venv beside stock Dynamo (setup-venv.sh's TEST_PINS).
+const venv = stockPython();
 const skip = 'skip' in venv ? ` (skipped: ${venv.skip})` : '';
 
 type SdkError = { class: string; message: string; param: string | null; status: number | null } | null;

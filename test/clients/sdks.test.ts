@@ -9,11 +9,11 @@ import { generateObject, generateText, stepCountIs, streamText, tool } from 'ai'
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 
-import { type ClientStack, ENGINES, type Engine, repeatPass, SAMPLE, SMOLLM2, skipNote, startClientStack } from './stack.js';
+import { type ClientStack, ENGINES, type Engine, SAMPLE, SMOLLM2, startClientStack } from './stack.js';
 
 let stack: ClientStack;
 beforeAll(async () => {
-  if (!repeatPass) stack = await startClientStack({ frontendArgs: ['--enable-anthropic-api'], embeddings: false });
+  stack = await startClientStack({ frontendArgs: ['--enable-anthropic-api'], embeddings: false });
 }, 300_000);
 afterAll(() => stack?.stop());
 
@@ -23,7 +23,7 @@ const system = (engine: Engine) => (engine === SMOLLM2 ? SYSTEM : undefined);
 /** What each engine answers about France in 12 tokens at temperature 0. */
 const expectFrance = (engine: Engine, text: string) => (engine === SAMPLE ? expect(text).toBe(stack.sampleText(12)) : expect(text).toContain('Paris'));
 
-describe.skipIf(repeatPass).each(ENGINES)(`the Vercel AI SDK, $name${skipNote}`, (engine: Engine) => {
+describe.each(ENGINES)('the Vercel AI SDK, $name', (engine: Engine) => {
   const model = () => createOpenAICompatible({ name: 'dynamo', baseURL: `${stack.url}/v1`, apiKey: 'unused', supportsStructuredOutputs: true })(engine.model);
 
   it('generateText and streamText give the same answer', async () => {
@@ -69,7 +69,7 @@ describe.skipIf(repeatPass).each(ENGINES)(`the Vercel AI SDK, $name${skipNote}`,
   });
 });
 
-describe.skipIf(repeatPass).each(ENGINES)(`LangChain ChatOpenAI, $name${skipNote}`, (engine: Engine) => {
+describe.each(ENGINES)('LangChain ChatOpenAI, $name', (engine: Engine) => {
   const chat = () => new ChatOpenAI({ model: engine.model, apiKey: 'unused', configuration: { baseURL: `${stack.url}/v1` }, temperature: 0, maxTokens: 12, maxRetries: 0 });
   const messages = (engine: Engine) => [...(engine === SMOLLM2 ? [{ role: 'system', content: SYSTEM }] : []), { role: 'user', content: FRANCE }];
 
@@ -82,7 +82,7 @@ describe.skipIf(repeatPass).each(ENGINES)(`LangChain ChatOpenAI, $name${skipNote
   });
 });
 
-describe.skipIf(repeatPass).each(ENGINES)(`the Anthropic SDK, $name${skipNote}`, (engine: Engine) => {
+describe.each(ENGINES)('the Anthropic SDK, $name', (engine: Engine) => {
   const client = () => new Anthropic({ baseURL: stack.url, apiKey: 'unused', maxRetries: 0 });
   const ask = (engine: Engine) => ({ model: engine.model, max_tokens: 12, temperature: 0, messages: [{ role: 'user' as const, content: FRANCE }], ...(system(engine) && { system: SYSTEM }) });
 

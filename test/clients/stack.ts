@@ -55,11 +55,6 @@ export interface ClientStack {
   stop(): Promise<void>;
 }
 
-/** scripts/test.sh's Node 22 pass: the client libraries are checked on the first. */
-export const repeatPass = process.env.DYNAMO_TS_REPEAT_PASS === '1';
-/** The title suffix of a client-test describe: why it is skipped, when it is. */
-export const skipNote = repeatPass ? ' (skipped on the repeat pass: checked on the first)' : '';
-
 /** How {@link startClientStack} sets the deployment up. */
 export interface ClientStackOptions {
   frontendArgs?: string[];

@@ -36,9 +36,6 @@ const PROMPTS = [
   'Say hello in French.',
 ];
 const MAX_TOKENS = 24;
-// scripts/test.sh's Node 22 pass: the model's text through the pipeline is checked on the first.
-const repeatPass = process.env.DYNAMO_TS_REPEAT_PASS === '1';
-
 type Chat = { choices: Array<{ message: { content: string }; finish_reason: string }> };
 type Frontend = 'ours' | 'stock';
 const FRONTENDS: Frontend[] = ['ours', 'stock'];
@@ -98,15 +95,14 @@ async function referenceAnswers(pre: Preprocessor): Promise<string[]> {
 let pre: Preprocessor;
 let reference: string[];
 beforeAll(async () => {
-  if (repeatPass || 'skip' in stock) return;
+  if ('skip' in stock) return;
   const model = await LocalModel.load(modelPath);
   pre = await Preprocessor.create(model, buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat }));
   reference = await referenceAnswers(pre);
 }, 120_000);
 
 for (const setup of SETUPS) {
-  const skipReason = 'skip' in stock ? '' : repeatPass ? ' (skipped on the repeat pass: checked on the first)' : '';
-  describe.skipIf('skip' in stock || repeatPass)(`SmolLM2 behind both frontends, ${setup.name}${skipReason}`, () => {
+  describe.skipIf('skip' in stock)(`SmolLM2 behind both frontends, ${setup.name}`, () => {
     let deployment: Deployment;
     const urls: Record<Frontend, string> = { ours: '', stock: '' };
     let metricsUrl: string;

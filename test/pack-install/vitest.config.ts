@@ -1,12 +1,9 @@
-import { defineConfig } from 'vitest/config';
-
-import { reportOnFailure } from '@dynamo/testing/vitest-setup';
+import { testConfig } from '@dynamo/testing/vitest-config';
 
 // The released tarballs installed by an outside project (pnpm run test:pack-install). CI runs it
 // once, on Node 24, after pnpm release:build and pnpm release:pack.
-export default defineConfig({
+export default testConfig({
   test: {
-    setupFiles: [reportOnFailure],
     include: ['pack-install/*.test.ts'],
     // Installs from a cold cache download from the registry.
     testTimeout: 300_000,

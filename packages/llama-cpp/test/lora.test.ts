@@ -16,7 +16,7 @@ import { smolLm2 } from '../../../scripts/test-model.mjs';
 import { LlamaCppEngine } from '../src/index.js';
 
 const modelPath = await smolLm2();
-const stock = stockPython(['gguf==0.19.0']);
+const stock = stockPython();
 if ('skip' in stock) console.warn(`\n*** LLAMA-CPP LORA TESTS SKIPPED: ${stock.skip} ***\n`);
 const makeLora = fileURLToPath(new URL('fixtures/make-lora.py', import.meta.url));
 const tmp = mkdtempSync(join(tmpdir(), 'llama-cpp-lora-'));

@@ -85,7 +85,7 @@ afterAll(async () => {
   await etcd?.dispose();
 });
 
-describe.each(backends)('$name discovery store', { timeout: 20_000 }, ({ world: makeWorld }) => {
+describe.each(backends)('$name discovery store', ({ world: makeWorld }) => {
   let world: World;
   const stores: KvStore[] = [];
   const open = async () => {

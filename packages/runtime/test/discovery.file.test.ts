@@ -16,7 +16,7 @@ const log = createLogging({ filter: 'error' }).child('test.discovery.file');
 const BUCKET = 'v1/instances';
 
 
-describe('file discovery store', { timeout: 20_000 }, () => {
+describe('file discovery store', () => {
   let root: string;
   const stores: FileKvStore[] = [];
   const open = (options: { ttlSecs?: number } = {}) => {

@@ -8,14 +8,15 @@ import { repoRoot, testingRoot } from './repo.js';
 const setupVenv = join(testingRoot, 'stock-dynamo', 'setup-venv.sh');
 
 /**
- * The stock Dynamo 1.6 virtualenv (stock-dynamo/setup-venv.sh, cached between runs), with `extra`
- * pip requirements added when given. Returns the venv's python, or why it is unavailable: `skip`
- * when the package registry cannot be reached (the tests then report skipped, never passed) and on
- * the suite's repeat pass (`DYNAMO_TS_REPEAT_PASS`); any other failure throws.
+ * The stock Dynamo 1.6 virtualenv (stock-dynamo/setup-venv.sh, cached between runs, with the
+ * tools the tests run in it), with `extra` pip requirements added when given. Returns the venv's
+ * python, or `skip` when the package registry cannot be reached (the tests then report skipped,
+ * never passed); any other failure throws. scripts/test.sh checks the venv once for the whole run
+ * and passes its python in `DYNAMO_TS_STOCK_PYTHON`, taken here without checking again.
  */
 export function stockPython(extra: string[] = []): { python: string } | { skip: string } {
-  // The stock release speaks the same wire to our code on any Node; the repeat pass (Node 22) saves their minutes.
-  if (process.env.DYNAMO_TS_REPEAT_PASS === '1') return { skip: 'checked on the first pass: interop with the stock release does not depend on the Node version' };
+  const checked = process.env.DYNAMO_TS_STOCK_PYTHON;
+  if (checked && extra.length === 0) return { python: checked };
   const env = extra.length > 0 ? { ...process.env, DYNAMO_INTEROP_EXTRA: extra.join(' ') } : process.env;
   const result = spawnSync('bash', [setupVenv, '--print-python'], { encoding: 'utf8', timeout: 900_000, env });
   if (result.status === 3) return { skip: `stock Dynamo unavailable (PyPI unreachable): ${result.stderr.trim().split('\n').at(-1)}` };

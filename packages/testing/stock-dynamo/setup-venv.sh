@@ -11,7 +11,8 @@
 #   DYNAMO_INTEROP_VERSION  ai-dynamo / ai-dynamo-runtime version (default: 1.6.1)
 #   DYNAMO_INTEROP_EXTRA    extra pip requirements, space separated (default: none), e.g.
 #                           DYNAMO_INTEROP_EXTRA="aiperf==0.13.0" for the benchmark client.
-#                           An existing venv that lacks them gets them added (no rebuild).
+#                           An existing venv that lacks them (or TEST_PINS) gets them added
+#                           (no rebuild).
 #   DYNAMO_INTEROP_PYTHON   base interpreter (default: python3)
 #
 # Why not `pip install ai-dynamo==1.6.1`: it hard-requires aisimulate==0.13.0, a
@@ -39,7 +40,11 @@ set -u
 
 VERSION="${DYNAMO_INTEROP_VERSION:-1.6.1}"
 VENV="${DYNAMO_INTEROP_VENV:-${HOME:-/tmp}/.cache/dynamo-ts/stock-venv-$VERSION}"
-EXTRA="${DYNAMO_INTEROP_EXTRA:-}"
+# The pinned tools the test suite runs in the venv: gguf 0.19.0 for the LoRA fixture
+# (packages/llama-cpp/test/fixtures/make-lora.py), the OpenAI Python SDK for the client tests.
+# Checked and installed as extra requirements, so one venv check serves every test.
+TEST_PINS="gguf==0.19.0 openai==3.57.0"
+EXTRA="$TEST_PINS${DYNAMO_INTEROP_EXTRA:+ $DYNAMO_INTEROP_EXTRA}"
 BASE_PY="${DYNAMO_INTEROP_PYTHON:-python3}"
 
 # ai-dynamo's own requirements minus aisimulate / the certifi pin (see above),
@@ -60,7 +65,7 @@ for a in "$@"; do
   case "$a" in
     --print-python) PRINT_PY=1 ;;
     --force) FORCE=1 ;;
-    -h|--help) sed -n '2,37p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,38p' "$0"; exit 0 ;;
     *) echo "setup-venv.sh: unknown argument: $a" >&2; exit 1 ;;
   esac
 done

@@ -1,0 +1,95 @@
+// Prints where the vitest time went: one row per test file, its wall time in each vitest run
+// (a column per run: import, hooks and tests, with the number of tests that ran), slowest first,
+// then each package's total. A package whose config runs files side by side spends less wall time
+// than its total.
+// Usage: test-times.mjs <results dir> [--markdown] [--min <seconds>]
+//   <results dir> holds one folder per vitest run (named for the run) with the *.times.json files
+//   of scripts/vitest-file-times.mjs, as scripts/test.sh leaves them. Files under --min seconds (default 3) in every run are summed
+//   into one row per package. --markdown prints a Markdown table (for docs/ci.md).
+import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { join, relative, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+
+const { values, positionals } = parseArgs({ allowPositionals: true, options: { markdown: { type: 'boolean' }, min: { type: 'string', default: '3' } } });
+const [resultsDir] = positionals;
+const markdown = values.markdown === true;
+const minSeconds = Number(values.min);
+if (!resultsDir) {
+  console.error('usage: test-times.mjs <results dir> [--markdown] [--min <seconds>]');
+  process.exit(2);
+}
+const repo = join(fileURLToPath(new URL('.', import.meta.url)), '..');
+
+/** The repository-relative path of a test file, whichever clone the report came from. */
+function relativeName(file) {
+  const rel = relative(repo, file);
+  if (!rel.startsWith('..')) return rel;
+  // A report from another clone: keep the path from its first workspace folder on.
+  const parts = file.split(sep);
+  const at = parts.findIndex((p) => p === 'packages' || p === 'examples' || p === 'test');
+  return at >= 0 ? parts.slice(at).join('/') : file;
+}
+const packageOf = (name) => (name.startsWith('test/') ? 'test' : name.split('/').slice(0, 2).join('/'));
+
+const runs = readdirSync(resultsDir)
+  .filter((label) => statSync(join(resultsDir, label)).isDirectory())
+  .sort();
+/** file → run → { seconds, tests } */
+const files = new Map();
+for (const run of runs) {
+  for (const report of readdirSync(join(resultsDir, run)).filter((f) => f.endsWith('.times.json'))) {
+    for (const { file, seconds, tests } of JSON.parse(readFileSync(join(resultsDir, run, report), 'utf8')).files) {
+      const name = relativeName(file);
+      const row = files.get(name) ?? new Map();
+      row.set(run, { seconds, tests });
+      files.set(name, row);
+    }
+  }
+}
+
+const seconds = (row, run) => row.get(run)?.seconds ?? 0;
+const shown = [];
+const small = new Map();
+for (const [name, row] of files) {
+  if (runs.some((run) => seconds(row, run) >= minSeconds)) shown.push([name, row]);
+  else {
+    const pkg = packageOf(name);
+    const sum = small.get(pkg) ?? { count: 0, row: new Map() };
+    sum.count += 1;
+    for (const run of runs) {
+      const cell = sum.row.get(run) ?? { seconds: 0, tests: 0 };
+      const own = row.get(run);
+      if (own) sum.row.set(run, { seconds: cell.seconds + own.seconds, tests: cell.tests + own.tests });
+    }
+    small.set(pkg, sum);
+  }
+}
+const total = (row) => runs.reduce((s, run) => s + seconds(row, run), 0);
+shown.sort((a, b) => total(b[1]) - total(a[1]));
+const rows = [...shown, ...[...small].sort((a, b) => total(b[1].row) - total(a[1].row)).map(([pkg, { count, row }]) => [`${pkg}: ${count} files under ${minSeconds} s`, row])];
+
+const cell = (row, run) => {
+  const c = row.get(run);
+  return c ? `${c.seconds.toFixed(1)} s (${c.tests})` : '-';
+};
+const packages = new Map();
+for (const [name, row] of files) {
+  const pkg = packageOf(name);
+  const sum = packages.get(pkg) ?? new Map();
+  for (const run of runs) sum.set(run, { seconds: (sum.get(run)?.seconds ?? 0) + seconds(row, run), tests: (sum.get(run)?.tests ?? 0) + (row.get(run)?.tests ?? 0) });
+  packages.set(pkg, sum);
+}
+const packageRows = [...packages].sort((a, b) => total(b[1]) - total(a[1]));
+
+if (markdown) {
+  const head = ['test file', ...runs.map((r) => `${r}: s (tests run)`)];
+  console.log(`| ${head.join(' | ')} |\n|${head.map((_, i) => (i ? ' ---: ' : ' --- ')).join('|')}|`);
+  for (const [name, row] of rows) console.log(`| ${name.includes(':') ? name : `\`${name}\``} | ${runs.map((run) => cell(row, run)).join(' | ')} |`);
+  for (const [pkg, row] of packageRows) console.log(`| **${pkg}, all files** | ${runs.map((run) => `**${cell(row, run)}**`).join(' | ')} |`);
+} else {
+  const width = Math.max(...rows.map(([n]) => n.length), ...packageRows.map(([p]) => p.length + 11));
+  console.log(`  ${'test file'.padEnd(width)} ${runs.map((r) => r.padStart(18)).join(' ')}`);
+  for (const [name, row] of rows) console.log(`  ${name.padEnd(width)} ${runs.map((run) => cell(row, run).padStart(18)).join(' ')}`);
+  for (const [pkg, row] of packageRows) console.log(`  ${`${pkg}, all files`.padEnd(width)} ${runs.map((run) => cell(row, run).padStart(18)).join(' ')}`);
+}
