@@ -1,7 +1,8 @@
 // Prints where the vitest time went: one row per test file, its wall time in each vitest run
-// (a column per run: import, hooks and tests, with the number of tests that ran), slowest first,
-// then each package's total. A package whose config runs files side by side spends less wall time
-// than its total.
+// (import, hooks and tests, with the number of tests that ran), slowest first, then each package's
+// total. Runs whose labels agree up to a colon ("vitest, Node 20: test/", "vitest, Node 20:
+// packages") share a column: the lanes of one pass. Runs side by side, or a package whose config
+// runs files side by side, spend less wall time than these sums.
 // Usage: test-times.mjs <results dir> [--markdown] [--min <seconds>]
 //   <results dir> holds one folder per vitest run (named for the run) with the *.times.json files
 //   of scripts/vitest-file-times.mjs, as scripts/test.sh leaves them. Files under --min seconds (default 3) in every run are summed
@@ -32,14 +33,15 @@ function relativeName(file) {
 }
 const packageOf = (name) => (name.startsWith('test/') ? 'test' : name.split('/').slice(0, 2).join('/'));
 
-const runs = readdirSync(resultsDir)
-  .filter((label) => statSync(join(resultsDir, label)).isDirectory())
-  .sort();
-/** file → run → { seconds, tests } */
+const labels = readdirSync(resultsDir).filter((label) => statSync(join(resultsDir, label)).isDirectory());
+const columnOf = (label) => label.split(':')[0];
+const runs = [...new Set(labels.map(columnOf))].sort();
+/** file → column → { seconds, tests } */
 const files = new Map();
-for (const run of runs) {
-  for (const report of readdirSync(join(resultsDir, run)).filter((f) => f.endsWith('.times.json'))) {
-    for (const { file, seconds, tests } of JSON.parse(readFileSync(join(resultsDir, run, report), 'utf8')).files) {
+for (const label of labels) {
+  const run = columnOf(label);
+  for (const report of readdirSync(join(resultsDir, label)).filter((f) => f.endsWith('.times.json'))) {
+    for (const { file, seconds, tests } of JSON.parse(readFileSync(join(resultsDir, label, report), 'utf8')).files) {
       const name = relativeName(file);
       const row = files.get(name) ?? new Map();
       row.set(run, { seconds, tests });
@@ -49,38 +51,39 @@ for (const run of runs) {
 }
 
 const seconds = (row, run) => row.get(run)?.seconds ?? 0;
-const shown = [];
-const small = new Map();
-for (const [name, row] of files) {
-  if (runs.some((run) => seconds(row, run) >= minSeconds)) shown.push([name, row]);
-  else {
-    const pkg = packageOf(name);
-    const sum = small.get(pkg) ?? { count: 0, row: new Map() };
-    sum.count += 1;
-    for (const run of runs) {
-      const cell = sum.row.get(run) ?? { seconds: 0, tests: 0 };
-      const own = row.get(run);
-      if (own) sum.row.set(run, { seconds: cell.seconds + own.seconds, tests: cell.tests + own.tests });
-    }
-    small.set(pkg, sum);
+const total = (row) => runs.reduce((s, run) => s + seconds(row, run), 0);
+/** Adds each run's seconds and tests of `row` into `sum` (both run → { seconds, tests }). */
+function addInto(sum, row) {
+  for (const [run, { seconds, tests }] of row) {
+    const cell = sum.get(run) ?? { seconds: 0, tests: 0 };
+    sum.set(run, { seconds: cell.seconds + seconds, tests: cell.tests + tests });
   }
 }
-const total = (row) => runs.reduce((s, run) => s + seconds(row, run), 0);
+const shown = [];
+/** package → { count, row } of its files under the threshold in every run. */
+const small = new Map();
+/** package → row of all its files. */
+const packages = new Map();
+for (const [name, row] of files) {
+  const pkg = packageOf(name);
+  if (!packages.has(pkg)) packages.set(pkg, new Map());
+  addInto(packages.get(pkg), row);
+  if (runs.some((run) => seconds(row, run) >= minSeconds)) {
+    shown.push([name, row]);
+    continue;
+  }
+  const sum = small.get(pkg) ?? { count: 0, row: new Map() };
+  sum.count += 1;
+  addInto(sum.row, row);
+  small.set(pkg, sum);
+}
 shown.sort((a, b) => total(b[1]) - total(a[1]));
 const rows = [...shown, ...[...small].sort((a, b) => total(b[1].row) - total(a[1].row)).map(([pkg, { count, row }]) => [`${pkg}: ${count} files under ${minSeconds} s`, row])];
-
+const packageRows = [...packages].sort((a, b) => total(b[1]) - total(a[1]));
 const cell = (row, run) => {
   const c = row.get(run);
   return c ? `${c.seconds.toFixed(1)} s (${c.tests})` : '-';
 };
-const packages = new Map();
-for (const [name, row] of files) {
-  const pkg = packageOf(name);
-  const sum = packages.get(pkg) ?? new Map();
-  for (const run of runs) sum.set(run, { seconds: (sum.get(run)?.seconds ?? 0) + seconds(row, run), tests: (sum.get(run)?.tests ?? 0) + (row.get(run)?.tests ?? 0) });
-  packages.set(pkg, sum);
-}
-const packageRows = [...packages].sort((a, b) => total(b[1]) - total(a[1]));
 
 if (markdown) {
   const head = ['test file', ...runs.map((r) => `${r}: s (tests run)`)];

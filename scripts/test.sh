@@ -100,58 +100,67 @@ node22="$(cat "$results/node22")"
 node24="$(cat "$results/node24")"
 set +e
 
-# The six-platform cross build runs when its inputs changed since the last one; otherwise this
-# platform's binary is built and packed alone, which is all the install test below uses.
+# The six-platform cross build runs when its inputs changed since the last one. Otherwise these
+# very inputs are on record as built for all six, and a release binary of this platform would add
+# minutes of compiling that only a release needs: the pack-install test packs the build's binary
+# (its debug info stripped) in this platform's package instead, which is all it installs.
+this_platform="$(node --input-type=module -e "import { currentPlatform } from './packages/core/platforms.js'; console.log(currentPlatform())")"
 if node scripts/release/verified-inputs.mjs --check; then
-  this_platform="$(node --input-type=module -e "import { currentPlatform } from './packages/core/platforms.js'; console.log(currentPlatform())")"
   release_targets=(--target "$this_platform")
-  release_what="$this_platform; the six-platform build is current"
+  release_what="$this_platform, the build's binary; the six-platform build of these inputs is on record"
+  release_build() {
+    local binary="dynamo-core.$this_platform.node"
+    mkdir -p "packages/core/npm/$this_platform"
+    strip --strip-debug -o "packages/core/npm/$this_platform/$binary" "packages/core/$binary" 2>/dev/null ||
+      cp "packages/core/$binary" "packages/core/npm/$this_platform/$binary"
+  }
 else
   release_targets=()
   release_what="six platforms: crates/, Cargo.*, packages/core or scripts/release changed since the last six-platform build"
+  release_build() { pnpm release:build; }
 fi
 
-# The CPU-bound steps that time nothing (cargo test, the type check, the release build) run at
-# idle priority beside the vitest runs, which mostly wait on processes, sockets and timers: they
-# use the CPU those leave idle instead of adding their own time to the run. Neither side touches
-# what the other reads: turbo runs the type check alone (--only: no build outputs restored), and
-# cargo writes only target/.
+# The steps that time nothing (cargo test, the type check, the release binary) run beside the
+# vitest runs, which mostly wait on processes, sockets and timers. At the normal priority: a lower
+# one would starve them whenever another busy process shares the machine (tests must pass beside
+# one), and the run would wait on them at its end. Neither side touches what the other reads: turbo
+# runs the type check alone (--only: no build outputs restored), and cargo writes only target/.
 cargo_test() { cargo test --workspace --exclude dynamo-napi --color never >"$results/cargo.log" 2>&1; }
 typecheck() { pnpm turbo run typecheck --only --output-logs=errors-only; }
-release_build() { pnpm release:build "${release_targets[@]}"; }
 beside_vitest() {
-  renice -n 19 -p "$BASHPID" >/dev/null
-  step "cargo test (idle priority, beside vitest)" cargo_test; echo $? >"$results/cargo.status"
-  step "typecheck (idle priority, beside vitest)" typecheck; echo $? >"$results/typecheck.status"
-  step "release build, $release_what (idle priority, beside vitest)" release_build; echo $? >"$results/release.status"
+  step "cargo test (beside vitest)" cargo_test; echo $? >"$results/cargo.status"
+  step "typecheck (beside vitest)" typecheck; echo $? >"$results/typecheck.status"
+  step "release binary: $release_what (beside vitest)" release_build; echo $? >"$results/release.status"
 }
 beside_vitest </dev/null >"$results/beside.log" 2>&1 &
 beside=$!
 
-# Runs a vitest command with `bin` first on PATH; its JSON reports, its per-file times and its exit
-# status go to $results/<label>/.
+# Runs vitest command `run` with `bin` first on PATH, as run `slug`: @RUN@ in its arguments
+# becomes the slug, which names its report files (.vitest-results.<slug>.json and, from
+# scripts/vitest-file-times.mjs, .vitest-times.<slug>.json), so runs side by side keep theirs
+# apart. The reports, the per-file times and the exit status go to $results/<label>/.
 vitest_run() {
-  local label=$1 bin=$2 status
-  shift 2
-  find . \( -name .vitest-results.json -o -name .vitest-times.json \) -not -path '*/node_modules/*' -delete
+  local label=$1 slug=$2 bin=$3 status
+  shift 3
+  find . \( -name ".vitest-results.$slug.json" -o -name ".vitest-times.$slug.json" \) -not -path '*/node_modules/*' -delete
   echo "== $label ($(PATH="$bin:$PATH" node --version))"
-  PATH="$bin:$PATH" step "$label" "$@" </dev/null
+  DYNAMO_TS_TIMES_FILE=".vitest-times.$slug.json" PATH="$bin:$PATH" step "$label" "${@//@RUN@/$slug}" </dev/null
   status=$?
   mkdir -p "$results/$label"
   echo "$status" >"$results/$label/exit-status"
   while IFS= read -r report; do
     cp "$report" "$results/$label/$(dirname "${report#./}" | tr / _).json"
-  done < <(find . -name .vitest-results.json -not -path '*/node_modules/*')
+  done < <(find . -name ".vitest-results.$slug.json" -not -path '*/node_modules/*')
   while IFS= read -r times; do
     cp "$times" "$results/$label/$(dirname "${times#./}" | tr / _).times.json"
-  done < <(find . -name .vitest-times.json -not -path '*/node_modules/*')
+  done < <(find . -name ".vitest-times.$slug.json" -not -path '*/node_modules/*')
   return $status
 }
-reporters=(--reporter=default --reporter=json --outputFile.json=.vitest-results.json "--reporter=$PWD/scripts/vitest-file-times.mjs")
+reporters=(--reporter=default --reporter=json --outputFile.json=.vitest-results.@RUN@.json "--reporter=$PWD/scripts/vitest-file-times.mjs")
 # --only: the packages were built above; the reporter flags would make turbo rebuild them.
-vitest_all=(pnpm turbo run test --only --concurrency=1 --continue --output-logs=full -- "${reporters[@]}")
-vitest_run "vitest, Node $(node -p 'process.versions.node.split(".")[0]')" "$(dirname "$(command -v node)")" "${vitest_all[@]}"
-vitest_machine_status=$?
+turbo_test=(pnpm turbo run test --only --concurrency=1 --continue --output-logs=full)
+node20="$(dirname "$(command -v node)")"
+v20="Node $(node -p 'process.versions.node.split(".")[0]')"
 
 # The repeat pass, on Node 22, runs only what can differ between Node versions: loading native
 # addons, the runtime's sockets, timers and child processes, and the CLIs' start and shutdown
@@ -172,15 +181,39 @@ repeat_pass_run() {
   local entry status=0
   for entry in "${repeat_pass[@]}"; do
     # shellcheck disable=SC2086 # the file list splits on purpose
-    pnpm --filter "${entry%%|*}" exec vitest run ${entry#*|} "${reporters[@]}" || status=1
+    pnpm --filter "${entry%%|*}" exec vitest run ${entry#*|} "$@" || status=1
   done
   return $status
 }
-vitest_run "vitest, Node 22 (what can differ between Node versions)" "$node22" repeat_pass_run
-vitest22_status=$?
+
+# Two lanes side by side, each running one test file at a time: the cross-package tests (test/:
+# the interop matrix, clients, SmolLM2 through both frontends, chaos, the main job) in one, every
+# package and example and then the repeat pass in the other. The vitest runs wait on processes far
+# more than they compute (one lane leaves a core idle most of the time), and the tests' bounds are
+# made for a busy machine. Each lane's exit status goes to $results/lane-<name>.
+lane() {
+  local name=$1 status=0
+  shift
+  "$@" || status=$?
+  echo "$status" >"$results/lane-$name"
+}
+cross_package_lane() {
+  vitest_run "vitest, $v20: test/" node20-test "$node20" "${turbo_test[@]}" --filter=@dynamo/tests -- "${reporters[@]}"
+}
+packages_lane() {
+  local status=0
+  vitest_run "vitest, $v20: packages and examples" node20 "$node20" "${turbo_test[@]}" --filter='!@dynamo/tests' -- "${reporters[@]}" || status=1
+  vitest_run "vitest, Node 22: what can differ between Node versions" node22 "$node22" repeat_pass_run "${reporters[@]}" || status=1
+  return $status
+}
+lane test cross_package_lane &
+lane_test=$!
+lane packages packages_lane
+wait "$lane_test"
+vitest_status=$(( $(cat "$results/lane-test") + $(cat "$results/lane-packages") ))
 
 step "waiting for the steps beside vitest" wait "$beside"
-echo "== cargo test, typecheck and release build (they ran beside the vitest runs)"
+echo "== cargo test, typecheck and the release binary (they ran beside the vitest runs)"
 cat "$results/cargo.log" "$results/beside.log"
 cargo_status=$(cat "$results/cargo.status" 2>/dev/null || echo 1)
 gates_failed=0
@@ -193,7 +226,7 @@ if [ "$release_status" = 0 ]; then
 else
   gates_failed=$((gates_failed + 1))
 fi
-vitest_run "pack-install, Node 24" "$node24" pnpm --filter @dynamo/tests run test:pack-install "${reporters[@]}"
+vitest_run "pack-install, Node 24" node24 "$node24" pnpm --filter @dynamo/tests run test:pack-install "${reporters[@]}"
 pack_install_status=$?
 
 echo "== test files (wall time in each vitest run, with the tests that ran; files under 3 s summed per package)"
@@ -212,5 +245,5 @@ awk -F'\t' -v total="$(($(date +%s) - started))" -v cpu="$(children_cpu)" '
 GATES_FAILED=$gates_failed node scripts/summarize-tests.mjs "$results/cargo.log" "$results"
 summary_status=$?
 
-[ "$cargo_status" = 0 ] && [ "$gates_failed" = 0 ] && [ "$vitest_machine_status" = 0 ] && [ "$vitest22_status" = 0 ] &&
+[ "$cargo_status" = 0 ] && [ "$gates_failed" = 0 ] && [ "$vitest_status" = 0 ] &&
   [ "$pack_install_status" = 0 ] && [ "$summary_status" = 0 ]

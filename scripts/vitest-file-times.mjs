@@ -1,5 +1,5 @@
-// A vitest reporter that writes each test file's whole wall time to .vitest-times.json in the
-// package folder: import, setup files, hooks and tests. vitest's JSON report times a file from its
+// A vitest reporter that writes each test file's whole wall time to the package folder's
+// $DYNAMO_TS_TIMES_FILE (default .vitest-times.json): import, setup files, hooks and tests. vitest's JSON report times a file from its
 // first test's start to its last test's end, which leaves out beforeAll/afterAll, where the
 // process-starting files spend most of their time. scripts/test.sh collects these files and
 // scripts/test-times.mjs prints the table.
@@ -25,6 +25,6 @@ export default class FileTimesReporter {
   }
 
   onTestRunEnd() {
-    writeFileSync(join(this.#root, '.vitest-times.json'), `${JSON.stringify({ files: this.#files }, null, 1)}\n`);
+    writeFileSync(join(this.#root, process.env.DYNAMO_TS_TIMES_FILE || '.vitest-times.json'), `${JSON.stringify({ files: this.#files }, null, 1)}\n`);
   }
 }
