@@ -121,12 +121,13 @@ else
 fi
 
 # The steps that time nothing (cargo test, the type check, the release binary) run beside the
-# vitest runs, which mostly wait on processes, sockets and timers. At the normal priority: a lower
-# one would starve them whenever another busy process shares the machine (tests must pass beside
-# one), and the run would wait on them at its end. Neither side touches what the other reads: turbo
+# vitest runs, which mostly wait on processes, sockets and timers, one job at a time so that the
+# tests keep a core. At the normal priority: a lower one would starve them whenever another busy
+# process shares the machine (tests must pass beside one), and the run would wait on them at its
+# end. Neither side touches what the other reads: turbo
 # runs the type check alone (--only: no build outputs restored), and cargo writes only target/.
-cargo_test() { cargo test --workspace --exclude dynamo-napi --color never >"$results/cargo.log" 2>&1; }
-typecheck() { pnpm turbo run typecheck --only --output-logs=errors-only; }
+cargo_test() { cargo test --jobs 1 --workspace --exclude dynamo-napi --color never >"$results/cargo.log" 2>&1; }
+typecheck() { pnpm turbo run typecheck --only --concurrency=1 --output-logs=errors-only; }
 beside_vitest() {
   step "cargo test (beside vitest)" cargo_test; echo $? >"$results/cargo.status"
   step "typecheck (beside vitest)" typecheck; echo $? >"$results/typecheck.status"

@@ -13,11 +13,14 @@ import { cli, repoRoot } from './util.mjs';
 
 export const VERIFIED_FILE = join(repoRoot, 'scripts', 'release', 'six-platforms-verified.txt');
 const INPUTS = ['crates', 'Cargo.toml', 'Cargo.lock', 'packages/core', 'scripts/release'];
+/** Under the inputs, but not in what a release builds or packs: @dynamo/core's own tests. */
+const NOT_BUILT = ['packages/core/test', 'packages/core/vitest.config.ts'];
 
 const HELP = `Usage: node scripts/release/verified-inputs.mjs [--check]
 
-Prints the hash of the six-platform build's inputs (${INPUTS.join(', ')}), as they are in the
-working tree, and the hash ${relative(repoRoot, VERIFIED_FILE)} records.
+Prints the hash of the six-platform build's inputs (${INPUTS.join(', ')}; not
+${NOT_BUILT.join(' or ')}), as they are in the working tree, and the hash
+${relative(repoRoot, VERIFIED_FILE)} records.
 
   --check     exit 0 when the two agree (pnpm release:build built all six platforms from these
               inputs), 1 when they differ
@@ -27,7 +30,7 @@ working tree, and the hash ${relative(repoRoot, VERIFIED_FILE)} records.
 export function inputsHash() {
   const git = (args, input) => execFileSync('git', args, { cwd: repoRoot, encoding: 'utf8', input, maxBuffer: 64 * 2 ** 20 });
   const verified = relative(repoRoot, VERIFIED_FILE);
-  const files = git(['ls-files', '--cached', '--others', '--exclude-standard', '--', ...INPUTS])
+  const files = git(['ls-files', '--cached', '--others', '--exclude-standard', '--', ...INPUTS, ...NOT_BUILT.map((p) => `:(exclude)${p}`)])
     .split('\n')
     .filter((f) => f !== '' && f !== verified)
     .sort();
