@@ -35,7 +35,7 @@ const packageOf = (name) => (name.startsWith('test/') ? 'test' : name.split('/')
 
 const labels = readdirSync(resultsDir).filter((label) => statSync(join(resultsDir, label)).isDirectory());
 const columnOf = (label) => label.split(':')[0];
-const runs = [...new Set(labels.map(columnOf))].sort();
+const columns = [...new Set(labels.map(columnOf))];
 /** file → column → { seconds, tests } */
 const files = new Map();
 for (const label of labels) {
@@ -51,7 +51,11 @@ for (const label of labels) {
 }
 
 const seconds = (row, run) => row.get(run)?.seconds ?? 0;
-const total = (row) => runs.reduce((s, run) => s + seconds(row, run), 0);
+/** The columns, the one with the most time first. */
+const columnSeconds = (run) => [...files.values()].reduce((sum, row) => sum + seconds(row, run), 0);
+const runs = columns.sort((a, b) => columnSeconds(b) - columnSeconds(a));
+/** A row's rank: its longest run. */
+const total = (row) => Math.max(...runs.map((run) => seconds(row, run)));
 /** Adds each run's seconds and tests of `row` into `sum` (both run → { seconds, tests }). */
 function addInto(sum, row) {
   for (const [run, { seconds, tests }] of row) {
@@ -79,7 +83,9 @@ for (const [name, row] of files) {
 }
 shown.sort((a, b) => total(b[1]) - total(a[1]));
 const rows = [...shown, ...[...small].sort((a, b) => total(b[1].row) - total(a[1].row)).map(([pkg, { count, row }]) => [`${pkg}: ${count} files under ${minSeconds} s`, row])];
-const packageRows = [...packages].sort((a, b) => total(b[1]) - total(a[1]));
+const everything = new Map();
+for (const row of packages.values()) addInto(everything, row);
+const packageRows = [...[...packages].sort((a, b) => total(b[1]) - total(a[1])), ['all packages', everything]];
 const cell = (row, run) => {
   const c = row.get(run);
   return c ? `${c.seconds.toFixed(1)} s (${c.tests})` : '-';

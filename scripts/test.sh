@@ -13,11 +13,13 @@ started=$(date +%s)
 results="$(mktemp -d)"
 trap 'rm -rf "$results"' EXIT
 
-# The CPU seconds (user + system) of this shell's finished children so far. `times` is a builtin
-# and writes to the file without a subshell, whose own counts would start at zero.
-children_cpu() {
-  times >"$results/times.$BASHPID"
-  awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$results/times.$BASHPID"
+# Sets cpu_seconds to the CPU time (user + system) of this shell's finished children so far.
+# `times` is a builtin and writes to the file from this shell itself: in a subshell (a command
+# substitution) its counts would start at zero.
+cpu_now() {
+  local file="$results/times.$BASHPID"
+  times >"$file"
+  cpu_seconds=$(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%d", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' "$file")
 }
 
 # Runs `step <label> <command...>` and records its wall time, the CPU time of what it ran and its
@@ -26,9 +28,11 @@ step() {
   local label=$1 t0 cpu0 status=0
   shift
   t0=$(date +%s)
-  cpu0=$(children_cpu)
+  cpu_now
+  cpu0=$cpu_seconds
   "$@" || status=$?
-  printf '%s\t%s\t%s\t%s\n' "$label" "$(($(date +%s) - t0))" "$status" "$(($(children_cpu) - cpu0))" >>"$results/steps.tsv"
+  cpu_now
+  printf '%s\t%s\t%s\t%s\n' "$label" "$(($(date +%s) - t0))" "$status" "$((cpu_seconds - cpu0))" >>"$results/steps.tsv"
   return "$status"
 }
 
@@ -188,10 +192,11 @@ repeat_pass_run() {
 }
 
 # Two lanes side by side, each running one test file at a time: the cross-package tests (test/:
-# the interop matrix, clients, SmolLM2 through both frontends, chaos, the main job) in one, every
-# package and example and then the repeat pass in the other. The vitest runs wait on processes far
-# more than they compute (one lane leaves a core idle most of the time), and the tests' bounds are
-# made for a busy machine. Each lane's exit status goes to $results/lane-<name>.
+# the interop matrix, clients, SmolLM2 through both frontends, chaos, the main job) and then the
+# repeat pass in one, every package and example in the other (about as long). The vitest runs
+# wait on processes far more than they compute (one lane leaves a core idle most of the time), and
+# the tests' bounds are made for a busy machine. Each lane's exit status goes to
+# $results/lane-<name>.
 lane() {
   local name=$1 status=0
   shift
@@ -199,13 +204,13 @@ lane() {
   echo "$status" >"$results/lane-$name"
 }
 cross_package_lane() {
-  vitest_run "vitest, $v20: test/" node20-test "$node20" "${turbo_test[@]}" --filter=@dynamo/tests -- "${reporters[@]}"
-}
-packages_lane() {
   local status=0
-  vitest_run "vitest, $v20: packages and examples" node20 "$node20" "${turbo_test[@]}" --filter='!@dynamo/tests' -- "${reporters[@]}" || status=1
+  vitest_run "vitest, $v20: test/" node20-test "$node20" "${turbo_test[@]}" --filter=@dynamo/tests -- "${reporters[@]}" || status=1
   vitest_run "vitest, Node 22: what can differ between Node versions" node22 "$node22" repeat_pass_run "${reporters[@]}" || status=1
   return $status
+}
+packages_lane() {
+  vitest_run "vitest, $v20: packages and examples" node20 "$node20" "${turbo_test[@]}" --filter='!@dynamo/tests' -- "${reporters[@]}"
 }
 lane test cross_package_lane &
 lane_test=$!
@@ -234,7 +239,8 @@ echo "== test files (wall time in each vitest run, with the tests that ran; file
 node scripts/test-times.mjs "$results"
 
 echo "== steps (wall-clock time; CPU time of what the step ran, on all cores)"
-awk -F'\t' -v total="$(($(date +%s) - started))" -v cpu="$(children_cpu)" '
+cpu_now
+awk -F'\t' -v total="$(($(date +%s) - started))" -v cpu="$cpu_seconds" '
   function mmss(t) { return sprintf("%d:%02d", t / 60, t % 60) }
   { secs[$1] += $2; cpus[$1] += $4; if ($3 != 0) failed[$1] = $3; if (!($1 in seen)) { seen[$1] = 1; order[n++] = $1 } }
   END {
