@@ -1,6 +1,6 @@
-// A vitest setup file (every package's vitest config lists it): when a test fails, or a hook
-// fails or times out, it prints what the file was still waiting for and the tail of each process
-// the file started, while they are still there to read.
+// A vitest setup file (testConfig() of vitest-config.ts installs it in every package): when a test
+// fails, or a hook fails or times out, it prints what the file was still waiting for and the tail
+// of each process the file started, while they are still there to read.
 import { afterAll, beforeEach, type RunnerTask, type RunnerTestSuite } from 'vitest';
 
 import { hasProcessReport, processReport } from './processes.js';
