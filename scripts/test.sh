@@ -2,11 +2,12 @@
 # The whole test suite. First the gates (cargo fmt and clippy, Biome, no new repeated code; a
 # failing gate ends the run) and the build, with what the tests fetch from the network beside them;
 # then every package's vitest suite on the machine's Node (20), and on Node 22 what can differ
-# between Node versions (repeat_pass below), with the cargo tests of the pure crates, the type check
-# and the release build of @dynamo/core's binary beside them (for this platform, or all six when the
-# native code or the release scripts changed since the last six-platform build:
-# scripts/release/verified-inputs.mjs); then every public package is packed and an outside project
-# installs them with npm, pnpm and yarn on Node 24. Ends with each test file's time, a table of each
+# between Node versions (repeat_pass below), in two lanes side by side, with the cargo tests of the
+# pure crates, the type check and @dynamo/core's binary for the pack-install beside them (this
+# platform's from the build, or all six release binaries when the native code or the release
+# scripts changed since the last six-platform build: scripts/release/verified-inputs.mjs); then
+# every public package is packed and an outside project installs them with npm, pnpm and yarn on
+# Node 24. Ends with each test file's time, a table of each
 # step's wall and CPU time, then one line summing every runner: "N passed, N failed[, N skipped]".
 set -euo pipefail
 started=$(date +%s)
@@ -128,8 +129,8 @@ fi
 # vitest runs, which mostly wait on processes, sockets and timers, one job at a time so that the
 # tests keep a core. At the normal priority: a lower one would starve them whenever another busy
 # process shares the machine (tests must pass beside one), and the run would wait on them at its
-# end. Neither side touches what the other reads: turbo
-# runs the type check alone (--only: no build outputs restored), and cargo writes only target/.
+# end. Neither side touches what the other reads: turbo runs the type check alone (--only: no build
+# outputs restored), and cargo writes only target/.
 cargo_test() { cargo test --jobs 1 --workspace --exclude dynamo-napi --color never >"$results/cargo.log" 2>&1; }
 typecheck() { pnpm turbo run typecheck --only --concurrency=1 --output-logs=errors-only; }
 beside_vitest() {
@@ -140,8 +141,8 @@ beside_vitest() {
 beside_vitest </dev/null >"$results/beside.log" 2>&1 &
 beside=$!
 
-# Runs vitest command `run` with `bin` first on PATH, as run `slug`: @RUN@ in its arguments
-# becomes the slug, which names its report files (.vitest-results.<slug>.json and, from
+# `vitest_run <label> <slug> <bin> <command...>` runs a vitest command with `bin` first on PATH:
+# @RUN@ in its arguments becomes the slug, which names its report files (.vitest-results.<slug>.json and, from
 # scripts/vitest-file-times.mjs, .vitest-times.<slug>.json), so runs side by side keep theirs
 # apart. The reports, the per-file times and the exit status go to $results/<label>/.
 vitest_run() {
@@ -216,7 +217,7 @@ lane test cross_package_lane &
 lane_test=$!
 lane packages packages_lane
 wait "$lane_test"
-vitest_status=$(( $(cat "$results/lane-test") + $(cat "$results/lane-packages") ))
+vitest_status=$(( $(cat "$results/lane-test" 2>/dev/null || echo 1) + $(cat "$results/lane-packages" 2>/dev/null || echo 1) ))
 
 step "waiting for the steps beside vitest" wait "$beside"
 echo "== cargo test, typecheck and the release binary (they ran beside the vitest runs)"
