@@ -7,8 +7,8 @@
 # platform's from the build, or all six release binaries when the native code or the release
 # scripts changed since the last six-platform build: scripts/release/verified-inputs.mjs); then
 # every public package is packed and an outside project installs them with npm, pnpm and yarn on
-# Node 24. Ends with each test file's time, a table of each
-# step's wall and CPU time, then one line summing every runner: "N passed, N failed[, N skipped]".
+# Node 24. Ends with each test file's time, a table of each step's wall and CPU time, then one line
+# summing every runner: "N passed, N failed[, N skipped]".
 set -euo pipefail
 started=$(date +%s)
 results="$(mktemp -d)"
