@@ -5,8 +5,9 @@
 // runs files side by side, spend less wall time than these sums.
 // Usage: test-times.mjs <results dir> [--markdown] [--min <seconds>]
 //   <results dir> holds one folder per vitest run (named for the run) with the *.times.json files
-//   of scripts/vitest-file-times.mjs, as scripts/test.sh leaves them. Files under --min seconds (default 3) in every run are summed
-//   into one row per package. --markdown prints a Markdown table (for docs/ci.md).
+//   of scripts/vitest-file-times.mjs, as scripts/test.sh leaves them. Files under --min seconds
+//   (default 3) in every run are summed into one row per package. --markdown prints a Markdown
+//   table (for docs/ci.md).
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -55,7 +56,7 @@ const seconds = (row, run) => row.get(run)?.seconds ?? 0;
 const columnSeconds = (run) => [...files.values()].reduce((sum, row) => sum + seconds(row, run), 0);
 const runs = columns.sort((a, b) => columnSeconds(b) - columnSeconds(a));
 /** A row's rank: its longest run. */
-const total = (row) => Math.max(...runs.map((run) => seconds(row, run)));
+const rank = (row) => Math.max(...runs.map((run) => seconds(row, run)));
 /** Adds each run's seconds and tests of `row` into `sum` (both run → { seconds, tests }). */
 function addInto(sum, row) {
   for (const [run, { seconds, tests }] of row) {
@@ -81,11 +82,11 @@ for (const [name, row] of files) {
   addInto(sum.row, row);
   small.set(pkg, sum);
 }
-shown.sort((a, b) => total(b[1]) - total(a[1]));
-const rows = [...shown, ...[...small].sort((a, b) => total(b[1].row) - total(a[1].row)).map(([pkg, { count, row }]) => [`${pkg}: ${count} files under ${minSeconds} s`, row])];
+shown.sort((a, b) => rank(b[1]) - rank(a[1]));
+const rows = [...shown, ...[...small].sort((a, b) => rank(b[1].row) - rank(a[1].row)).map(([pkg, { count, row }]) => [`${pkg}: ${count} files under ${minSeconds} s`, row])];
 const everything = new Map();
 for (const row of packages.values()) addInto(everything, row);
-const packageRows = [...[...packages].sort((a, b) => total(b[1]) - total(a[1])), ['all packages', everything]];
+const packageRows = [...[...packages].sort((a, b) => rank(b[1]) - rank(a[1])), ['all packages', everything]];
 const cell = (row, run) => {
   const c = row.get(run);
   return c ? `${c.seconds.toFixed(1)} s (${c.tests})` : '-';
