@@ -3,12 +3,16 @@
 // Usage: summarize-tests.mjs <cargo log> <results dir>, where each folder of the results dir is one
 // vitest run (its name is the runner's label) holding the packages' JSON reports (beside their
 // *.times.json, which scripts/test-times.mjs reads) and the run's exit status (exit-status).
-// Exit 1 if anything failed or nothing ran.
+// Each failed test is named under its runner's line, with its error's first line, so the tail of a
+// CI log (often all that is kept) says what failed. Exit 1 if anything failed or nothing ran.
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { stripVTControlCharacters } from 'node:util';
 
 const [cargoLog, resultsDir] = process.argv.slice(2);
+const root = `${process.cwd()}/`;
 const total = { passed: 0, failed: 0, skipped: 0 };
+const firstLine = (text) => stripVTControlCharacters(String(text ?? '')).trim().split('\n')[0].slice(0, 240);
 const line = (c) => `${c.passed} passed, ${c.failed} failed${c.skipped ? `, ${c.skipped} skipped` : ''}`;
 
 function add(label, counts) {
@@ -33,6 +37,7 @@ for (const label of readdirSync(resultsDir).sort()) {
   const dir = join(resultsDir, label);
   if (!statSync(dir).isDirectory()) continue;
   const counts = { passed: 0, failed: 0, skipped: 0 };
+  const failures = [];
   const reports = readdirSync(dir).filter((f) => f.endsWith('.json') && !f.endsWith('.times.json'));
   for (const file of reports) {
     const r = JSON.parse(readFileSync(join(dir, file), 'utf8'));
@@ -41,7 +46,15 @@ for (const label of readdirSync(resultsDir).sort()) {
     counts.skipped += r.numPendingTests + r.numTodoTests;
     // A suite that failed outside its tests (failed to load, or a beforeAll threw and its tests
     // were skipped) counts as one failure, so it cannot pass as skipped.
-    counts.failed += (r.testResults ?? []).filter((t) => t.status === 'failed' && !(t.assertionResults ?? []).some((a) => a.status === 'failed')).length;
+    for (const suite of r.testResults ?? []) {
+      const testFile = suite.name.startsWith(root) ? suite.name.slice(root.length) : suite.name;
+      const failed = (suite.assertionResults ?? []).filter((a) => a.status === 'failed');
+      for (const a of failed) failures.push(`${testFile} > ${a.fullName}: ${firstLine(a.failureMessages?.[0])}`);
+      if (suite.status === 'failed' && failed.length === 0) {
+        counts.failed += 1;
+        failures.push(`${testFile} (the file failed outside its tests): ${firstLine(suite.message)}`);
+      }
+    }
   }
   // A run that failed with no failing test to show for it (no report written, a crash between
   // packages) counts as one failure, so the closing line cannot read green.
@@ -51,6 +64,7 @@ for (const label of readdirSync(resultsDir).sort()) {
     counts.failed += 1;
   }
   add(label, counts);
+  for (const failure of failures) console.log(`    FAILED ${failure}`);
 }
 
 console.log(line(total));
