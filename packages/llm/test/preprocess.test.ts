@@ -81,6 +81,16 @@ describe('Preprocessor', () => {
     expect(request.mdc_sum).toBe(mdcsum(pre.card));
   });
 
+  it('renders an assistant turn of only tool calls alike with content null, "" or no content key', async () => {
+    const call = { id: 'call_1', type: 'function', function: { name: 'ls', arguments: '{}' } };
+    const turn = (assistant: Record<string, unknown>) =>
+      pre.preprocessChat({ model: 'qwen3', messages: [{ role: 'user', content: 'list' }, { role: 'assistant', tool_calls: [call], ...assistant }, { role: 'tool', tool_call_id: 'call_1', content: 'a.txt' }] });
+    const empty = await turn({ content: '' });
+    expect(empty.prompt).toContain('<tool_call>\n{"name": "ls", "arguments": {}}\n</tool_call>');
+    expect((await turn({ content: null })).prompt).toBe(empty.prompt);
+    expect((await turn({})).prompt).toBe(empty.prompt);
+  });
+
   it('preprocesses a chat body the same on the calling thread as off it, NULs and u64 fields included', async () => {
     const body = { model: 'qwen3', messages: [{ role: 'user', content: 'Hi\0 there', name: 2n ** 63n }], max_tokens: 7, nvext: { backend_instance_id: 2n ** 63n + 5n } };
     const off = await pre.preprocessChat(body);

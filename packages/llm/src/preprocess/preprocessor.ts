@@ -70,14 +70,15 @@ export class Preprocessor {
 
   /**
    * A validated chat body, its reasoning controls folded into `chat_template_args` (as stock
-   * renders and forwards them; `chat_template_kwargs` merged in), and a `null` content (OpenAI's
-   * assistant turn of only tool calls) given to the template as "", as vLLM gives it: templates
-   * that join strings (SmolLM2's) cannot render null, and stock and transformers fail there.
+   * renders and forwards them; `chat_template_kwargs` merged in), and a `null` or missing content
+   * (OpenAI's assistant turn of only tool calls) given to the template as "", as vLLM gives it:
+   * templates that join strings (SmolLM2's, Qwen3's) cannot render null or undefined, and stock
+   * and transformers fail there.
    */
   #parseChat(body: unknown): ChatCompletionRequest {
     const parsed = parseOrThrow(ChatCompletionRequestSchema, body, 'request');
     validateSampling(parsed, 'chat');
-    const request = parsed.messages.some((m) => m.content === null) ? { ...parsed, messages: parsed.messages.map((m) => (m.content === null ? { ...m, content: '' } : m)) } : parsed;
+    const request = parsed.messages.some((m) => m.content == null) ? { ...parsed, messages: parsed.messages.map((m) => (m.content == null ? { ...m, content: '' } : m)) } : parsed;
     const args = templateArgs(request);
     const { chat_template_kwargs: _kwargs, ...rest } = request;
     return args ? { ...rest, chat_template_args: args } : request;
