@@ -138,6 +138,12 @@ export const frontendFlags = {
     description: 'Serve the Anthropic Messages API: /v1/messages and /v1/messages/count_tokens',
     env: 'DYN_ENABLE_ANTHROPIC_API',
   },
+  stripAnthropicPreamble: {
+    schema: z.boolean().default(true),
+    boolean: true,
+    description: "Anthropic API: drop Claude Code's x-anthropic-billing-header line from the start of the system prompt (it changes per session and spoils prefix caching)",
+    env: 'DYN_STRIP_ANTHROPIC_PREAMBLE',
+  },
   enableForceIncludeUsage: { schema: z.boolean().default(false), boolean: true, description: 'End every stream with a usage chunk', env: 'DYN_ENABLE_FORCE_INCLUDE_USAGE' },
   ignoreOpenaiFeUnsupportedFields: { schema: z.boolean().default(false), boolean: true, description: 'Accept unknown request fields instead of answering 400', env: 'DYN_IGNORE_OPENAI_FE_UNSUPPORTED_FIELDS' },
   dynToolCallParser: {
@@ -221,6 +227,7 @@ export function frontendOptionsFromFlags(values: FrontendFlagValues, env: Readon
     bodyLimitBytes: Math.round(values.httpBodyLimitMb * 1024 * 1024),
     overloadStatus: values.httpOverloadStatusCode,
     enableAnthropicApi: values.enableAnthropicApi,
+    stripAnthropicPreamble: values.stripAnthropicPreamble,
     sseKeepAliveMs: values.httpSseKeepAliveIntervalMs,
     maxDataUrlBytes: Math.round(values.mmMaxDataUrlMb * 1024 * 1024),
     requestTimeoutMs: Math.round(values.httpRequestTimeoutSecs * 1000),

@@ -112,6 +112,8 @@ export const FrontendSettingsSchema = z.object({
   maxDataUrlBytes: z.number().int().positive().default(16 * 1024 * 1024),
   /** Serve the Anthropic Messages API (`/v1/messages`, `/v1/messages/count_tokens`), off by default as in stock. */
   enableAnthropicApi: z.boolean().default(false),
+  /** Drop Claude Code's per-session billing-header line from Anthropic system prompts, on by default as in stock. */
+  stripAnthropicPreamble: z.boolean().default(true),
   /** Always end streams with the usage chunk (as if every request set `stream_options.include_usage`). */
   forceIncludeUsage: z.boolean().default(false),
   /** Accept unknown top-level request fields instead of answering 400. */

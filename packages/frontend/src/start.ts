@@ -95,6 +95,7 @@ export async function startFrontend(options: FrontendOptions = {}): Promise<Fron
     reasoningField: settings.reasoningFieldName,
     overloadStatus: settings.overloadStatus,
     anthropicApi: settings.enableAnthropicApi,
+    anthropicPrompt: { stripPreamble: settings.stripAnthropicPreamble },
     adminApi: settings.adminApi,
     keepAliveMs: settings.sseKeepAliveMs,
     maxDataUrlBytes: settings.maxDataUrlBytes,

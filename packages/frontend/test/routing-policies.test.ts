@@ -76,6 +76,13 @@ describe('agentSession', () => {
     expect(agentSession({ 'thread-id': 't', 'x-codex-parent-thread-id': 'pt' })).toEqual({ sessionId: 't', parentSessionId: 'pt' });
     expect(agentSession({ 'x-session-id': 'o', 'x-parent-session-id': 'po' })).toEqual({ sessionId: 'o', parentSessionId: 'po' });
   });
+
+  it("falls back to the body's prompt_cache_key when no header names a session", () => {
+    expect(agentSession({}, ' k1 ')).toEqual({ sessionId: 'k1' });
+    expect(agentSession({ 'thread-id': 't' }, 'k1')).toEqual({ sessionId: 't' });
+    expect(agentSession({}, '  ')).toBeUndefined();
+    expect(agentSession({}, 42)).toBeUndefined();
+  });
 });
 
 describe('SessionAffinity', () => {

@@ -23,7 +23,8 @@ const Block = z.discriminatedUnion('type', [textBlock, imageBlock, toolUseBlock,
 type Block = z.output<typeof Block>;
 
 const MessageSchema = z.looseObject({
-  role: z.enum(['user', 'assistant'], { error: 'must be user or assistant' }),
+  // Claude Code sends `system` turns mid-conversation (its agent and skill lists); stock renders them in place.
+  role: z.enum(['user', 'assistant', 'system'], { error: 'must be user, assistant or system' }),
   content: z.union([z.string(), z.array(Block).min(1, 'must contain at least one content block')]),
 });
 
@@ -88,16 +89,38 @@ function userContent(blocks: Array<z.output<typeof textBlock> | z.output<typeof 
   return blocks.map((b, i) => (b.type === 'text' ? { type: 'text', text: b.text } : { type: 'image_url', image_url: { url: imageUrl(b, `${where}.${i}`) } }));
 }
 
-/** The system prompt as text (blocks joined with a newline). */
-export function systemText(s: z.output<typeof system> | undefined): string | undefined {
-  if (s === undefined) return undefined;
-  return typeof s === 'string' ? s : s.map((b) => b.text).join('\n');
+/** The first line of Claude Code's system prompt: it names the client version per session. */
+const BILLING_HEADER = 'x-anthropic-billing-header:';
+
+/** How a Messages request's prompt is made. */
+export interface PromptOptions {
+  /**
+   * Drop Claude Code's billing-header line from the start of the system prompt, as stock does by
+   * default (`--strip-anthropic-preamble`): it changes per session, and at the very start of the
+   * prompt it would keep any two sessions from sharing a cached prefix.
+   */
+  stripPreamble: boolean;
 }
 
+/**
+ * The system prompt as text (blocks joined with a newline), less the billing-header line when
+ * `stripPreamble` and a newline follows it (stock's rule: leading whitespace goes with it).
+ */
+export function systemText(s: z.output<typeof system> | undefined, options: PromptOptions): string | undefined {
+  if (s === undefined) return undefined;
+  const text = typeof s === 'string' ? s : s.map((b) => b.text).join('\n');
+  const trimmed = text.trimStart();
+  const newline = trimmed.indexOf('\n');
+  return options.stripPreamble && trimmed.startsWith(BILLING_HEADER) && newline >= 0 ? trimmed.slice(newline + 1) : text;
+}
+
+/** The text blocks of a `system` turn, joined with a newline as stock joins them; other blocks are dropped. */
+const systemTurnText = (blocks: Block[]) => blocks.flatMap((b) => (b.type === 'text' ? [b.text] : [])).join('\n');
+
 /** The chat messages of an Anthropic conversation, as stock maps them. */
-export function chatMessages(request: { system?: z.output<typeof system> | undefined; messages: MessagesRequest['messages'] }): ChatMessage[] {
+export function chatMessages(request: { system?: z.output<typeof system> | undefined; messages: MessagesRequest['messages'] }, options: PromptOptions): ChatMessage[] {
   const out: ChatMessage[] = [];
-  const sys = systemText(request.system);
+  const sys = systemText(request.system, options);
   if (sys !== undefined) out.push({ role: 'system', content: sys });
   request.messages.forEach((message, m) => {
     const where = `request.messages.${m}.content`;
@@ -106,6 +129,10 @@ export function chatMessages(request: { system?: z.output<typeof system> | undef
       return;
     }
     const blocks: Block[] = message.content;
+    if (message.role === 'system') {
+      out.push({ role: 'system', content: systemTurnText(blocks) });
+      return;
+    }
     if (message.role === 'assistant') {
       const text = blocks.filter((b) => b.type === 'text').map((b) => (b as { text: string }).text).join('');
       const calls = blocks
@@ -136,12 +163,12 @@ export function chatMessages(request: { system?: z.output<typeof system> | undef
 
 /**
  * The chat-completions body a Messages request becomes, as stock maps it: the system prompt and
- * turns as chat messages (tool results as tool messages, images as `image_url` parts),
+ * turns as chat messages (`system` turns in place) (tool results as tool messages, images as `image_url` parts),
  * `max_tokens` as `max_completion_tokens`, `stop_sequences` as `stop`, tools in chat's shape,
  * `tool_choice` `any` as `required` and `tool` as a named function, `disable_parallel_tool_use` as
  * `parallel_tool_calls: false`, `thinking.type: "enabled"` as `enable_thinking`.
  */
-export function toChatRequest(r: MessagesRequest): Record<string, unknown> {
+export function toChatRequest(r: MessagesRequest, options: PromptOptions): Record<string, unknown> {
   const choice = r.tool_choice;
   let toolChoice: unknown;
   if (choice) {
@@ -151,7 +178,7 @@ export function toChatRequest(r: MessagesRequest): Record<string, unknown> {
   const tools = r.tools && r.tools.length > 0 ? r.tools : undefined;
   return {
     model: r.model,
-    messages: chatMessages(r),
+    messages: chatMessages(r, options),
     max_completion_tokens: r.max_tokens,
     ...(r.temperature !== undefined && { temperature: r.temperature }),
     ...(r.top_p !== undefined && { top_p: r.top_p }),

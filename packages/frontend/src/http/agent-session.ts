@@ -26,9 +26,10 @@ function value(headers: Headers, name: string | undefined): string | undefined {
  * The request's session: `x-dynamo-session-id` (its parent in `x-dynamo-parent-session-id`),
  * else the first coding agent whose session header is present (Claude Code, whose
  * `x-claude-code-agent-id` names a subagent of the root session; Codex's `thread-id`; OpenCode's
- * `x-session-id`). Stock reads no session from the body.
+ * `x-session-id`), else the body's `prompt_cache_key` (OpenAI's field for "these requests share a
+ * prefix", which Codex sets to its thread), which stock does not read.
  */
-export function agentSession(headers: Headers): AgentSession | undefined {
+export function agentSession(headers: Headers, promptCacheKey?: unknown): AgentSession | undefined {
   const withParent = (sessionId: string, parent: string | undefined): AgentSession =>
     parent !== undefined && parent !== sessionId ? { sessionId, parentSessionId: parent } : { sessionId };
   const dynamo = value(headers, 'x-dynamo-session-id');
@@ -43,5 +44,5 @@ export function agentSession(headers: Headers): AgentSession | undefined {
     // Claude Code's root session is the parent of its subagents; a root session has no parent.
     return sessionId === root ? { sessionId } : { sessionId, parentSessionId: parent ?? root };
   }
-  return undefined;
+  return typeof promptCacheKey === 'string' && promptCacheKey.trim() !== '' ? { sessionId: promptCacheKey.trim() } : undefined;
 }

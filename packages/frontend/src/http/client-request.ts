@@ -106,7 +106,7 @@ export class ClientRequest<S extends Surface = Surface> {
     const context = new Context({ id: requestId, ...(trace ? { trace } : {}) });
     const label = options.label ?? LABEL[surface];
     const tracker = deps.metrics.track(model.name, label, given.stream === true);
-    return new ClientRequest(surface, fields, model, context, pinned, agentSession(req.headers), label, tracker, deps, req, reply);
+    return new ClientRequest(surface, fields, model, context, pinned, agentSession(req.headers, given.prompt_cache_key), label, tracker, deps, req, reply);
   }
 
   /**

@@ -10,11 +10,15 @@ import { type GenerationDeps, generationAnswer } from './generation.js';
 import { type Answer, account, gatherChoice } from './respond.js';
 import { SseWriter } from './sse.js';
 
+/** The response header that lists the hosted tool types a request offered and the model was not shown. */
+export const DROPPED_TOOLS_HEADER = 'x-dynamo-dropped-tools';
+
 /**
  * The handler of `/v1/responses`: the OpenAI Responses API over the chat pipeline, as stock
  * Dynamo 1.6.1 maps it (see `responses/request.ts`): the request becomes a chat completion, its
  * parsed output (text, tool calls, reasoning) becomes a Response, whole or as typed SSE events.
- * Stateless: `previous_response_id` and background responses are refused (501).
+ * Stateless: `previous_response_id` and background responses are refused (501). Hosted tools
+ * (web search and the like) are left out of the prompt, logged, and named in `x-dynamo-dropped-tools`.
  */
 export function responsesHandler(deps: GenerationDeps) {
   return async (req: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
@@ -28,14 +32,20 @@ export function responsesHandler(deps: GenerationDeps) {
       const answer = await generationAnswer(request, deps);
       const echo = responseEcho(responses, request.model.name);
       const withReasoning = responses.reasoning?.summary != null;
+      const headers: Record<string, string> = {};
+      if (echo.tools.dropped.length > 0) {
+        headers[DROPPED_TOOLS_HEADER] = echo.tools.dropped.join(', ');
+        deps.log.warn({ request_id: answer.context.id(), dropped: echo.tools.dropped }, 'hosted tools left out of the prompt: this server cannot run them');
+      }
       if (responses.stream !== true) {
         const response = await wholeAnswer(answer, echo, withReasoning);
         request.done(true);
+        void reply.headers(headers);
         return response;
       }
       const first = await answer.deltas.next();
       void reply.hijack();
-      request.done(await streamAnswer(answer, reply, first, echo, withReasoning, deps));
+      request.done(await streamAnswer(answer, reply, first, echo, withReasoning, headers, deps));
       return undefined;
     } catch (err) {
       request.done(false);
@@ -49,8 +59,16 @@ async function wholeAnswer(a: Answer, echo: ResponseEcho, withReasoning: boolean
   return wholeResponse(echo, choice.whole.parts, choice.finishReason, a.usage.usage(choice.reasoningTokens), withReasoning);
 }
 
-async function streamAnswer(a: Answer, reply: FastifyReply, first: IteratorResult<ChoiceDelta>, echo: ResponseEcho, withReasoning: boolean, deps: GenerationDeps): Promise<boolean> {
-  const sse = new SseWriter(reply.raw, { 'x-request-id': a.context.id() }, a.keepAliveMs);
+async function streamAnswer(
+  a: Answer,
+  reply: FastifyReply,
+  first: IteratorResult<ChoiceDelta>,
+  echo: ResponseEcho,
+  withReasoning: boolean,
+  headers: Record<string, string>,
+  deps: GenerationDeps,
+): Promise<boolean> {
+  const sse = new SseWriter(reply.raw, { 'x-request-id': a.context.id(), ...headers }, a.keepAliveMs);
   const stream = new ResponseStream(sse, echo, withReasoning);
   const choice = new ChoiceOutput(0, a);
   try {

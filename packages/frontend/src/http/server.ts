@@ -6,6 +6,7 @@ import { stringifyJson } from '@dynamo/runtime/internal';
 import Fastify, { type FastifyInstance } from 'fastify';
 
 import { anthropicErrorBody } from '../anthropic/output.js';
+import type { PromptOptions } from '../anthropic/request.js';
 import { ANTHROPIC_PATH, countTokensHandler, messagesHandler } from './anthropic.js';
 import { registerBusyThresholdRoutes } from './busy-threshold.js';
 import { type ConnectionLimits, guardConnections } from './connection-guard.js';
@@ -30,6 +31,8 @@ export interface HttpServerOptions extends GenerationDeps {
   shuttingDown(): boolean;
   /** Serve the Anthropic Messages API (`/v1/messages`, `/v1/messages/count_tokens`). */
   anthropicApi: boolean;
+  /** How the Anthropic Messages API makes its prompts. */
+  anthropicPrompt: PromptOptions;
   /** Serve the admin routes (`/busy_threshold`). */
   adminApi: boolean;
 }
@@ -128,8 +131,8 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
   app.post('/v1/embeddings', embeddingsHandler(options));
   app.post('/v1/responses', responsesHandler(options));
   if (options.anthropicApi) {
-    app.post(ANTHROPIC_PATH, messagesHandler(options));
-    app.post(`${ANTHROPIC_PATH}/count_tokens`, countTokensHandler(options));
+    app.post(ANTHROPIC_PATH, messagesHandler(options, options.anthropicPrompt));
+    app.post(`${ANTHROPIC_PATH}/count_tokens`, countTokensHandler(options, options.anthropicPrompt));
   }
   for (const path of options.anthropicApi ? [...POST_ROUTES, ANTHROPIC_PATH, `${ANTHROPIC_PATH}/count_tokens`] : POST_ROUTES) {
     app.route({
@@ -185,6 +188,9 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
 
   const openapi = openApiDocument({ anthropicApi: options.anthropicApi });
   app.get('/openapi.json', async () => openapi);
+
+  // Clients probe the base URL before their first request (Claude Code sends HEAD /); stock answers 404.
+  app.get('/', async () => ({ status: 'ok', message: 'Dynamo frontend: the API is under /v1, its description at /openapi.json' }));
 
   app.get('/live', async (_req, reply) => {
     if (options.shuttingDown()) return reply.code(503).send({ status: 'shutting_down', message: 'Service is shutting down' });

@@ -3,11 +3,14 @@ import type { ChatParts, ToolCallDelta } from '@dynamo/llm/internal';
 
 import type { Usage } from '../http/openai-shapes.js';
 import type { SseWriter } from '../http/sse.js';
-import type { ResponsesRequest } from './request.js';
+import { type ResponsesRequest, responseTools } from './request.js';
+import type { ResponseTools } from './tools.js';
 
 /** What every Response object of one request echoes. */
 export interface ResponseEcho {
   request: ResponsesRequest;
+  /** The request's tools, to name the model's calls as the request named them. */
+  tools: ResponseTools;
   id: string;
   createdAt: number;
   model: string;
@@ -20,7 +23,7 @@ const hex = () => randomUUID().replaceAll('-', '');
 
 /** A new echo record: `resp_` plus 32 hex digits, as stock names responses. */
 export function responseEcho(request: ResponsesRequest, model: string): ResponseEcho {
-  return { request, id: `resp_${hex()}`, createdAt: Math.floor(Date.now() / 1000), model };
+  return { request, tools: responseTools(request), id: `resp_${hex()}`, createdAt: Math.floor(Date.now() / 1000), model };
 }
 
 /** Why a Response is incomplete, for a chat finish reason: `max_output_tokens` or `content_filter`. */
@@ -35,14 +38,11 @@ const messageItem = (id: string, text: string, status: Status): Item => ({
   role: 'assistant',
   status,
 });
-const callItem = (id: string, call: ToolCallDelta, status: Status, args = call.function.arguments): Item => ({
-  type: 'function_call',
-  arguments: args,
-  call_id: call.id,
-  name: call.function.name,
-  id,
-  status,
-});
+/** A function call item; a call of a namespace's function names the namespace, as stock does. */
+const callItem = (id: string, call: ToolCallDelta, tools: ResponseTools, status: Status, args = call.function.arguments): Item => {
+  const { namespace, name } = tools.responseName(call.function.name);
+  return { type: 'function_call', arguments: args, call_id: call.id, name, ...(namespace !== undefined && { namespace }), id, status };
+};
 const reasoningItem = (id: string, text: string, status: Status): Item => ({
   type: 'reasoning',
   id,
@@ -97,7 +97,7 @@ export function responseObject(
     temperature: r.temperature ?? 1,
     text: { ...r.text, format: format ?? { type: 'text' } },
     tool_choice: r.tool_choice ?? 'auto',
-    tools: (r.tools ?? []).map((t) => ({ ...t, strict: t.strict ?? true })),
+    tools: (r.tools ?? []).map((t) => (t.type === 'function' ? { ...t, strict: t.strict ?? true } : t)),
     top_logprobs: 0,
     top_p: r.top_p ?? 1,
     truncation: (r.truncation as string | undefined) ?? 'disabled',
@@ -117,7 +117,7 @@ export function wholeResponse(echo: ResponseEcho, parts: ChatParts, finishReason
   const incomplete = incompleteReason(finishReason);
   const output: Item[] = [];
   if (withReasoning && parts.reasoning !== '') output.push(reasoningItem(`rs_${hex()}`, parts.reasoning, 'completed'));
-  for (const call of parts.toolCalls) output.push(callItem(`fc_${hex()}`, call, 'completed'));
+  for (const call of parts.toolCalls) output.push(callItem(`fc_${hex()}`, call, echo.tools, 'completed'));
   if (parts.content !== '' || output.length === 0) output.push(messageItem(`msg_${hex()}`, parts.content, 'completed'));
   if (incomplete) output[output.length - 1]!.status = 'incomplete';
   return responseObject(echo, { status: incomplete ? 'incomplete' : 'completed', output, usage, incomplete });
@@ -189,7 +189,7 @@ export class ResponseStream {
       c.call = call;
       c.text = call.function.arguments;
       this.#calls.push(c);
-      this.#emit('response.output_item.added', { output_index: c.index, item: callItem(c.id, call, 'in_progress', '') });
+      this.#emit('response.output_item.added', { output_index: c.index, item: callItem(c.id, call, this.#echo.tools, 'in_progress', '') });
       wait = this.#emit('response.function_call_arguments.delta', { item_id: c.id, output_index: c.index, delta: call.function.arguments });
     }
     return wait;
@@ -251,8 +251,9 @@ export class ResponseStream {
   #closeCall(c: Open, status: Status): void {
     if (c.done) return;
     c.done = true;
-    this.#emit('response.function_call_arguments.done', { name: c.call!.function.name, item_id: c.id, output_index: c.index, arguments: c.text });
-    this.#done(c, callItem(c.id, c.call!, status));
+    const item = callItem(c.id, c.call!, this.#echo.tools, status);
+    this.#emit('response.function_call_arguments.done', { name: item.name, item_id: c.id, output_index: c.index, arguments: c.text });
+    this.#done(c, item);
   }
 
   #done(o: Open, item: Item): void {

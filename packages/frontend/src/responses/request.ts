@@ -3,6 +3,7 @@ import { parseOrThrow } from '@dynamo/runtime';
 import { z } from 'zod';
 
 import { HttpError } from '../http/errors.js';
+import { ResponseTools, ToolSchema } from './tools.js';
 
 const text = z.string();
 const inputText = z.looseObject({ type: z.literal('input_text'), text });
@@ -16,7 +17,7 @@ const message = z.looseObject({
   role: z.enum(['user', 'system', 'developer', 'assistant'], { error: 'must be user, system, developer or assistant' }),
   content: z.union([text, z.array(z.union([inputPart, outputPart]))]),
 });
-const functionCall = z.looseObject({ type: z.literal('function_call'), call_id: text, name: text, arguments: text });
+const functionCall = z.looseObject({ type: z.literal('function_call'), call_id: text, name: text, namespace: z.string().nullish(), arguments: text });
 const functionCallOutput = z.looseObject({ type: z.literal('function_call_output'), call_id: text, output: z.union([text, z.array(inputPart)]) });
 const reasoning = z.looseObject({
   type: z.literal('reasoning'),
@@ -30,15 +31,6 @@ const InputItemSchema = z.union([functionCall, functionCallOutput, reasoning, it
   error: 'must be a message ({role, content}), a function_call, a function_call_output, a reasoning item or an item_reference',
 });
 type InputItem = z.output<typeof InputItemSchema>;
-
-/** A function tool in the Responses shape (flat: `{type, name, description, parameters, strict}`). */
-const FunctionToolSchema = z.looseObject({
-  type: z.literal('function', { error: 'only function tools are supported: {"type": "function", "name": ...}' }),
-  name: text,
-  description: z.string().nullish(),
-  parameters: z.record(z.string(), z.unknown()).nullish(),
-  strict: z.boolean().nullish(),
-});
 
 const ToolChoiceSchema = z.union([
   z.enum(['none', 'auto', 'required']),
@@ -68,7 +60,7 @@ export const ResponsesRequestSchema = z.looseObject({
   max_output_tokens: z.number().int().min(1, 'must be greater than 0').max(0xffff_ffff).nullish(),
   temperature: z.number().min(0).max(2).nullish(),
   top_p: z.number().gt(0).max(1).nullish(),
-  tools: z.array(FunctionToolSchema).nullish(),
+  tools: z.array(ToolSchema).nullish(),
   tool_choice: ToolChoiceSchema.nullish(),
   parallel_tool_calls: z.boolean().nullish(),
   text: z.looseObject({ format: TextFormatSchema.nullish(), verbosity: z.string().nullish() }).nullish(),
@@ -101,6 +93,13 @@ export function parseResponsesRequest(body: Record<string, unknown>): ResponsesR
 }
 
 type ChatMessage = Record<string, unknown> & { role: string };
+
+/** The request's tools as the model sees them, named with its history's function calls in mind. */
+export function responseTools(r: ResponsesRequest): ResponseTools {
+  const history = typeof r.input === 'string' ? [] : r.input.flatMap((item) => (item.type === 'function_call' ? [{ namespace: item.namespace ?? undefined, name: item.name }] : []));
+  return new ResponseTools(r.tools ?? [], history);
+}
+
 type ChatPart = { type: 'text'; text: string } | { type: 'image_url'; image_url: { url: string; detail: string } };
 
 function chatParts(parts: Array<z.output<typeof inputPart> | z.output<typeof outputPart>>, where: string): string | ChatPart[] {
@@ -124,10 +123,10 @@ const joinedText = (parts: Array<{ text?: string; refusal?: string }>) => parts.
  * leading system / developer messages as one system message; user messages as they are;
  * consecutive assistant-side items (text, `function_call`, reasoning) as one assistant message
  * with `tool_calls`; `function_call_output` as `tool`
- * messages; function tools in chat's nested shape; `text.format` as `response_format`;
+ * messages; function and namespace tools as chat functions ({@link ResponseTools}), hosted tools left out; `text.format` as `response_format`;
  * `reasoning.effort` as `reasoning_effort`; `max_output_tokens` as `max_completion_tokens`.
  */
-export function toChatRequest(r: ResponsesRequest): Record<string, unknown> {
+export function toChatRequest(r: ResponsesRequest, names: ResponseTools = responseTools(r)): Record<string, unknown> {
   const messages: ChatMessage[] = [];
   if (r.instructions != null) messages.push({ role: 'system', content: r.instructions });
   let pending: { text: string[]; calls: unknown[]; reasoning: string[] } | undefined;
@@ -150,7 +149,7 @@ export function toChatRequest(r: ResponsesRequest): Record<string, unknown> {
     const where = `request.input.${i}`;
     if (item.type === 'item_reference') return;
     if (item.type === 'function_call') {
-      assistant().calls.push({ id: item.call_id, type: 'function', function: { name: item.name, arguments: item.arguments } });
+      assistant().calls.push({ id: item.call_id, type: 'function', function: { name: names.chatName({ namespace: item.namespace ?? undefined, name: item.name }), arguments: item.arguments } });
     } else if (item.type === 'reasoning') {
       const parts = item.content?.length ? item.content : (item.summary ?? []);
       assistant().reasoning.push(joinedText(parts));
@@ -174,16 +173,16 @@ export function toChatRequest(r: ResponsesRequest): Record<string, unknown> {
 
   const format = r.text?.format;
   const choice = r.tool_choice;
-  let tools = r.tools ?? undefined;
+  let tools = names.chatTools;
   let toolChoice: unknown;
   if (choice != null) {
     if (typeof choice === 'string') toolChoice = choice;
-    else if (choice.type === 'function') toolChoice = { type: 'function', function: { name: (choice as { name: string }).name } };
+    else if (choice.type === 'function') toolChoice = { type: 'function', function: { name: names.chatName({ name: (choice as { name: string }).name }) } };
     else if (choice.type === 'allowed_tools') {
-      const allowed = new Set((choice as { tools: Array<{ name: string }> }).tools.map((t) => t.name));
-      const unknown = [...allowed].find((name) => !tools?.some((t) => t.name === name));
+      const allowed = new Set((choice as { tools: Array<{ name: string }> }).tools.map((t) => names.chatName({ name: t.name })));
+      const unknown = [...allowed].find((name) => !tools.some((t) => t.function.name === name));
       if (unknown !== undefined) throw new HttpError(400, `request.tool_choice: allowed_tools references unknown function '${unknown}'`, { param: 'tool_choice' });
-      tools = tools?.filter((t) => allowed.has(t.name));
+      tools = tools.filter((t) => allowed.has(t.function.name));
       toolChoice = (choice as { mode: string }).mode;
     } else toolChoice = choice.type;
   }
@@ -193,12 +192,7 @@ export function toChatRequest(r: ResponsesRequest): Record<string, unknown> {
     ...(r.temperature != null && { temperature: r.temperature }),
     ...(r.top_p != null && { top_p: r.top_p }),
     ...(r.max_output_tokens != null && { max_completion_tokens: r.max_output_tokens }),
-    ...(tools && tools.length > 0 && {
-      tools: tools.map((t) => ({
-        type: 'function',
-        function: { name: t.name, ...(t.description != null && { description: t.description }), parameters: t.parameters ?? {}, ...(t.strict != null && { strict: t.strict }) },
-      })),
-    }),
+    ...(tools.length > 0 && { tools }),
     ...(toolChoice !== undefined && { tool_choice: toolChoice }),
     ...(r.parallel_tool_calls != null && { parallel_tool_calls: r.parallel_tool_calls }),
     ...(format && format.type !== 'text' && {
