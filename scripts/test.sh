@@ -85,15 +85,26 @@ stock_venv() {
   if [ "$status" = 0 ]; then echo "${out##*$'\n'}" >"$results/stock-python"; fi
   [ "$status" = 0 ] || [ "$status" = 3 ]
 }
+# The coding-agent CLIs (cached outside the workspace, then only checked), once for the agent
+# tests: they get the folder in DYNAMO_TS_AGENT_CLIS_BIN. Without the npm registry (exit 3) the
+# tests check again themselves and report skipped.
+agent_clis() {
+  local out status=0
+  out="$(bash packages/testing/agent-clis/setup-agents.sh --print-bin)" || status=$?
+  if [ "$status" = 0 ]; then echo "${out##*$'\n'}" >"$results/agent-clis-bin"; fi
+  [ "$status" = 0 ] || [ "$status" = 3 ]
+}
 # What the tests need from the network, fetched beside the gates and the build, which wait on the
 # CPU: the servers the runtime's integration tests start (Debian's nats-server and etcd), Node 22
-# and 24 (the npm registry's node-<os>-<arch> packages), the SmolLM2 test model and the stock venv.
+# and 24 (the npm registry's node-<os>-<arch> packages), the SmolLM2 test model, the stock venv
+# and the coding-agent CLIs.
 fetch_beside_build() {
   step "install nats-server and etcd (apt-get; beside the gates and build)" install_servers
   step "install Node 22 and 24 (beside the gates and build)" bash scripts/node-runtime.sh 22 >"$results/node22"
   step "install Node 22 and 24 (beside the gates and build)" bash scripts/node-runtime.sh 24 >"$results/node24"
   step "fetch the SmolLM2 test model (beside the gates and build)" node scripts/test-model.mjs
   step "stock Dynamo venv (beside the gates and build)" stock_venv
+  step "coding-agent CLIs (beside the gates and build)" agent_clis
 }
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 
@@ -101,6 +112,7 @@ echo "== fetched beside the gates and the build"
 step "waiting for what was fetched beside the build" wait "$fetching" || { cat "$results/fetch.log"; exit 1; }
 cat "$results/fetch.log"
 if [ -f "$results/stock-python" ]; then export DYNAMO_TS_STOCK_PYTHON="$(cat "$results/stock-python")"; fi
+if [ -f "$results/agent-clis-bin" ]; then export DYNAMO_TS_AGENT_CLIS_BIN="$(cat "$results/agent-clis-bin")"; fi
 node22="$(cat "$results/node22")"
 node24="$(cat "$results/node24")"
 set +e
