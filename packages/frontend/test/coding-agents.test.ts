@@ -49,8 +49,10 @@ beforeAll(async () => {
     '--dyn-tool-call-parser',
     'hermes',
   ]);
+  deployment.sampleWorker(['--model-name', 'cached', '--component', 'cached', '--simulate-kv-cache', '--delay-ms', '0', '--context-length', '40960']);
   [{ url }, { url: keepsPreamble }] = await Promise.all([deployment.frontend(['--enable-anthropic-api']), deployment.frontend(['--enable-anthropic-api', '--no-strip-anthropic-preamble'])]);
   for (const base of [url, keepsPreamble]) await waitForModel(base, MODEL, MODEL, 1, 60_000);
+  await waitForModel(url, 'cached', 'cached', 1, 60_000);
 }, 120_000);
 afterAll(() => deployment.stop());
 
@@ -98,6 +100,19 @@ describe('Claude Code over the Anthropic Messages API', () => {
     });
     expect(text).toContain('<|im_start|>assistant\n<think>\nI should run ls.\n</think>\n\n<tool_call>\n{"name": "Bash", "arguments": {"command":"ls"}}\n</tool_call><|im_end|>\n');
     expect(text).toContain('<|im_start|>user\n<tool_response>\na.txt\n</tool_response><|im_end|>\n<|im_start|>assistant\n');
+  });
+
+  it("reports the engine's cached prompt tokens as cache_read_input_tokens, whole and streamed", async () => {
+    const body = { model: 'cached', max_tokens: 4, system: 'You are a careful agent. '.repeat(20), messages: [{ role: 'user', content: 'hi' }] };
+    type Usage = { input_tokens: number; cache_read_input_tokens?: number };
+    const first = ((await (await post(url, '/v1/messages', body)).json()) as { usage: Usage }).usage;
+    expect(first.cache_read_input_tokens).toBeUndefined();
+    const again = ((await (await post(url, '/v1/messages', body)).json()) as { usage: Usage }).usage;
+    // The simulated cache holds whole 16-token blocks of the prompt it saw.
+    expect(again.cache_read_input_tokens).toBeGreaterThanOrEqual(first.input_tokens - 16);
+    expect(again.input_tokens + again.cache_read_input_tokens!).toBe(first.input_tokens);
+    const delta = (await (await post(url, '/v1/messages', { ...body, stream: true })).text()).split('\n\n').find((e) => e.startsWith('event: message_delta'))!;
+    expect((JSON.parse(delta.slice(delta.indexOf('\ndata: ') + 7)) as { usage: Usage }).usage).toEqual(again);
   });
 
   it('answers the HEAD / probe with 200', async () => {
