@@ -172,7 +172,7 @@ describe.skipIf(!ready)('coding agents with their default settings through our f
 /** What each agent sends that no frontend can serve, made by rewriting one of its requests. */
 const BREAKS: Record<AgentName, { what: string; corrupt: (body: Record<string, unknown>) => void; says: RegExp }> = {
   claude: { what: 'a tool of an unknown type', corrupt: (b) => (b.tools as unknown[]).push({ type: 'teleport_20990101', name: 'teleport' }), says: /API Error: 400 request\.tools\.\d+\.type: / },
-  codex: { what: 'a tool of an unknown type', corrupt: (b) => (b.tools as unknown[]).push({ type: 'teleport' }), says: /request\.tools\.\d+\.type: must be a function or namespace tool/ },
+  codex: { what: 'a tool of an unknown type', corrupt: (b) => (b.tools as unknown[]).push({ type: 'teleport' }), says: /request\.tools\.\d+\.type: must be a function, namespace or custom tool/ },
   opencode: { what: 'a malformed message', corrupt: (b) => (b.messages as unknown[]).push({ role: 'wizard', content: 'abracadabra' }), says: /request\.messages\.\d+\.role/ },
 };
 

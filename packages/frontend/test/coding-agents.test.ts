@@ -169,10 +169,32 @@ describe('Codex over the Responses API', () => {
     expect(text).toContain('<tool_response>\ndone\n</tool_response>');
   });
 
+  it('offers a custom (freeform) tool as a function of one string, and returns its call as a custom_tool_call', async () => {
+    const patch = { type: 'custom', name: 'apply_patch', description: 'Edit files.', format: { type: 'grammar', syntax: 'lark', definition: 'start: "*** Begin Patch"' } };
+    const text = await prompt('/v1/responses', {
+      tools: [patch],
+      input: [
+        { type: 'message', role: 'user', content: 'patch it' },
+        { type: 'custom_tool_call', call_id: 'c1', name: 'apply_patch', input: '*** Begin Patch' },
+        { type: 'custom_tool_call_output', call_id: 'c1', output: 'Done!' },
+      ],
+    });
+    expect(text).toContain('"name": "apply_patch", "description": "Edit files.\\n\\nThe input follows this lark grammar:\\nstart: \\"*** Begin Patch\\"", "parameters": {"type": "object", "properties": {"input": {"type": "string"');
+    expect(text).toContain('<tool_call>\n{"name": "apply_patch", "arguments": {"input":"*** Begin Patch"}}\n</tool_call>');
+    expect(text).toContain('<tool_response>\nDone!\n</tool_response>');
+    // The replayed case calls get_weather with JSON arguments: a custom tool's input is that text as written.
+    const body = { model: MODEL, input: `Weather? [case ${seed('hermes: one call')}]`, tools: [{ type: 'custom', name: 'get_weather' }] };
+    const whole = (await (await post(url, '/v1/responses', body)).json()) as { output: Array<Record<string, unknown>> };
+    expect(whole.output).toEqual([expect.objectContaining({ type: 'custom_tool_call', name: 'get_weather', input: '{"city": "Paris", "unit": "celsius"}', id: expect.stringMatching(/^ctc_/) })]);
+    const events = (await (await post(url, '/v1/responses', { ...body, stream: true })).text()).split('\n\n').map((e) => e.slice(0, e.indexOf('\n')));
+    expect(events).toEqual(expect.arrayContaining(['event: response.custom_tool_call_input.delta', 'event: response.custom_tool_call_input.done']));
+    expect(events).not.toContain('event: response.function_call_arguments.delta');
+  });
+
   it('refuses a tool of a type nobody knows with a 400 naming it', async () => {
     const res = await post(url, '/v1/responses', { model: MODEL, input: 'hi', tools: [{ type: 'teleport' }] });
     expect(res.status).toBe(400);
-    expect(((await res.json()) as { message: string }).message).toMatch(/^request\.tools\.0\.type: must be a function or namespace tool, or one of the hosted tools/);
+    expect(((await res.json()) as { message: string }).message).toMatch(/^request\.tools\.0\.type: must be a function, namespace or custom tool, or one of the hosted tools/);
   });
 });
 

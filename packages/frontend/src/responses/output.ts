@@ -38,11 +38,27 @@ const messageItem = (id: string, text: string, status: Status): Item => ({
   role: 'assistant',
   status,
 });
-/** A function call item; a call of a namespace's function names the namespace, as stock does. */
+/** The text of a custom tool's call: its `input` argument, or what the model wrote when it is not one. */
+function customInput(args: string): string {
+  try {
+    const input = (JSON.parse(args) as { input?: unknown }).input;
+    if (typeof input === 'string') return input;
+  } catch {
+    // Not JSON: the model wrote the input itself.
+  }
+  return args;
+}
+
+/**
+ * A function call item (a call of a namespace's function names the namespace, as stock does), or
+ * a `custom_tool_call` with its `input` for a custom tool.
+ */
 const callItem = (id: string, call: ToolCallDelta, tools: ResponseTools, status: Status, args = call.function.arguments): Item => {
   const { namespace, name } = tools.responseName(call.function.name);
+  if (tools.isCustom(call.function.name)) return { type: 'custom_tool_call', call_id: call.id, name, input: customInput(args), id, status };
   return { type: 'function_call', arguments: args, call_id: call.id, name, ...(namespace !== undefined && { namespace }), id, status };
 };
+const callId = (call: ToolCallDelta, tools: ResponseTools) => `${tools.isCustom(call.function.name) ? 'ctc' : 'fc'}_${hex()}`;
 const reasoningItem = (id: string, text: string, status: Status): Item => ({
   type: 'reasoning',
   id,
@@ -117,7 +133,7 @@ export function wholeResponse(echo: ResponseEcho, parts: ChatParts, finishReason
   const incomplete = incompleteReason(finishReason);
   const output: Item[] = [];
   if (withReasoning && parts.reasoning !== '') output.push(reasoningItem(`rs_${hex()}`, parts.reasoning, 'completed'));
-  for (const call of parts.toolCalls) output.push(callItem(`fc_${hex()}`, call, echo.tools, 'completed'));
+  for (const call of parts.toolCalls) output.push(callItem(callId(call, echo.tools), call, echo.tools, 'completed'));
   if (parts.content !== '' || output.length === 0) output.push(messageItem(`msg_${hex()}`, parts.content, 'completed'));
   if (incomplete) output[output.length - 1]!.status = 'incomplete';
   return responseObject(echo, { status: incomplete ? 'incomplete' : 'completed', output, usage, incomplete });
@@ -135,7 +151,8 @@ interface Open {
 /**
  * A Response streamed as stock 1.6.1 streams it: `response.created` and `.in_progress`, then per
  * item `response.output_item.added`, its deltas (`response.output_text.delta`,
- * `response.reasoning_text.delta`, `response.function_call_arguments.delta`) and its `.done`
+ * `response.reasoning_text.delta`, `response.function_call_arguments.delta` or
+ * `response.custom_tool_call_input.delta`) and its `.done`
  * events, then `response.completed` (or `.incomplete`, `.failed`) and `data: [DONE]`. Every event
  * is `event: <type>` with its JSON, numbered by `sequence_number`.
  */
@@ -185,12 +202,14 @@ export class ResponseStream {
     }
     for (const call of parts.toolCalls) {
       this.#closeReasoning('completed');
-      const c = this.#open(`fc_${hex()}`);
+      const c = this.#open(callId(call, this.#echo.tools));
       c.call = call;
       c.text = call.function.arguments;
       this.#calls.push(c);
       this.#emit('response.output_item.added', { output_index: c.index, item: callItem(c.id, call, this.#echo.tools, 'in_progress', '') });
-      wait = this.#emit('response.function_call_arguments.delta', { item_id: c.id, output_index: c.index, delta: call.function.arguments });
+      wait = this.#echo.tools.isCustom(call.function.name)
+        ? this.#emit('response.custom_tool_call_input.delta', { item_id: c.id, output_index: c.index, delta: customInput(call.function.arguments) })
+        : this.#emit('response.function_call_arguments.delta', { item_id: c.id, output_index: c.index, delta: call.function.arguments });
     }
     return wait;
   }
@@ -252,7 +271,8 @@ export class ResponseStream {
     if (c.done) return;
     c.done = true;
     const item = callItem(c.id, c.call!, this.#echo.tools, status);
-    this.#emit('response.function_call_arguments.done', { name: item.name, item_id: c.id, output_index: c.index, arguments: c.text });
+    if (item.type === 'custom_tool_call') this.#emit('response.custom_tool_call_input.done', { item_id: c.id, output_index: c.index, input: item.input });
+    else this.#emit('response.function_call_arguments.done', { name: item.name, item_id: c.id, output_index: c.index, arguments: c.text });
     this.#done(c, item);
   }
 

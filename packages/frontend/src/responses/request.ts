@@ -18,7 +18,10 @@ const message = z.looseObject({
   content: z.union([text, z.array(z.union([inputPart, outputPart]))]),
 });
 const functionCall = z.looseObject({ type: z.literal('function_call'), call_id: text, name: text, namespace: z.string().nullish(), arguments: text });
-const functionCallOutput = z.looseObject({ type: z.literal('function_call_output'), call_id: text, output: z.union([text, z.array(inputPart)]) });
+const toolOutput = z.union([text, z.array(inputPart)]);
+const functionCallOutput = z.looseObject({ type: z.literal('function_call_output'), call_id: text, output: toolOutput });
+const customToolCall = z.looseObject({ type: z.literal('custom_tool_call'), call_id: text, name: text, input: text });
+const customToolCallOutput = z.looseObject({ type: z.literal('custom_tool_call_output'), call_id: text, output: toolOutput });
 const reasoning = z.looseObject({
   type: z.literal('reasoning'),
   summary: z.array(z.looseObject({ text })).nullish(),
@@ -27,8 +30,8 @@ const reasoning = z.looseObject({
 const itemReference = z.looseObject({ type: z.literal('item_reference'), id: text });
 
 /** One `input` item of a Responses request. */
-const InputItemSchema = z.union([functionCall, functionCallOutput, reasoning, itemReference, message], {
-  error: 'must be a message ({role, content}), a function_call, a function_call_output, a reasoning item or an item_reference',
+const InputItemSchema = z.union([functionCall, functionCallOutput, customToolCall, customToolCallOutput, reasoning, itemReference, message], {
+  error: 'must be a message ({role, content}), a function_call, a function_call_output, a custom_tool_call, a custom_tool_call_output, a reasoning item or an item_reference',
 });
 type InputItem = z.output<typeof InputItemSchema>;
 
@@ -96,7 +99,7 @@ type ChatMessage = Record<string, unknown> & { role: string };
 
 /** The request's tools as the model sees them, named with its history's function calls in mind. */
 export function responseTools(r: ResponsesRequest): ResponseTools {
-  const history = typeof r.input === 'string' ? [] : r.input.flatMap((item) => (item.type === 'function_call' ? [{ namespace: item.namespace ?? undefined, name: item.name }] : []));
+  const history = typeof r.input === 'string' ? [] : r.input.flatMap((item) => (item.type === 'function_call' ? [{ namespace: item.namespace ?? undefined, name: item.name }] : item.type === 'custom_tool_call' ? [{ name: item.name }] : []));
   return new ResponseTools(r.tools ?? [], history);
 }
 
@@ -122,8 +125,8 @@ const joinedText = (parts: Array<{ text?: string; refusal?: string }>) => parts.
  * The chat-completions body a Responses request becomes, as stock maps it: `instructions` and
  * leading system / developer messages as one system message; user messages as they are;
  * consecutive assistant-side items (text, `function_call`, reasoning) as one assistant message
- * with `tool_calls`; `function_call_output` as `tool`
- * messages; function and namespace tools as chat functions ({@link ResponseTools}), hosted tools left out; `text.format` as `response_format`;
+ * with `tool_calls` (a `custom_tool_call` as a call with `{"input": ...}`); `function_call_output`
+ * and `custom_tool_call_output` as `tool` messages; function and namespace tools as chat functions ({@link ResponseTools}), hosted tools left out; `text.format` as `response_format`;
  * `reasoning.effort` as `reasoning_effort`; `max_output_tokens` as `max_completion_tokens`.
  */
 export function toChatRequest(r: ResponsesRequest, names: ResponseTools = responseTools(r)): Record<string, unknown> {
@@ -153,7 +156,9 @@ export function toChatRequest(r: ResponsesRequest, names: ResponseTools = respon
     } else if (item.type === 'reasoning') {
       const parts = item.content?.length ? item.content : (item.summary ?? []);
       assistant().reasoning.push(joinedText(parts));
-    } else if (item.type === 'function_call_output') {
+    } else if (item.type === 'custom_tool_call') {
+      assistant().calls.push({ id: item.call_id, type: 'function', function: { name: names.chatName({ name: item.name }), arguments: JSON.stringify({ input: item.input }) } });
+    } else if (item.type === 'function_call_output' || item.type === 'custom_tool_call_output') {
       flush();
       const output = typeof item.output === 'string' ? item.output : chatParts(item.output, `${where}.output`);
       messages.push({ role: 'tool', tool_call_id: item.call_id, content: output });
