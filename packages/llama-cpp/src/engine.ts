@@ -34,6 +34,7 @@ import {
 import { defaultThreads, type GPU_CHOICES, llamaCppFlags, llamaCppHelp } from './flags.js';
 import { guidedGrammar } from './gbnf/guided.js';
 import { resolveGguf } from './gguf-path.js';
+import { gateSampling } from './sample-gate.js';
 import { adapterFile, checkAdapter } from './lora.js';
 import { EngineMetrics } from './metrics.js';
 import { SequencePool } from './sequence-pool.js';
@@ -153,12 +154,6 @@ export class LlamaCppEngine extends LLMEngine {
   }
 
   override async start(_workerId: bigint): Promise<EngineConfig> {
-    if (!this.embedding && Math.max(this.parallel, this.loraParallel) > 1 && process.env.UV_THREADPOOL_SIZE !== '1') {
-      throw new InvalidArgument(
-        `parallel ${this.parallel} (lora-parallel ${this.loraParallel}) needs UV_THREADPOOL_SIZE=1 in the environment the process started with (dynamo-llama-cpp sets it): ` +
-          'llama.cpp reads batched logits without a lock and node-llama-cpp samples each sequence on its own libuv thread, so with more threads sequences get each other\'s tokens',
-      );
-    }
     const loaded = await (this.#loading ??= this.#load());
     this.#loaded = loaded;
     this.#unregisterMetrics ??= registerPrometheus(this.#metrics.registry, { prefixes: ['llamacpp:'] });
@@ -198,6 +193,7 @@ export class LlamaCppEngine extends LLMEngine {
   async #lane(model: LlamaModel, size: number, lora?: string): Promise<Lane> {
     // contextSize is per sequence (llama.cpp allocates it once for each).
     const context = await model.createContext({ sequences: size, threads: this.threads, contextSize: this.contextSize, ...(lora !== undefined && { lora: { adapters: [{ filePath: lora }] } }) });
+    gateSampling(context);
     const sequences = Array.from({ length: size }, () => context.getSequence());
     return { context, pool: new SequencePool(sequences, this.maxQueued), size, users: 0 };
   }

@@ -155,6 +155,36 @@ describe('LlamaCppEngine on SmolLM2-135M', () => {
     expect(engine.load()).toEqual({ queued: 0, active: 0 });
   }, 120_000);
 
+  it('runs different prompts at once, one still reading its prompt while others generate, each with the answer it gets alone', async () => {
+    // The vitest process has the default libuv pool (4 threads): samples of parallel sequences
+    // would race on llama.cpp's lazily reordered logits if they ran at once.
+    const questions = ['What is the capital of France?', 'Name three colours.', 'Describe the sea in one sentence.', 'How many legs does a spider have?'];
+    const prompts = await Promise.all(
+      questions.map(async (content) => (await pre.preprocessChat({ model: 'x', messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content }] })).request.token_ids),
+    );
+    const ask = (ids: number[]) => greedy(ids, { stop_conditions: { max_tokens: 24, ignore_eos: true } });
+    const alone: number[][] = [];
+    for (const ids of prompts) alone.push(tokensOf(await collect(engine.generate(ask(ids), new Context()))));
+    // Each request starts once the one before it has its first token.
+    const runs: Array<Promise<GenerateChunk[]>> = [];
+    for (const ids of prompts) {
+      const chunks: GenerateChunk[] = [];
+      let first!: () => void;
+      const started = new Promise<void>((resolve) => (first = resolve));
+      runs.push(
+        (async () => {
+          for await (const chunk of engine.generate(ask(ids), new Context())) {
+            chunks.push(chunk);
+            first();
+          }
+          return chunks;
+        })(),
+      );
+      await started;
+    }
+    expect((await Promise.all(runs)).map(tokensOf)).toEqual(alone);
+  }, 120_000);
+
   it('refuses a prompt longer than the context, naming both lengths, and an id outside the vocabulary', async () => {
     const long = new Array<number>(1024).fill(260);
     await expect(collect(engine.generate(greedy(long), new Context()))).rejects.toThrow(new InvalidArgument('the prompt has 1024 tokens; the context holds 1024 (prompt and answer together, --context-size)'));
