@@ -2,7 +2,8 @@ import type { ChoiceDelta } from '@dynamo/llm';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
 import { type ResponseEcho, responseEcho, ResponseStream, wholeResponse } from '../responses/output.js';
-import { parseResponsesRequest, type ResponsesRequest, toChatRequest } from '../responses/request.js';
+import { parseResponsesRequest, type ResponsesRequest, responseTools, toChatRequest } from '../responses/request.js';
+import type { ResponseTools } from '../responses/tools.js';
 import { ChoiceOutput } from './choice-output.js';
 import { ClientRequest } from './client-request.js';
 import { toHttpError } from './errors.js';
@@ -11,7 +12,7 @@ import { type Answer, account, gatherChoice } from './respond.js';
 import { SseWriter } from './sse.js';
 
 /** The response header that lists the hosted tool types a request offered and the model was not shown. */
-export const DROPPED_TOOLS_HEADER = 'x-dynamo-dropped-tools';
+const DROPPED_TOOLS_HEADER = 'x-dynamo-dropped-tools';
 
 /**
  * The handler of `/v1/responses`: the OpenAI Responses API over the chat pipeline, as stock
@@ -23,14 +24,19 @@ export const DROPPED_TOOLS_HEADER = 'x-dynamo-dropped-tools';
 export function responsesHandler(deps: GenerationDeps) {
   return async (req: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
     let parsed: ResponsesRequest | undefined;
+    let tools: ResponseTools | undefined;
     const request = ClientRequest.open('chat', req, reply, deps, {
       label: 'responses',
-      fields: (body) => toChatRequest((parsed = parseResponsesRequest(body))),
+      fields: (body) => {
+        parsed = parseResponsesRequest(body);
+        tools = responseTools(parsed);
+        return toChatRequest(parsed, tools);
+      },
     });
     const responses = parsed!;
     try {
       const answer = await generationAnswer(request, deps);
-      const echo = responseEcho(responses, request.model.name);
+      const echo = responseEcho(responses, tools!, request.model.name);
       const withReasoning = responses.reasoning?.summary != null;
       const headers: Record<string, string> = {};
       if (echo.tools.dropped.length > 0) {

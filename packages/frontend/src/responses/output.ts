@@ -3,7 +3,7 @@ import type { ChatParts, ToolCallDelta } from '@dynamo/llm/internal';
 
 import type { Usage } from '../http/openai-shapes.js';
 import type { SseWriter } from '../http/sse.js';
-import { type ResponsesRequest, responseTools } from './request.js';
+import type { ResponsesRequest } from './request.js';
 import type { ResponseTools } from './tools.js';
 
 /** What every Response object of one request echoes. */
@@ -22,8 +22,8 @@ type Item = Record<string, unknown> & { type: string; status: Status };
 const hex = () => randomUUID().replaceAll('-', '');
 
 /** A new echo record: `resp_` plus 32 hex digits, as stock names responses. */
-export function responseEcho(request: ResponsesRequest, model: string): ResponseEcho {
-  return { request, tools: responseTools(request), id: `resp_${hex()}`, createdAt: Math.floor(Date.now() / 1000), model };
+export function responseEcho(request: ResponsesRequest, tools: ResponseTools, model: string): ResponseEcho {
+  return { request, tools, id: `resp_${hex()}`, createdAt: Math.floor(Date.now() / 1000), model };
 }
 
 /** Why a Response is incomplete, for a chat finish reason: `max_output_tokens` or `content_filter`. */

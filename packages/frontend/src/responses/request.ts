@@ -129,7 +129,7 @@ const joinedText = (parts: Array<{ text?: string; refusal?: string }>) => parts.
  * and `custom_tool_call_output` as `tool` messages; function and namespace tools as chat functions ({@link ResponseTools}), hosted tools left out; `text.format` as `response_format`;
  * `reasoning.effort` as `reasoning_effort`; `max_output_tokens` as `max_completion_tokens`.
  */
-export function toChatRequest(r: ResponsesRequest, names: ResponseTools = responseTools(r)): Record<string, unknown> {
+export function toChatRequest(r: ResponsesRequest, names: ResponseTools): Record<string, unknown> {
   const messages: ChatMessage[] = [];
   if (r.instructions != null) messages.push({ role: 'system', content: r.instructions });
   let pending: { text: string[]; calls: unknown[]; reasoning: string[] } | undefined;

@@ -3,7 +3,7 @@ import { z } from 'zod';
 const text = z.string();
 
 /** A function tool in the Responses shape (flat: `{type, name, description, parameters, strict}`). */
-export const FunctionToolSchema = z.looseObject({
+const FunctionToolSchema = z.looseObject({
   type: z.literal('function'),
   name: text,
   description: z.string().nullish(),
