@@ -63,6 +63,17 @@ export const llamaCppFlags = {
     description: 'Tokens of KV cache per sequence: the longest prompt plus answer a request may have',
     placeholder: 'N',
   },
+  enablePrefixCaching: {
+    schema: z.boolean().default(true),
+    boolean: true,
+    description:
+      'Keep each sequence\'s KV cache between requests: a prompt that starts like a cached one (the next turn of a conversation) evaluates only what is new, and the cached blocks are published as KV events for KV-aware routers. --no-enable-prefix-caching empties each sequence when its request ends. Always off for recurrent and sliding-window models',
+  },
+  slotPromptSimilarity: {
+    schema: z.coerce.number().min(0, 'must be between 0 and 1').max(1, 'must be between 0 and 1').default(0.5),
+    description: 'The least share of a prompt a cached sequence must hold for the request to take it, instead of an empty or the least recently used sequence (as llama-server\'s --slot-prompt-similarity)',
+    placeholder: 'FRACTION',
+  },
   embedding: {
     schema: z.boolean().default(false),
     boolean: true,

@@ -27,12 +27,16 @@ class RateWindow {
 /**
  * The engine's Prometheus metrics, in its own registry (shown on the worker's `/metrics` through
  * `registerPrometheus`, with the worker's `dynamo_*` labels): queue depth and active sequences
- * read at scrape time, prompt and generated token counters, and their rates over the last 10 s.
+ * read at scrape time, prompt, generated and prefix-cache token counters, and their rates over the last 10 s.
  */
 export class EngineMetrics {
   readonly registry = new Registry();
   readonly #promptTotal: Counter;
   readonly #generatedTotal: Counter;
+  readonly #cacheQueries: Counter;
+  readonly #cacheHits: Counter;
+  #queried = 0;
+  #hit = 0;
   readonly #promptRate = new RateWindow();
   readonly #generatedRate = new RateWindow();
 
@@ -42,13 +46,29 @@ export class EngineMetrics {
     new Gauge({ name: 'llamacpp:num_requests_running', help: 'Sequences generating (active requests)', registers, collect() { this.set(load().active); } });
     this.#promptTotal = new Counter({ name: 'llamacpp:prompt_tokens_total', help: 'Prompt tokens evaluated', registers });
     this.#generatedTotal = new Counter({ name: 'llamacpp:generation_tokens_total', help: 'Tokens generated', registers });
+    // In tokens, as vLLM counts its prefix cache.
+    this.#cacheQueries = new Counter({ name: 'llamacpp:prefix_cache_queries_total', help: 'Prompt tokens looked up in the prefix cache', registers });
+    this.#cacheHits = new Counter({ name: 'llamacpp:prefix_cache_hits_total', help: 'Prompt tokens found in the prefix cache (not evaluated again)', registers });
     const prompt = this.#promptRate;
     const generated = this.#generatedRate;
     new Gauge({ name: 'llamacpp:prompt_tokens_per_second', help: 'Prompt tokens evaluated per second, over the last 10 s', registers, collect() { this.set(prompt.perSecond()); } });
     new Gauge({ name: 'llamacpp:generation_tokens_per_second', help: 'Tokens generated per second, over the last 10 s', registers, collect() { this.set(generated.perSecond()); } });
   }
 
-  /** A prompt of `tokens` tokens was evaluated. */
+  /** A prompt of `tokens` tokens met the prefix cache, which held its first `hits`. */
+  prefixQuery(tokens: number, hits: number): void {
+    this.#cacheQueries.inc(tokens);
+    this.#cacheHits.inc(hits);
+    this.#queried += tokens;
+    this.#hit += hits;
+  }
+
+  /** Cached prompt tokens over all prompt tokens looked up so far (0 before any). */
+  hitRate(): number {
+    return this.#queried === 0 ? 0 : this.#hit / this.#queried;
+  }
+
+  /** `tokens` prompt tokens were evaluated. */
   prompt(tokens: number): void {
     this.#promptTotal.inc(tokens);
     this.#promptRate.add(tokens);

@@ -27,11 +27,11 @@ export class SequencePool<T> {
 
   /**
    * An item, at once or when one is released; `undefined` when the request was stopped while it
-   * waited. Throws when `maxQueued` requests are already waiting.
+   * waited. Throws when `maxQueued` requests are already waiting. With free items, `pick` chooses
+   * among them (an index; default: the last released); a waiting request takes the next released.
    */
-  async acquire(context: Context): Promise<T | undefined> {
-    const item = this.#free.pop();
-    if (item !== undefined) return item;
+  async acquire(context: Context, pick?: (free: readonly T[]) => number): Promise<T | undefined> {
+    if (this.#free.length > 0) return this.#free.splice(pick ? pick(this.#free) : this.#free.length - 1, 1)[0];
     if (this.#waiting.length >= this.#maxQueued) {
       throw new WorkerOverloaded(`overloaded: every sequence is busy and ${this.#maxQueued} request(s) already wait (raise --parallel or --max-queued)`);
     }
