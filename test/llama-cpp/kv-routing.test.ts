@@ -76,4 +76,13 @@ describe.skipIf('skip' in stock)('KV-aware routing on dynamo-llama-cpp\'s prefix
       }
     }, 240_000);
   }
+
+  it('each worker reports its KV cache to routers and on /metrics: its total blocks, and the prefix cache hits of the turns above', async () => {
+    for (const url of metrics) expect(await counter(url, 'dynamo_component_total_blocks'), url).toBe((2 * 1024) / BLOCK);
+    // Either worker may have served every conversation: the hits are summed over both.
+    const hits = await Promise.all(metrics.map((url) => counter(url, 'llamacpp:prefix_cache_hits_total')));
+    const rates = await Promise.all(metrics.map((url) => counter(url, 'dynamo_component_kv_cache_hit_rate')));
+    expect(hits[0]! + hits[1]!).toBeGreaterThan(0);
+    expect(Math.max(...rates)).toBeGreaterThan(0);
+  });
 });

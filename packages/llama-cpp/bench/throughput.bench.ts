@@ -17,7 +17,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 
 import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dynamo/llm';
-import { getLlama, type LlamaContextSequence, type Token, TokenBias } from 'node-llama-cpp';
+import { getLlama, type LlamaContextSequence, type Token } from 'node-llama-cpp';
 
 import { Deployment, waitForModel } from '@dynamo/testing/frontend-stack';
 import { freePort, waitFor } from '@dynamo/testing/free-port';
@@ -25,7 +25,8 @@ import { median } from '@dynamo/testing/proc-stats';
 import { stockPython } from '@dynamo/testing/stock-dynamo';
 import { smolLm2 } from '../../../scripts/test-model.mjs';
 import { defaultThreads } from '../src/index.js';
-import { gateSampling } from '../src/sample-gate.js';
+import { eogBan } from '../src/sampling.js';
+import { gateSampling } from '../src/internals.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const rounds = Number(process.env.BENCH_ROUNDS ?? 7);
@@ -69,8 +70,7 @@ const context = await model.createContext({ sequences: PARALLEL, threads: defaul
 // One sample at a time, as the worker samples, so each sequence reads its own logits.
 gateSampling(context);
 const free: LlamaContextSequence[] = Array.from({ length: PARALLEL }, () => context.getSequence());
-const noEog = new TokenBias(model.tokenizer);
-for (const token of [model.tokens.eos, model.tokens.eot]) if (token !== null) (noEog as unknown as { _biases: Map<Token, number> })._biases.set(token, Number.NEGATIVE_INFINITY);
+const noEog = eogBan(model);
 async function alone(i: number): Promise<number> {
   const sequence = free.pop()!;
   let count = 0;

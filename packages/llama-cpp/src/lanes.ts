@@ -2,7 +2,7 @@ import { engineLog, type GenerateRequest, InvalidArgument } from '@dynamo/backen
 import type { LlamaContext, LlamaContextSequence, LlamaModel } from 'node-llama-cpp';
 
 import { adapterFile, checkAdapter } from './lora.js';
-import { gateSampling } from './sample-gate.js';
+import { freeLoraWeights, gateSampling } from './internals.js';
 import { SequenceSlots, type SlotsOptions } from './sequence-slots.js';
 
 const log = engineLog('llama-cpp');
@@ -129,13 +129,8 @@ export class LoraLanes {
       await adapter.context.dispose();
       this.#adapters.delete(name);
       if (!model.disposed && ![...this.#adapters.values()].some((other) => other.file === adapter.file)) {
-        // node-llama-cpp keeps an adapter's weights until the model is disposed, and would give a
-        // later load of the same path those weights even if the file changed; its cache is keyed
-        // by the resolved path, which adapterFile() returns.
-        const cache = (model as unknown as { _loraAdapters: Map<string, { dispose(): Promise<void> }> })._loraAdapters;
-        const weights = cache.get(adapter.file);
-        cache.delete(adapter.file);
-        await weights?.dispose();
+        // adapterFile() resolved the path, as node-llama-cpp keys its cache.
+        await freeLoraWeights(model, adapter.file);
       }
       log.info({ lora: name, file: adapter.file }, 'LoRA adapter unloaded');
     });

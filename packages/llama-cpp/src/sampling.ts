@@ -1,6 +1,7 @@
 import type { GenerateRequest } from '@dynamo/backend';
 import { type LlamaModel, type Token, TokenBias } from 'node-llama-cpp';
 
+import { banTokens } from './internals.js';
 import type { TopLogprob } from './token-stream.js';
 
 /** A request's `sampling_options` value by key, when it is a number. */
@@ -51,11 +52,7 @@ export function repeatPenalty(num: NumberOption, generated: () => Token[]) {
 /** A bias that bans the model's end-of-generation tokens (for `ignore_eos` and `min_tokens`). */
 export function eogBan(model: LlamaModel): TokenBias {
   const ban = new TokenBias(model.tokenizer);
-  // TokenBias.set() skips end-of-generation tokens on purpose; node-llama-cpp (pinned) reads the
-  // biases from this map, so banning them goes there directly.
-  for (const token of [model.tokens.eos, model.tokens.eot]) {
-    if (token !== null) (ban as unknown as { _biases: Map<Token, number> })._biases.set(token, Number.NEGATIVE_INFINITY);
-  }
+  banTokens(ban, [model.tokens.eos, model.tokens.eot].filter((token): token is Token => token !== null));
   return ban;
 }
 
