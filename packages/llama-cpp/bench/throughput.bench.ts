@@ -6,7 +6,9 @@
 // within each round (in alternating order), and each ratio is taken within a round, then the
 // median over the rounds: a shared VM's speed drifts by 20% or more between minutes, which
 // comparing medians of whole runs would mistake for the pipeline's cost. Targets: ours >= 0.95x
-// the engine alone at c=8, and ours >= stock's frontend at both. Writes bench/results.md and
+// the engine alone at c=8, and ours >= stock's frontend at both. The worker runs without its prefix
+// cache (--no-enable-prefix-caching): the engine alone evaluates every prompt whole, and so must it
+// for the ratio to measure the pipeline rather than the cache. Writes bench/results.md and
 // bench/results.json and prints the table. `pnpm --filter @dynamo/llama-cpp bench`.
 //
 // Knobs: BENCH_ROUNDS=7  BENCH_OSL=64  BENCH_REQUESTS_PER_SLOT=2 (requests per round = c x this)
@@ -85,7 +87,7 @@ const loopback = { DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: 
 const deployment = await Deployment.start({ name: 'file + tcp', discovery: 'file', plane: 'tcp' }, loopback);
 const results: Record<number, Record<Way, number[]>> = {};
 try {
-  deployment.nodeProcess([join(here, '..', 'dist', 'cli.cjs'), '--model-path', modelPath, '--model-name', MODEL, '--parallel', String(PARALLEL), '--max-queued', '64', '--context-size', String(CONTEXT)]);
+  deployment.nodeProcess([join(here, '..', 'dist', 'cli.cjs'), '--model-path', modelPath, '--model-name', MODEL, '--parallel', String(PARALLEL), '--max-queued', '64', '--context-size', String(CONTEXT), '--no-enable-prefix-caching']);
   const urls: Partial<Record<Way, string>> = { ours: (await deployment.frontend()).url };
   const stock = stockPython();
   if ('skip' in stock) console.log(`stock frontend: not measured (${stock.skip})`);
