@@ -60,7 +60,9 @@ describe.skipIf(skip !== '').each(ENGINES)(`the OpenAI Python SDK, $name${skip}`
   }, 300_000);
 
   it('answers chat and completions whole and streamed alike', () => {
-    expect(report.chat_stream).toEqual(report.chat);
+    // The streamed repeat may find the prompt in the engine's prefix cache: the same counts, more cached tokens.
+    const counts = ({ usage: { prompt_tokens_details: _, ...usage }, ...rest }: Report['chat']) => ({ ...rest, usage });
+    expect(counts(report.chat_stream)).toEqual(counts(report.chat));
     if (engine === SAMPLE) expect(report.chat.content).toBe(stack.sampleText(12));
     else expect(report.chat.content).toContain('Paris');
     expect(report.completion_stream).toBe(report.completion);
