@@ -1,5 +1,7 @@
 import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { connect, createServer, type Server, type Socket } from 'node:net';
+import { Worker } from 'node:worker_threads';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CannotConnect, InvalidArgument } from '../src/errors.js';
 import { encodeTwoPartText } from '../src/request-plane/envelope.js';
@@ -282,6 +284,48 @@ describe('TCP request plane', () => {
       } finally {
         await fast.close();
         release();
+      }
+    });
+
+    it('not when the ack arrived while the caller was stalled past its deadline', async () => {
+      // The worker acks at once from its own thread while this thread is busy for longer than the
+      // ack timeout: the due timer must not win over the ack already waiting in the socket.
+      const acker = new Worker(
+        `const { createServer } = require('node:net');
+        const server = createServer((s) => {
+          let buf = Buffer.alloc(0);
+          s.on('data', (d) => {
+            buf = Buffer.concat([buf, d]);
+            for (;;) {
+              if (buf.length < 2) return;
+              const path = buf.readUInt16BE(0);
+              if (buf.length < path + 4) return;
+              const fixed = path + buf.readUInt16BE(2 + path) + 8;
+              if (buf.length < fixed) return;
+              const total = fixed + buf.readUInt32BE(fixed - 4);
+              if (buf.length < total) return;
+              buf = buf.subarray(total);
+              s.write(Buffer.alloc(4));
+            }
+          });
+        });
+        server.listen(0, '127.0.0.1', () => require('node:worker_threads').parentPort.postMessage(server.address().port));`,
+        { eval: true },
+      );
+      const patientOnce = new TcpRequestPlaneClient({ requestTimeoutMs: 100 });
+      try {
+        const [port] = (await once(acker, 'message')) as [number];
+        const transport = { tcp: `127.0.0.1:${port}/1/generate` };
+        // Connected first: the stall below must fall after the request left, not before.
+        await patientOnce.send(transport, envelope(), {});
+        const sent = patientOnce.send(transport, envelope(), {});
+        await new Promise((r) => process.nextTick(r));
+        const until = Date.now() + 400;
+        while (Date.now() < until);
+        await expect(sent).resolves.toBeUndefined();
+      } finally {
+        await patientOnce.close();
+        await acker.terminate();
       }
     });
 

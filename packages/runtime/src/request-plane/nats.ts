@@ -25,6 +25,7 @@ import { hexId } from '../json.js';
 import { parseOrThrow } from '../validate.js';
 import type { RequestAcceptor, RequestPlaneClient, RequestPlaneServer, Transport } from './request-plane.js';
 import type { Log } from '../logger.js';
+import { setPeerTimeout } from './socket-helpers.js';
 
 /** async-nats's request timeout, which stock Dynamo uses when `DYN_NATS_REQUEST_TIMEOUT_SECS` is unset. */
 export const DEFAULT_NATS_REQUEST_TIMEOUT_MS = 10_000;
@@ -391,7 +392,7 @@ export class NatsRequestPlaneClient implements RequestPlaneClient {
     const token = (this.#seq++).toString(36);
     return new Promise<void>((resolve, reject) => {
       this.#pending.set(token, { subject, deadline: performance.now() + this.#timeoutMs, resolve, reject });
-      this.#timer ??= setTimeout(this.#expire, this.#timeoutMs).unref();
+      this.#timer ??= setPeerTimeout(this.#expire, this.#timeoutMs).unref();
       if (this.#queue.push({ subject, envelope, reply: inbox + token, headers: hdrs }) === 1) this.#scheduleFlush();
     });
   }
@@ -467,7 +468,7 @@ export class NatsRequestPlaneClient implements RequestPlaneClient {
     const now = performance.now();
     for (const [token, pending] of this.#pending) {
       if (pending.deadline > now) {
-        this.#timer = setTimeout(this.#expire, Math.max(1, pending.deadline - now)).unref();
+        this.#timer = setPeerTimeout(this.#expire, Math.max(1, pending.deadline - now)).unref();
         return;
       }
       this.#pending.delete(token);

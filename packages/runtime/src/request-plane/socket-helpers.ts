@@ -34,6 +34,16 @@ export function splitHostPort(address: string): { host: string; port: number } {
 }
 
 /**
+ * `setTimeout` for a deadline on a peer's answer: `expire` runs only after the I/O that arrived by
+ * then has been read. A process stalled past the deadline (a long GC, a starved CPU) runs its due
+ * timers before it reads its sockets, and would otherwise blame a peer whose answer is already
+ * waiting. `expire` must check its own state: clearing the timer cannot stop a run already queued.
+ */
+export function setPeerTimeout(expire: () => void, ms: number): NodeJS.Timeout {
+  return setTimeout(() => setImmediate(expire), ms);
+}
+
+/**
  * The host to advertise for a server bound to `bindHost`: `advertiseHost` when set; the bind host
  * unless it is a wildcard (nobody can dial `0.0.0.0`); else this machine's first external IPv4
  * address, falling back to loopback.

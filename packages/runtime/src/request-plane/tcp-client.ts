@@ -5,7 +5,7 @@ import { connect, type Socket } from 'node:net';
 import { CannotConnect, InvalidArgument } from '../errors.js';
 import { ChunkBuffer } from './envelope.js';
 import type { RequestPlaneClient, Transport } from './request-plane.js';
-import { type BatchedWriter, DEFAULT_MAX_MESSAGE_SIZE, MAX_PATH_BYTES, splitHostPort, tickBatchedWriter } from './socket-helpers.js';
+import { type BatchedWriter, DEFAULT_MAX_MESSAGE_SIZE, MAX_PATH_BYTES, setPeerTimeout, splitHostPort, tickBatchedWriter } from './socket-helpers.js';
 import { type Log, silentLog } from '../logger.js';
 
 /** Options of {@link TcpRequestPlaneClient}; the runtime fills them from `DYN_TCP_*`. */
@@ -55,10 +55,9 @@ class ClientConnection {
     const socket = connect({ host, port, noDelay: true });
     this.#socket = socket;
     this.#writer = tickBatchedWriter(socket);
-    this.#connectTimer = setTimeout(
-      () => this.fail(new CannotConnect(`cannot connect to ${address}: no connection within ${options.connectTimeoutMs} ms`)),
-      options.connectTimeoutMs,
-    );
+    this.#connectTimer = setPeerTimeout(() => {
+      if (this.#connectTimer !== undefined) this.fail(new CannotConnect(`cannot connect to ${address}: no connection within ${options.connectTimeoutMs} ms`));
+    }, options.connectTimeoutMs);
     socket.once('connect', () => {
       clearTimeout(this.#connectTimer);
       this.#connectTimer = undefined;
@@ -117,7 +116,7 @@ class ClientConnection {
   // outstanding request can be the first to time out.
   #armAckTimer(ms: number): void {
     clearTimeout(this.#ackTimer);
-    this.#ackTimer = setTimeout(() => this.#checkAck(), ms);
+    this.#ackTimer = setPeerTimeout(() => this.#checkAck(), ms);
   }
 
   #checkAck(): void {

@@ -9,7 +9,7 @@ import { connect, type Socket } from 'node:net';
 import { Cancelled, CannotConnect } from '../errors.js';
 import type { ConnectionInfo } from '../request-plane/control.js';
 import { TwoPartDecoder, type TwoPartFrame } from '../request-plane/envelope.js';
-import { type BatchedWriter, splitHostPort, tickBatchedWriter } from '../request-plane/socket-helpers.js';
+import { type BatchedWriter, setPeerTimeout, splitHostPort, tickBatchedWriter } from '../request-plane/socket-helpers.js';
 import { controlWord, encodeHandshake, encodeItemFrame, encodePrologue, END_FRAME, itemJson, SENTINEL_FRAME } from './frames.js';
 import { type Log, silentLog } from '../logger.js';
 
@@ -42,7 +42,8 @@ export async function callHome(connectionInfo: ConnectionInfo, options: CallHome
   const connectTimeoutMs = options.connectTimeoutMs ?? 5000;
   const socket = await new Promise<Socket>((resolve, reject) => {
     const s = connect({ host, port, noDelay: true });
-    const timer = setTimeout(() => {
+    const timer = setPeerTimeout(() => {
+      if (!s.connecting) return;
       s.destroy();
       reject(new CannotConnect(`cannot call home to ${info.address}: no connection within ${connectTimeoutMs} ms`));
     }, connectTimeoutMs);

@@ -7,6 +7,7 @@ import type { Socket } from 'node:net';
 import { CannotConnect, Disconnected } from '../errors.js';
 import type { ConnectionInfo } from '../request-plane/control.js';
 import type { TwoPartFrame } from '../request-plane/envelope.js';
+import { setPeerTimeout } from '../request-plane/socket-helpers.js';
 import { controlWord, KILL_FRAME, parseDataFrame, parsePrologue, ResponseProtocolError, STOP_FRAME } from './frames.js';
 import { ItemQueue } from './item-queue.js';
 import type { Log } from '../logger.js';
@@ -92,7 +93,9 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
     this.#log = init.log;
     this.#unregister = init.unregister;
     this.#signal = init.signal;
-    this.#timer = setTimeout(() => {
+    this.#timer = setPeerTimeout(() => {
+      // The worker called home while this process was stalled past the deadline.
+      if (this.#socket) return;
       this.#unregister();
       // A caller that already asked to stop gets the early end it wanted, not an error.
       if (this.#ask !== 'none') {

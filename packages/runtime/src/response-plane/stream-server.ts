@@ -10,7 +10,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { CannotConnect, Disconnected } from '../errors.js';
 import type { ConnectionInfo } from '../request-plane/control.js';
 import { DEFAULT_MAX_FRAME_BYTES, TwoPartDecoder, type TwoPartFrame } from '../request-plane/envelope.js';
-import { advertisedHost, formatHostPort } from '../request-plane/socket-helpers.js';
+import { advertisedHost, formatHostPort, setPeerTimeout } from '../request-plane/socket-helpers.js';
 import { type PendingResponse, ResponseStream } from './response-stream.js';
 import { parseHandshake } from './frames.js';
 import { type Log, silentLog } from '../logger.js';
@@ -179,7 +179,8 @@ export class ResponseStreamServer {
     let peerText: string | undefined;
     const peer = () => (peerText ??= `${socket.remoteAddress}:${socket.remotePort}`);
     const decoder = new TwoPartDecoder({ maxFrameBytes: this.#maxFrameBytes });
-    const timer = setTimeout(() => {
+    const timer = setPeerTimeout(() => {
+      if (stream || socket.destroyed) return;
       this.#log.warn({ peer: peer() }, 'call-home connection sent no handshake in time; closing it');
       socket.destroy();
     }, this.#handshakeTimeoutMs);
