@@ -9,9 +9,12 @@
 // the engine alone at c=8, and ours >= stock's frontend at both. The worker runs without its prefix
 // cache (--no-enable-prefix-caching): the engine alone evaluates every prompt whole, and so must it
 // for the ratio to measure the pipeline rather than the cache. Writes bench/results.md and
-// bench/results.json and prints the table. `pnpm --filter @dynamo/llama-cpp bench`.
+// bench/results.json (results.pinned.* with BENCH_PIN=1) and prints the table. `pnpm --filter @dynamo/llama-cpp bench`.
 //
 // Knobs: BENCH_ROUNDS=7  BENCH_OSL=64  BENCH_REQUESTS_PER_SLOT=2 (requests per round = c x this)
+// BENCH_PIN=1 (Linux, taskset): the engine on the last core, everything else on the others, to
+// tell the pipeline's own cost from its processes taking the engine's core.
+import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -34,6 +37,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 const rounds = Number(process.env.BENCH_ROUNDS ?? 7);
 const OSL = Number(process.env.BENCH_OSL ?? 64);
 const perSlot = Number(process.env.BENCH_REQUESTS_PER_SLOT ?? 2);
+const pin = process.env.BENCH_PIN === '1';
 const CONCURRENCIES = [1, 8];
 const PARALLEL = Math.max(...CONCURRENCIES);
 const CONTEXT = 1024;
@@ -42,6 +46,13 @@ const system = { role: 'system', content: 'You are a helpful assistant.' };
 const QUESTIONS = ['Tell me about the sea.', 'Explain how bees make honey.', 'Describe a city at night.', 'Write about a long train journey.', 'What makes a good friend?', 'Describe the four seasons.', 'Tell a story about a robot.', 'Explain why the sky is blue.'];
 
 type Way = 'alone' | 'ours' | 'stock';
+const lastCpu = cpus().length - 1;
+const ENGINE_CPUS = String(lastCpu);
+const OTHER_CPUS = lastCpu > 0 ? `0-${lastCpu - 1}` : '0';
+/** Moves every thread of process `pid` onto `cpuList` (threads it starts later inherit it). */
+function pinProcess(pid: number | undefined, cpuList: string): void {
+  if (pin && pid !== undefined) execFileSync('taskset', ['-a', '-p', '-c', cpuList, String(pid)], { stdio: 'ignore' });
+}
 const f = (x: number, digits = 0) => x.toFixed(digits);
 const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
 
@@ -87,17 +98,23 @@ const loopback = { DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: 
 const deployment = await Deployment.start({ name: 'file + tcp', discovery: 'file', plane: 'tcp' }, loopback);
 const results: Record<number, Record<Way, number[]>> = {};
 try {
-  deployment.nodeProcess([join(here, '..', 'dist', 'cli.cjs'), '--model-path', modelPath, '--model-name', MODEL, '--parallel', String(PARALLEL), '--max-queued', '64', '--context-size', String(CONTEXT), '--no-enable-prefix-caching']);
-  const urls: Partial<Record<Way, string>> = { ours: (await deployment.frontend()).url };
+  const worker = deployment.nodeProcess([join(here, '..', 'dist', 'cli.cjs'), '--model-path', modelPath, '--model-name', MODEL, '--parallel', String(PARALLEL), '--max-queued', '64', '--context-size', String(CONTEXT), '--no-enable-prefix-caching']);
+  const ours = await deployment.frontend();
+  const urls: Partial<Record<Way, string>> = { ours: ours.url };
+  const pinned = [ours.child.child.pid];
   const stock = stockPython();
   if ('skip' in stock) console.log(`stock frontend: not measured (${stock.skip})`);
   else {
     const port = await freePort();
-    deployment.stockProcess(stock.python, ['-m', 'dynamo.frontend', '--http-host', '127.0.0.1', '--http-port', String(port), '--discovery-backend', 'file', '--request-plane', 'tcp']);
+    const stockFrontend = deployment.stockProcess(stock.python, ['-m', 'dynamo.frontend', '--http-host', '127.0.0.1', '--http-port', String(port), '--discovery-backend', 'file', '--request-plane', 'tcp']);
+    pinned.push(stockFrontend.child.pid);
     urls.stock = `http://127.0.0.1:${port}`;
   }
   await waitForModel(urls.ours!, MODEL, 'llama', 1, 120_000);
   if (urls.stock) await waitFor('the stock frontend to list the model', async () => ((await (await fetch(`${urls.stock}/v1/models`)).json()) as { data: Array<{ id: string }> }).data.some((m) => m.id === MODEL), 150_000);
+  // Started threads only are moved: everything is up by now.
+  pinProcess(worker.child.pid, ENGINE_CPUS);
+  for (const pid of [...pinned, process.pid]) pinProcess(pid, OTHER_CPUS);
 
   const http = (url: string) => async (i: number) => {
     const res = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(bodies[i % bodies.length]) });
@@ -111,7 +128,12 @@ try {
   for (const c of CONCURRENCIES) results[c] = { alone: [], ours: [], stock: [] };
   for (let round = 0; round < rounds; round++) {
     for (const c of CONCURRENCIES) {
-      for (const [way, job] of round % 2 ? [...ways].reverse() : ways) results[c]![way].push(await tokensPerSecond(c * perSlot, c, job));
+      for (const [way, job] of round % 2 ? [...ways].reverse() : ways) {
+        // Alone, this process is the engine: it gets the engine's core.
+        if (way === 'alone') pinProcess(process.pid, ENGINE_CPUS);
+        results[c]![way].push(await tokensPerSecond(c * perSlot, c, job));
+        if (way === 'alone') pinProcess(process.pid, OTHER_CPUS);
+      }
     }
   }
 } finally {
@@ -122,7 +144,7 @@ try {
 }
 
 const lines = [
-  `SmolLM2-135M-Instruct Q4_1 on the CPU (${defaultThreads()} llama.cpp thread(s) on ${cpus().length} cores, ${cpus()[0]?.model ?? 'unknown CPU'}), --parallel ${PARALLEL}, ${OSL} output tokens per request (min_tokens = max_tokens), greedy, ${new Date().toISOString().slice(0, 10)}. Output tokens/s: medians of ${rounds} rounds of c x ${perSlot} requests each way; ratios: medians of the ratios within each round.`,
+  `SmolLM2-135M-Instruct Q4_1 on the CPU (${defaultThreads()} llama.cpp thread(s) on ${cpus().length} cores, ${cpus()[0]?.model ?? 'unknown CPU'}${pin ? `; pinned: the engine on core ${ENGINE_CPUS}, the rest on ${OTHER_CPUS}` : ''}), --parallel ${PARALLEL}, ${OSL} output tokens per request (min_tokens = max_tokens), greedy, ${new Date().toISOString().slice(0, 10)}. Output tokens/s: medians of ${rounds} rounds of c x ${perSlot} requests each way; ratios: medians of the ratios within each round.`,
   '',
   '| concurrency | node-llama-cpp alone | our frontend + dynamo-llama-cpp | stock 1.6.1 frontend + dynamo-llama-cpp | ours / stock | targets |',
   '| --- | ---: | ---: | ---: | ---: | --- |',
@@ -150,5 +172,6 @@ for (const c of CONCURRENCIES) {
 }
 const report = lines.join('\n');
 console.log(`\n${report}\n`);
-writeFileSync(join(here, 'results.md'), `# dynamo-llama-cpp throughput\n\nWritten by \`pnpm --filter @dynamo/llama-cpp bench\` (bench/throughput.bench.ts).\n\n${report}\n`);
-writeFileSync(join(here, 'results.json'), `${JSON.stringify({ osl: OSL, parallel: PARALLEL, rounds, perSlot, results, verdicts }, null, 1)}\n`);
+const stem = pin ? 'results.pinned' : 'results';
+writeFileSync(join(here, `${stem}.md`), `# dynamo-llama-cpp throughput${pin ? ', pinned' : ''}\n\nWritten by \`${pin ? 'BENCH_PIN=1 ' : ''}pnpm --filter @dynamo/llama-cpp bench\` (bench/throughput.bench.ts).\n\n${report}\n`);
+writeFileSync(join(here, `${stem}.json`), `${JSON.stringify({ osl: OSL, parallel: PARALLEL, rounds, perSlot, results, verdicts }, null, 1)}\n`);
