@@ -11,6 +11,7 @@ pub mod error;
 pub mod gguf;
 pub mod parsers;
 pub mod prompt;
+pub mod response;
 pub mod template;
 pub mod tokenizer;
 

@@ -38,6 +38,20 @@ pub struct DetokenizerStep {
     pub stop_reason: Option<serde_json::Value>,
 }
 
+impl From<DetokenizerOptions> for StopConfig {
+    fn from(o: DetokenizerOptions) -> Self {
+        StopConfig {
+            stop: o.stop.unwrap_or_default(),
+            include_stop_str: o.include_stop_str_in_output.unwrap_or(false),
+            hidden_stop_ids: o.stop_token_ids_hidden.unwrap_or_default(),
+            visible_stop_ids: o.stop_token_ids_visible.unwrap_or_default(),
+            eos_ids: o.eos_token_ids.unwrap_or_default(),
+            min_tokens: o.min_tokens.unwrap_or(0),
+            skip_special_tokens: o.skip_special_tokens.unwrap_or(false),
+        }
+    }
+}
+
 fn to_js(step: Step) -> DetokenizerStep {
     let (stop, stop_reason) = match step.stop {
         None => (None, None),
@@ -63,24 +77,7 @@ pub struct Detokenizer {
 impl Detokenizer {
     #[napi(constructor)]
     pub fn new(tokenizer: &Tokenizer, options: Option<DetokenizerOptions>) -> Self {
-        let o = options.unwrap_or(DetokenizerOptions {
-            stop: None,
-            include_stop_str_in_output: None,
-            stop_token_ids_hidden: None,
-            stop_token_ids_visible: None,
-            eos_token_ids: None,
-            min_tokens: None,
-            skip_special_tokens: None,
-        });
-        let config = StopConfig {
-            stop: o.stop.unwrap_or_default(),
-            include_stop_str: o.include_stop_str_in_output.unwrap_or(false),
-            hidden_stop_ids: o.stop_token_ids_hidden.unwrap_or_default(),
-            visible_stop_ids: o.stop_token_ids_visible.unwrap_or_default(),
-            eos_ids: o.eos_token_ids.unwrap_or_default(),
-            min_tokens: o.min_tokens.unwrap_or(0),
-            skip_special_tokens: o.skip_special_tokens.unwrap_or(false),
-        };
+        let config = options.map(StopConfig::from).unwrap_or_default();
         Self {
             inner: Core::new(tokenizer.inner.clone(), config),
         }

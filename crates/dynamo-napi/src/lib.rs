@@ -15,5 +15,6 @@ mod lifecycle;
 mod output_parser;
 mod prompt;
 mod shutdown;
+mod stream_processor;
 mod tokenizer;
 mod work;
