@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 
 use dynamo_llm_core::detokenizer::StopConfig;
 use dynamo_llm_core::response::frames::encode;
-use dynamo_llm_core::response::{flags, ProcessorConfig, StreamProcessor, Surface};
+use dynamo_llm_core::response::{flags, OutputError, ProcessorConfig, StreamProcessor, Surface};
 use dynamo_llm_core::tokenizer::Tokenizer;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -161,7 +161,7 @@ impl Stream {
 
     fn close(mut self) -> Said {
         if self.flags & flags::FINISHED == 0 && self.flags & flags::END != 0 {
-            self.processor.end().unwrap();
+            self.processor.end();
             self.sse.extend(self.processor.take());
         }
         let sse = std::mem::take(&mut self.sse);
@@ -406,18 +406,20 @@ fn a_malformed_chunk_is_named_and_fails_the_choice() {
     let mut p = StreamProcessor::new(qwen3(), config(Surface::Chat, &[]));
     let got = p.read(&bytes);
     assert_ne!(got & flags::ENGINE_ERROR, 0);
-    assert!(
-        p.problem().starts_with("engine output chunk 1: "),
-        "{}",
-        p.problem()
-    );
+    let Some(OutputError::Invalid(message)) = p.output_error() else {
+        panic!("{:?}", p.output_error())
+    };
+    assert!(message.starts_with("engine output chunk 1: "), "{message}");
     let bytes = worker_bytes(
         &[json!({ "token_ids": [1], "finish_reason": { "error": "CUDA out of memory" } })],
         false,
     );
     let mut p = StreamProcessor::new(qwen3(), config(Surface::Chat, &[]));
     assert_ne!(p.read(&bytes) & flags::ENGINE_ERROR, 0);
-    assert_eq!(p.problem(), "CUDA out of memory");
+    assert_eq!(
+        p.output_error(),
+        Some(&OutputError::Engine("CUDA out of memory".into()))
+    );
     assert!(p.take().is_empty(), "an engine error writes nothing");
 }
 

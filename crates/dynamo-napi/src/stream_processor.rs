@@ -1,11 +1,12 @@
 //! `StreamProcessor`: one streamed choice's call-home bytes in, its server-sent events out, one
 //! call per socket read (see llm-core's `response` module).
 
-use dynamo_llm_core::response::{flags, ProcessorConfig, StreamProcessor as Core, Surface};
+use dynamo_llm_core::response::{
+    flags, OutputError, ProcessorConfig, StreamProcessor as Core, Surface,
+};
 use napi::bindgen_prelude::{Buffer, Uint32Array};
 use napi_derive::napi;
 
-use crate::convert::js_error;
 use crate::detokenizer::DetokenizerOptions;
 use crate::tokenizer::Tokenizer;
 
@@ -115,18 +116,32 @@ impl StreamProcessor {
 
     /// The output ended without a finish reason: writes what was held back and the last event.
     #[napi]
-    pub fn end(&mut self) -> napi::Result<()> {
-        self.inner
-            .end()
-            .map_err(|e| js_error(dynamo_llm_core::LlmError::InvalidArgument(e)))
+    pub fn end(&mut self) {
+        self.inner.end();
     }
 
     /// Finishes the choice with `length` (a migration found no tokens left to generate).
     #[napi]
-    pub fn finish_length(&mut self) -> napi::Result<()> {
-        self.inner
-            .finish_length()
-            .map_err(|e| js_error(dynamo_llm_core::LlmError::InvalidArgument(e)))
+    pub fn finish_length(&mut self) {
+        self.inner.finish_length();
+    }
+
+    /// The engine's error message, once it finished with one.
+    #[napi(getter)]
+    pub fn engine_error(&self) -> Option<String> {
+        match self.inner.output_error() {
+            Some(OutputError::Engine(message)) => Some(message.clone()),
+            _ => None,
+        }
+    }
+
+    /// What is wrong with the output, once a malformed chunk (or an undecodable token) ended it.
+    #[napi(getter)]
+    pub fn invalid_output(&self) -> Option<String> {
+        match self.inner.output_error() {
+            Some(OutputError::Invalid(message)) => Some(message.clone()),
+            _ => None,
+        }
     }
 
     /// Bytes of an unfinished frame.

@@ -8,4 +8,4 @@ pub mod frames;
 pub mod processor;
 
 pub use chunks::Surface;
-pub use processor::{flags, ProcessorConfig, StreamProcessor};
+pub use processor::{flags, OutputError, ProcessorConfig, StreamProcessor};

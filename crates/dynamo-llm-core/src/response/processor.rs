@@ -75,6 +75,17 @@ struct State {
     engine_usage: Option<String>,
     problem: String,
     problem_kind: String,
+    /// Why the output failed: the engine's error, or a malformed chunk.
+    output_error: Option<OutputError>,
+}
+
+/// How a choice's output failed (after [`flags::ENGINE_ERROR`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutputError {
+    /// The engine finished with `{"error": message}`.
+    Engine(String),
+    /// A chunk the engine sent is malformed; the message names it.
+    Invalid(String),
 }
 
 /// The text one read adds, before it becomes an event.
@@ -106,6 +117,7 @@ impl StreamProcessor {
                 engine_usage: None,
                 problem: String::new(),
                 problem_kind: String::new(),
+                output_error: None,
             },
         }
     }
@@ -149,29 +161,29 @@ impl StreamProcessor {
 
     /// The output ended without a finish reason (the worker's end marker, or a stop the caller
     /// asked for): what was held back, and the choice's last event with `stop`.
-    pub fn end(&mut self) -> Result<(), String> {
+    pub fn end(&mut self) {
         let state = &mut self.state;
         if state.finished {
-            return Ok(());
+            return;
         }
         state.finished = true;
-        let tail = state.detokenizer.finish().map_err(|err| err.to_string())?;
-        if !tail.text.is_empty() {
-            state.emit(&tail.text, None, true);
+        match state.detokenizer.finish() {
+            Ok(tail) if !tail.text.is_empty() => state.emit(&tail.text, None, true),
+            Ok(_) => {}
+            Err(err) => state.output_error = Some(OutputError::Invalid(err.to_string())),
         }
         state.emit("", Some("stop"), true);
-        Ok(())
     }
 
     /// Finishes the choice with `length`: every token arrived, only the worker's end marker
     /// was lost (a migration with no tokens left to generate).
-    pub fn finish_length(&mut self) -> Result<(), String> {
+    pub fn finish_length(&mut self) {
         let state = &mut self.state;
-        if state.finished {
-            return Ok(());
+        if !state.finished {
+            if let Err(error) = state.finish(&mut Draft::default(), &FinishReason::Length) {
+                state.output_error = Some(error);
+            }
         }
-        let mut draft = Draft::default();
-        state.finish(&mut draft, &FinishReason::Length)
     }
 
     /// Bytes of an unfinished frame (a truncated frame when the socket closes).
@@ -202,6 +214,11 @@ impl StreamProcessor {
     /// What went wrong, after a read that flagged a problem.
     pub fn problem(&self) -> &str {
         &self.state.problem
+    }
+
+    /// How the output failed, after [`flags::ENGINE_ERROR`].
+    pub fn output_error(&self) -> Option<&OutputError> {
+        self.state.output_error.as_ref()
     }
 
     /// The worker's error kind, after [`flags::WORKER_ERROR`].
@@ -251,12 +268,9 @@ impl State {
                 return (flags::WORKER_ERROR | output, Flow::Stop);
             }
             Err(reason) => {
-                self.finished = true;
-                self.problem = format!("engine output chunk {index}: {reason}");
-                return (
-                    flags::OUTPUT | flags::ENGINE_ERROR | flags::FINISHED,
-                    Flow::Continue,
-                );
+                return self.output_failed(OutputError::Invalid(format!(
+                    "engine output chunk {index}: {reason}"
+                )));
             }
         };
         if self.finished {
@@ -272,7 +286,7 @@ impl State {
             .push(&chunk.token_ids, chunk.text.as_deref())
         {
             Ok(step) => step,
-            Err(err) => return self.engine_error(err.to_string()),
+            Err(err) => return self.output_failed(OutputError::Invalid(err.to_string())),
         };
         draft.text.push_str(&step.text);
         if step.stop.is_some() {
@@ -284,20 +298,14 @@ impl State {
             None => (flags::OUTPUT, Flow::Continue),
             Some(reason) => match self.finish(draft, reason) {
                 Ok(()) => (flags::OUTPUT | flags::FINISHED, Flow::Continue),
-                Err(message) => {
-                    self.problem = message;
-                    (
-                        flags::OUTPUT | flags::ENGINE_ERROR | flags::FINISHED,
-                        Flow::Continue,
-                    )
-                }
+                Err(error) => self.output_failed(error),
             },
         }
     }
 
-    fn engine_error(&mut self, message: String) -> (u32, Flow) {
+    fn output_failed(&mut self, error: OutputError) -> (u32, Flow) {
         self.finished = true;
-        self.problem = message;
+        self.output_error = Some(error);
         (
             flags::OUTPUT | flags::ENGINE_ERROR | flags::FINISHED,
             Flow::Continue,
@@ -305,12 +313,15 @@ impl State {
     }
 
     /// The engine's finish reason ends the choice: what was held back, then the last event.
-    /// An engine error writes nothing: the request fails with it (`Err` holds its message).
-    fn finish(&mut self, draft: &mut Draft, reason: &FinishReason) -> Result<(), String> {
+    /// An engine error writes nothing: the request fails with it.
+    fn finish(&mut self, draft: &mut Draft, reason: &FinishReason) -> Result<(), OutputError> {
         self.finished = true;
-        let tail = self.detokenizer.finish().map_err(|err| err.to_string())?;
+        let tail = self
+            .detokenizer
+            .finish()
+            .map_err(|err| OutputError::Invalid(err.to_string()))?;
         if let FinishReason::Error { error } = reason {
-            return Err(error.clone());
+            return Err(OutputError::Engine(error.clone()));
         }
         draft.text.push_str(&tail.text);
         let openai = match (tail.stop, reason) {

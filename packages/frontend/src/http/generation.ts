@@ -1,19 +1,19 @@
 import type { PreprocessedRequest, Preprocessor } from '@dynamo/llm';
-import { ChatOutputParser, promptBatch } from '@dynamo/llm/internal';
+import { ChatOutputParser, promptBatch, streamProcessor } from '@dynamo/llm/internal';
 import { Cancelled, type DynamoException } from '@dynamo/runtime';
 import { mergeStreams, stringifyJson } from '@dynamo/runtime/internal';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
 import type { GenerationSurface, ServedModel } from '../models/served-model.js';
-import { type AttemptDeps, attemptContext, attemptDeltas } from '../pipeline/attempt-stream.js';
-import { planAttempts } from '../pipeline/plan.js';
+import { type AttemptDeps, attemptContext, attemptDeltas, attemptEvents } from '../pipeline/attempt-stream.js';
+import { type Attempt, planAttempts } from '../pipeline/plan.js';
 import { textDeltas } from '../pipeline/text-stream.js';
 import { UsageCounter } from '../pipeline/usage.js';
 import { ClientRequest, type RouteDeps } from './client-request.js';
 import { HttpError } from './errors.js';
 import { responseIds } from './openai-shapes.js';
 import { checkRequestFields } from './request-fields.js';
-import { type Answer, streamAnswer, wholeAnswer } from './respond.js';
+import { type Answer, type EventsAnswer, streamAnswer, streamEvents, wholeAnswer } from './respond.js';
 
 /** What the generation routes need from the frontend. */
 export interface GenerationDeps extends RouteDeps {
@@ -44,6 +44,18 @@ export function generationHandler(surface: GenerationSurface, deps: GenerationDe
   return async (req: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
     const request = ClientRequest.open(surface, req, reply, deps, { check: (fields) => checkRequestFields(surface, fields, deps.ignoreUnknownFields) });
     try {
+      if (request.fields.stream === true && request.model.input === 'Tokens') {
+        const plan = await tokensPlan(request, deps);
+        const events = eventsAnswer(request, deps, plan);
+        if (events) {
+          // The first batch decides the status: an error before any output is an HTTP error.
+          const first = await events.events.next();
+          void reply.hijack();
+          request.done(await streamEvents(events, reply, first, deps.log));
+          return undefined;
+        }
+        return await streamDeltas(request, reply, tokensAnswer(request, deps, plan), deps);
+      }
       const answer = await generationAnswer(request, deps);
       if (request.fields.stream !== true) {
         const response = await wholeAnswer(answer);
@@ -52,11 +64,7 @@ export function generationHandler(surface: GenerationSurface, deps: GenerationDe
         // Instance ids are u64: written as bare integers, not rounded.
         return reply.type('application/json').send(stringifyJson({ ...response, nvext: { worker_id: { decode_worker_id: request.lastInstance } } }));
       }
-      // The first item decides the status: an error before any output is an HTTP error.
-      const first = await answer.deltas.next();
-      void reply.hijack();
-      request.done(await streamAnswer(answer, reply, first, deps.log));
-      return undefined;
+      return await streamDeltas(request, reply, answer, deps);
     } catch (err) {
       request.done(false);
       throw err;
@@ -64,13 +72,21 @@ export function generationHandler(surface: GenerationSurface, deps: GenerationDe
   };
 }
 
+async function streamDeltas(request: Request, reply: FastifyReply, answer: Answer, deps: GenerationDeps): Promise<undefined> {
+  // The first item decides the status: an error before any output is an HTTP error.
+  const first = await answer.deltas.next();
+  void reply.hijack();
+  request.done(await streamAnswer(answer, reply, first, deps.log));
+  return undefined;
+}
+
 /** The output of a generation request on its way (its worker requests sent), for a route to write out. */
 export async function generationAnswer(request: Request, deps: GenerationDeps): Promise<Answer> {
-  return request.model.input === 'Tokens' ? tokensAnswer(request, deps) : await textAnswer(request, deps);
+  return request.model.input === 'Tokens' ? tokensAnswer(request, deps, await tokensPlan(request, deps)) : await textAnswer(request, deps);
 }
 
 /** The answer settings every surface shares. */
-function answerOf(r: Request, deps: GenerationDeps, parts: Pick<Answer, 'choices' | 'deltas' | 'usage' | 'promptTokens' | 'newParser' | 'echo'>): Answer {
+function answerOf(r: Request, deps: GenerationDeps, parts: Pick<Answer, 'choices' | 'usage' | 'promptTokens' | 'newParser' | 'echo'>): Omit<Answer, 'deltas'> {
   const { surface, fields } = r;
   const options = fields.stream_options as { include_usage?: unknown; continuous_usage_stats?: unknown } | null | undefined;
   const includeUsage = deps.forceIncludeUsage || options?.include_usage === true;
@@ -92,11 +108,20 @@ function answerOf(r: Request, deps: GenerationDeps, parts: Pick<Answer, 'choices
   };
 }
 
+/** A Tokens-input request's worker requests: the body preprocessed, its attempts planned. */
+interface TokensPlan {
+  pre: Preprocessor;
+  prompts: PreprocessedRequest[];
+  n: number;
+  attempts: Attempt[];
+  attemptDeps: AttemptDeps;
+}
+
 /**
- * A Tokens-input model's answer: the body preprocessed into one worker request per prompt, each
- * sent for its `n` choices (or once per choice, see `planAttempts`), the outputs merged.
+ * Preprocesses a Tokens-input model's request into one worker request per prompt, each sent for
+ * its `n` choices (or once per choice, see `planAttempts`).
  */
-async function tokensAnswer(r: Request, deps: GenerationDeps): Promise<Answer> {
+async function tokensPlan(r: Request, deps: GenerationDeps): Promise<TokensPlan> {
   const { surface, model, fields, context } = r;
   const pre = await r.preprocessor();
   // Alone, a request is fastest preprocessed on this thread; with others in flight, off it.
@@ -104,7 +129,6 @@ async function tokensAnswer(r: Request, deps: GenerationDeps): Promise<Answer> {
   if (context.isKilled()) throw new Cancelled('client closed the request while it was preprocessed');
   const n = prompts[0]!.sampling_options?.n ?? 1;
   const attempts = planAttempts(prompts, n, model.generatesChoices);
-  const single = attempts.length === 1;
   const attemptDeps: AttemptDeps = {
     tokenizer: pre.tokenizer,
     migrationLimit: r.pinned !== undefined ? 0 : (deps.migrationLimit ?? model.cardMigrationLimit),
@@ -122,18 +146,46 @@ async function tokensAnswer(r: Request, deps: GenerationDeps): Promise<Answer> {
       deps.log.warn({ request_id: r.requestId, model: model.name, length }, 'the sequence is past the migration max sequence length: no more migrations for this request');
     },
   };
-  const deltas = single
-    ? attemptDeltas(attempts[0]!, r.requestId, context, attemptDeps)
-    : mergeStreams(attempts.map((attempt, at) => attemptDeltas(attempt, `${r.requestId}-${at}`, attemptContext(context, `${r.requestId}-${at}`), attemptDeps)));
-  const parses = surface === 'chat' && (model.parsers.toolCallParser || model.parsers.reasoningParser || fields.tool_choice !== undefined);
-  return answerOf(r, deps, {
+  return { pre, prompts, n, attempts, attemptDeps };
+}
+
+/** Whether a chat's output goes through the model's parsers (tool calls, reasoning). */
+function parsesOutput(r: Request): boolean {
+  return r.surface === 'chat' && Boolean(r.model.parsers.toolCallParser || r.model.parsers.reasoningParser || r.fields.tool_choice !== undefined);
+}
+
+/** A Tokens-input model's answer: the outputs of its attempts postprocessed and merged. */
+function tokensAnswer(r: Request, deps: GenerationDeps, plan: TokensPlan): Answer {
+  const { surface, fields, context } = r;
+  const { pre, prompts, n, attempts, attemptDeps } = plan;
+  const deltas =
+    attempts.length === 1
+      ? attemptDeltas(attempts[0]!, r.requestId, context, attemptDeps)
+      : mergeStreams(attempts.map((attempt, at) => attemptDeltas(attempt, `${r.requestId}-${at}`, attemptContext(context, `${r.requestId}-${at}`), attemptDeps)));
+  const answer = answerOf(r, deps, {
     choices: prompts.length * n,
-    deltas: deltas[Symbol.asyncIterator](),
     usage: new UsageCounter(attempts),
     promptTokens: prompts.reduce((sum, p) => sum + p.token_ids.length, 0),
-    newParser: parses ? () => ChatOutputParser.forRequest(model.parsers, fields, pre.tokenizer) : undefined,
+    newParser: parsesOutput(r) ? () => ChatOutputParser.forRequest(r.model.parsers, fields, pre.tokenizer) : undefined,
     echo: surface === 'completions' && fields.echo === true ? echoTexts(fields, pre, n) : undefined,
   });
+  return { ...answer, deltas: deltas[Symbol.asyncIterator]() };
+}
+
+/**
+ * A streamed Tokens-input answer on the Rust path (`StreamProcessor`), when the request is one
+ * it writes: one prompt, one choice, no parsers, log probabilities, echo or running usage.
+ * Undefined otherwise.
+ */
+function eventsAnswer(r: Request, deps: GenerationDeps, plan: TokensPlan): EventsAnswer | undefined {
+  const { attempts, prompts } = plan;
+  const attempt = attempts[0]!;
+  if (attempts.length !== 1 || attempt.choices !== 1 || parsesOutput(r) || (r.surface === 'completions' && r.fields.echo === true)) return undefined;
+  const answer = answerOf(r, deps, { choices: 1, usage: new UsageCounter(attempts), promptTokens: prompts[0]!.token_ids.length, newParser: undefined, echo: undefined });
+  if (answer.topLogprobs !== undefined || answer.continuousUsage) return undefined;
+  const processor = streamProcessor(plan.pre.tokenizer, attempt.request, { surface: r.surface, ...answer.ids });
+  const events = attemptEvents(attempt, r.requestId, r.context, plan.attemptDeps, processor);
+  return { ...answer, processor, events: events[Symbol.asyncIterator]() };
 }
 
 /** A Text-input model's answer: the body goes to the worker as it is, and its OpenAI chunks come back. */
@@ -141,14 +193,14 @@ async function textAnswer(r: Request, deps: GenerationDeps): Promise<Answer> {
   const n = typeof r.fields.n === 'number' && Number.isInteger(r.fields.n) && r.fields.n > 1 ? r.fields.n : 1;
   const target = await r.route(new Set(), undefined, r.requestId);
   const deltas = textDeltas(r.surface, target.client.direct(r.fields, target.instanceId, { context: r.context }));
-  return answerOf(r, deps, {
+  const answer = answerOf(r, deps, {
     choices: n,
-    deltas: deltas[Symbol.asyncIterator](),
     usage: new UsageCounter([{ firstIndex: 0, choices: n, countsPrompt: true }]),
     promptTokens: 0,
     newParser: r.surface === 'chat' && (r.model.parsers.toolCallParser || r.model.parsers.reasoningParser) ? () => ChatOutputParser.forRequest(r.model.parsers, r.fields) : undefined,
     echo: undefined,
   });
+  return { ...answer, deltas: deltas[Symbol.asyncIterator]() };
 }
 
 /** The prompt text each choice of an `echo` completions request starts with (prompt ids decoded). */

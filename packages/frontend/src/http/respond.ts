@@ -1,6 +1,7 @@
 import type { ChoiceDelta } from '@dynamo/llm';
 import type { ChatParts } from '@dynamo/llm/internal';
-import type { Context, Log } from '@dynamo/runtime';
+import type { StreamProcessor } from '@dynamo/core';
+import { type Context, InvalidArgument, type Log } from '@dynamo/runtime';
 import type { FastifyReply } from 'fastify';
 
 import type { RequestTracker } from '../metrics.js';
@@ -10,6 +11,15 @@ import { ChoiceOutput, type ChoiceSettings } from './choice-output.js';
 import { HttpError, streamErrorJson, toHttpError } from './errors.js';
 import { chunkJson, plainChunkJson, type ResponseIds, usageChunkJson, wholeResponse } from './openai-shapes.js';
 import { SseWriter } from './sse.js';
+
+/**
+ * A streamed one-choice answer on the Rust path: the worker's bytes read by `processor`, which
+ * writes the choice's events (detokenized, stopped, as OpenAI chunks); the batches hold them.
+ */
+export interface EventsAnswer extends Omit<Answer, 'deltas'> {
+  events: AsyncIterator<Buffer[]>;
+  processor: StreamProcessor;
+}
 
 /** One request's output on its way to the client. */
 export interface Answer extends ChoiceSettings {
@@ -151,4 +161,60 @@ export async function streamAnswer(a: Answer, reply: FastifyReply, first: Iterat
     sse.fail(streamErrorJson(error, a.overloadStatus));
     return false;
   }
+}
+
+/**
+ * Streams an {@link EventsAnswer} after `first`: its events as they are, a batch a write, with
+ * the accounting of {@link streamAnswer} per batch rather than per token; the usage chunk and
+ * `[DONE]` after the last. Returns whether the response was complete.
+ */
+export async function streamEvents(a: EventsAnswer, reply: FastifyReply, first: IteratorResult<Buffer[]>, log: Log): Promise<boolean> {
+  const sse = new SseWriter(reply.raw, { 'x-request-id': a.context.id() }, a.keepAliveMs);
+  const processor = a.processor;
+  let counted = 0;
+  const account = () => {
+    const tokens = processor.completionTokens;
+    a.tracker.tokens(tokens - counted, a.promptTokens);
+    counted = tokens;
+  };
+  try {
+    for (let r = first; !r.done; r = await a.events.next()) {
+      account();
+      const batch = r.value;
+      const wait = sse.events(batch.length === 1 ? batch[0]! : Buffer.concat(batch));
+      if (processor.finished) {
+        failedOutput(processor);
+        // Nothing more is wanted: the worker is told to stop.
+        await a.events.return?.();
+        break;
+      }
+      if (wait) await wait;
+      if (sse.closed) return false;
+    }
+    if (a.context.isKilled() || sse.closed) return false;
+    processor.end();
+    failedOutput(processor);
+    sse.events(processor.take());
+    account();
+    if (a.includeUsage) {
+      const engineUsage = processor.engineUsage;
+      a.usage.add({ index: 0, text: '', tokenIds: [], completionTokens: counted, ...(engineUsage !== null && { usage: JSON.parse(engineUsage) as NonNullable<ChoiceDelta['usage']> }) });
+      sse.data(usageChunkJson(a.surface, a.ids, a.usage.usage()));
+    }
+    sse.done();
+    return true;
+  } catch (err) {
+    const error = toHttpError(err, a.overloadStatus);
+    log.warn({ request_id: a.context.id(), status: error.status, err: error.message }, 'stream failed after it started');
+    sse.fail(streamErrorJson(error, a.overloadStatus));
+    return false;
+  }
+}
+
+/** Throws what ended a choice's output badly: the engine's error, or a malformed chunk. */
+function failedOutput(processor: StreamProcessor): void {
+  const engineError = processor.engineError;
+  if (engineError !== null) throw new HttpError(500, `the engine failed: ${engineError}`);
+  const invalid = processor.invalidOutput;
+  if (invalid !== null) throw new InvalidArgument(invalid);
 }

@@ -55,6 +55,23 @@ export class SseWriter {
     return this.#res.writableNeedDrain ? this.#drained() : undefined;
   }
 
+  /**
+   * Sends events already formed (`data: …` lines, as the Rust path writes them) at once: they come
+   * a batch of socket reads at a time, so there is nothing to join them with in this turn.
+   */
+  events(formed: Buffer): Promise<void> | undefined {
+    if (formed.length === 0) return undefined;
+    this.#flush();
+    if (this.closed) return undefined;
+    this.#res.write(formed);
+    this.#keepAlive?.refresh();
+    if (!this.#started) {
+      this.#started = true;
+      this.#res.socket?.uncork();
+    }
+    return this.#res.writableNeedDrain ? this.#drained() : undefined;
+  }
+
   /** Sends a typed event (`event: <type>` and its data), as the Responses and Anthropic APIs stream. */
   event(type: string, json: string): Promise<void> | undefined {
     return this.data(json, type);

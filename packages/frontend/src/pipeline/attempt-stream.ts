@@ -3,7 +3,7 @@ import { postprocessChoices } from '@dynamo/llm/internal';
 import { Context, type DynamoException } from '@dynamo/runtime';
 
 import type { Candidate } from '../routing/router.js';
-import { migratingStream } from './migration.js';
+import { type MigrationOptions, migratingStream, type OutputReader } from './migration.js';
 import type { Attempt } from './plan.js';
 
 /** What running one attempt needs from the request around it. */
@@ -30,9 +30,23 @@ export interface AttemptDeps {
  * A plain function, not a generator: each stacked async generator costs a promise hop per token.
  */
 export function attemptDeltas(attempt: Attempt, routeId: string, context: Context, deps: AttemptDeps): AsyncIterable<ChoiceDelta> {
+  const deltas = postprocessChoices(deps.tokenizer, attempt.request, migratingStream(attempt.request, migrationOptions(attempt, routeId, context, deps)));
+  return attempt.firstIndex === 0 ? deltas : shifted(deltas, attempt.firstIndex);
+}
+
+/**
+ * The Rust path of a one-choice attempt: its worker's bytes read by `processor`, which writes the
+ * choice's events; the batches hold them ready to send. Migration, timeouts and routing are those
+ * of {@link attemptDeltas}.
+ */
+export function attemptEvents(attempt: Attempt, routeId: string, context: Context, deps: AttemptDeps, processor: OutputReader): AsyncIterable<Buffer[]> {
+  return migratingStream(attempt.request, { ...migrationOptions(attempt, routeId, context, deps), reader: processor }) as AsyncIterable<Buffer[]>;
+}
+
+function migrationOptions(attempt: Attempt, routeId: string, context: Context, deps: AttemptDeps): MigrationOptions {
   // As in stock, guided output is not resumed on another worker (its grammar would start over).
   const resumable = attempt.choices === 1 && attempt.request.sampling_options?.guided_decoding == null;
-  const outputs = migratingStream(attempt.request, {
+  return {
     limit: resumable ? deps.migrationLimit : 0,
     context,
     route: (failed) => deps.route(failed, attempt.request, routeId),
@@ -41,9 +55,7 @@ export function attemptDeltas(attempt: Attempt, routeId: string, context: Contex
     maxSeqLen: deps.maxSeqLen,
     onMaxSeqLen: deps.onMaxSeqLen,
     onFirstOutput: () => deps.onFirstOutput(routeId),
-  });
-  const deltas = postprocessChoices(deps.tokenizer, attempt.request, outputs);
-  return attempt.firstIndex === 0 ? deltas : shifted(deltas, attempt.firstIndex);
+  };
 }
 
 /** `deltas` with their choice indexes moved up by `by`. */

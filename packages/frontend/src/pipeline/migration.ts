@@ -1,5 +1,5 @@
 import type { PreprocessedRequest } from '@dynamo/llm';
-import { ConnectionTimeout, type Context, DynamoException, dynamoExceptionOf } from '@dynamo/runtime';
+import { ConnectionTimeout, type Context, DynamoException, dynamoExceptionOf, type StreamReader } from '@dynamo/runtime';
 
 import type { Candidate } from '../routing/router.js';
 
@@ -38,6 +38,20 @@ export interface MigrationOptions {
   onMaxSeqLen?(length: number): void;
   /** Called when the first batch of output arrives (from whichever attempt). */
   onFirstOutput?(): void;
+  /**
+   * Reads the workers' bytes for the consumer (the Rust path): the batches hold its buffers, and
+   * the generated ids come from it rather than from the chunks.
+   */
+  reader?: OutputReader | undefined;
+}
+
+/** A {@link StreamReader} that keeps the output's generated ids (`@dynamo/core`'s `StreamProcessor`). */
+export interface OutputReader extends StreamReader {
+  /** Every id generated so far, over every attempt. */
+  readonly generated: Uint32Array;
+  readonly completionTokens: number;
+  /** Ends the output with `length`; its last events wait in `take()`. */
+  finishLength(): void;
 }
 
 /** The next item of an attempt, or a `ConnectionTimeout` when the worker says nothing for `ms`. */
@@ -96,10 +110,11 @@ export async function* migratingStream(request: PreprocessedRequest, options: Mi
   let tooLong = maxSeqLen !== undefined && promptLength > maxSeqLen;
   if (tooLong && options.limit > 0) options.onMaxSeqLen?.(promptLength);
   let first = true;
+  const reader = options.reader;
   for (;;) {
     const target = await options.route(failed);
     const stop = new AbortController();
-    const attempt = target.client.directBatches(current, target.instanceId, { context: options.context, signal: stop.signal })[Symbol.asyncIterator]();
+    const attempt = target.client.directBatches(current, target.instanceId, { context: options.context, signal: stop.signal, ...(reader && { reader }) })[Symbol.asyncIterator]();
     try {
       for (;;) {
         const next = await nextWithin(attempt, options.responseTimeoutMs ?? 0, stop);
@@ -110,13 +125,16 @@ export async function* migratingStream(request: PreprocessedRequest, options: Mi
           options.onFirstOutput?.();
         }
         if (options.limit > 0) {
-          for (const chunk of batch) {
-            const ids = (chunk as { token_ids?: unknown } | null)?.token_ids;
-            if (Array.isArray(ids)) for (const id of ids) generated.push(id as number);
+          if (!reader) {
+            for (const chunk of batch) {
+              const ids = (chunk as { token_ids?: unknown } | null)?.token_ids;
+              if (Array.isArray(ids)) for (const id of ids) generated.push(id as number);
+            }
           }
-          if (maxSeqLen !== undefined && !tooLong && promptLength + generated.length > maxSeqLen) {
+          const length = promptLength + (reader ? reader.completionTokens : generated.length);
+          if (maxSeqLen !== undefined && !tooLong && length > maxSeqLen) {
             tooLong = true;
-            options.onMaxSeqLen?.(promptLength + generated.length);
+            options.onMaxSeqLen?.(length);
           }
         }
         yield batch;
@@ -130,10 +148,15 @@ export async function* migratingStream(request: PreprocessedRequest, options: Mi
       budget -= 1;
       failed.add(target.instanceId);
       options.onMigrate(err, target.instanceId);
-      current = continuation(request, generated);
+      current = continuation(request, reader ? Array.from(reader.generated) : generated);
       if (current.stop_conditions?.max_tokens === 0) {
         // Every token arrived; only the worker's final marker was lost.
-        yield [{ token_ids: [], finish_reason: 'length' }];
+        if (!reader) {
+          yield [{ token_ids: [], finish_reason: 'length' }];
+          return;
+        }
+        reader.finishLength();
+        yield [reader.take()];
         return;
       }
     } finally {

@@ -1,4 +1,4 @@
-import { Detokenizer, type DetokenizerStep, type Tokenizer } from '@dynamo/core';
+import { Detokenizer, type DetokenizerOptions, type DetokenizerStep, StreamProcessor, type Tokenizer } from '@dynamo/core';
 import { InvalidArgument } from '@dynamo/runtime';
 import { z } from 'zod';
 
@@ -98,6 +98,38 @@ interface Draft {
   usage?: TextDelta['usage'];
 }
 
+/** How a request's output stops, for the detokenizer (the frontend stops even when the engine does not). */
+export function stopOptions(request: PreprocessedRequest): DetokenizerOptions {
+  const stopConditions = request.stop_conditions ?? {};
+  return {
+    stop: stopConditions.stop ?? [],
+    includeStopStrInOutput: request.sampling_options?.include_stop_str_in_output ?? false,
+    // Client stop_token_ids end the output like EOS does; visible ones are rendered first.
+    stopTokenIdsHidden: [...(stopConditions.stop_token_ids_hidden ?? request.eos_token_ids ?? []), ...(stopConditions.stop_token_ids ?? [])],
+    stopTokenIdsVisible: stopConditions.stop_token_ids_visible ?? [],
+    eosTokenIds: request.eos_token_ids ?? [],
+    minTokens: stopConditions.min_tokens ?? 0,
+    skipSpecialTokens: request.output_options?.skip_special_tokens ?? false,
+  };
+}
+
+/** What the events of a streamed choice name: the API, and the response's id, creation time and model. */
+export interface EventIds {
+  surface: 'chat' | 'completions';
+  id: string;
+  created: number;
+  model: string;
+}
+
+/**
+ * The Rust path of one streamed choice of `request` (see `@dynamo/core`'s `StreamProcessor`):
+ * the worker's call-home bytes in, the OpenAI events out, with the same stops, finish reasons
+ * and text as {@link OutputPostprocessor}.
+ */
+export function streamProcessor(tokenizer: Tokenizer, request: PreprocessedRequest, ids: EventIds): StreamProcessor {
+  return new StreamProcessor(tokenizer, { stop: stopOptions(request), ...ids });
+}
+
 const utf8 = new TextEncoder();
 const bytesOf = (token: string): number[] | null => (token === '' ? null : Array.from(utf8.encode(token)));
 
@@ -118,21 +150,11 @@ export class OutputPostprocessor {
   #finished = false;
 
   constructor(tokenizer: Tokenizer, request: PreprocessedRequest) {
-    const stopConditions = request.stop_conditions ?? {};
     this.#tokenizer = tokenizer;
     this.#logprobs = request.output_options?.logprobs != null;
     // Log-probability tokens are decoded as stock does: special tokens skipped unless asked.
     this.#skipSpecialTokens = request.output_options?.skip_special_tokens ?? true;
-    this.#detokenizer = new Detokenizer(tokenizer, {
-      stop: stopConditions.stop ?? [],
-      includeStopStrInOutput: request.sampling_options?.include_stop_str_in_output ?? false,
-      // Client stop_token_ids end the output like EOS does; visible ones are rendered first.
-      stopTokenIdsHidden: [...(stopConditions.stop_token_ids_hidden ?? request.eos_token_ids ?? []), ...(stopConditions.stop_token_ids ?? [])],
-      stopTokenIdsVisible: stopConditions.stop_token_ids_visible ?? [],
-      eosTokenIds: request.eos_token_ids ?? [],
-      minTokens: stopConditions.min_tokens ?? 0,
-      skipSpecialTokens: request.output_options?.skip_special_tokens ?? false,
-    });
+    this.#detokenizer = new Detokenizer(tokenizer, stopOptions(request));
   }
 
   /** True once a delta carried the finish reason: nothing more is taken. */

@@ -10,6 +10,7 @@ import { controlHeader, encodeRequestEnvelope } from '../request-plane/control.j
 import type { RequestPlaneClient } from '../request-plane/request-plane.js';
 import type { PendingResponse } from '../response-plane/response-stream.js';
 import type { ResponseStreamServer } from '../response-plane/stream-server.js';
+import type { StreamReader } from '../response-plane/stream-reader.js';
 import { traceHeaders } from '../trace.js';
 import { unwrapAnnotated } from './annotated.js';
 import { StreamTurns } from './fair-turns.js';
@@ -36,6 +37,11 @@ export interface CallOptions {
   metadata?: Record<string, string>;
   /** The endpoint answers with plain items, not `Annotated { data }` ones: yield each as it is. */
   plainItems?: boolean;
+  /**
+   * Reads the response's socket bytes whole (see {@link StreamReader}): the batches hold the
+   * buffers it produces, and the worker's errors are thrown after them.
+   */
+  reader?: StreamReader;
 }
 
 /** How long a worker that failed a send is left out of routing. */
@@ -200,6 +206,10 @@ export class Client {
       for await (const items of call.pending.batches) {
         const wait = turns.take();
         if (wait) await wait;
+        if (options.reader) {
+          yield items as Res[];
+          continue;
+        }
         const data: Res[] = [];
         for (const item of items) {
           const unwrapped = unwrapAnnotated(item);
@@ -229,7 +239,7 @@ export class Client {
     }
     const [requestClient, responseServer] = await Promise.all([this.#planes.requestClient(), this.#planes.responseServer()]);
     const contextId = options.context?.id() ?? randomUUID();
-    const pending = responseServer.register(contextId, options.signal ? { signal: options.signal } : {});
+    const pending = responseServer.register(contextId, { ...(options.signal && { signal: options.signal }), ...(options.reader && { reader: options.reader }) });
     const context = options.context;
     const forward = () => (context?.isKilled() ? pending.kill() : pending.stop());
     context?.signal.addEventListener('abort', forward, { once: true });

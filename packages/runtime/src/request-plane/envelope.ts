@@ -175,9 +175,26 @@ export class TwoPartDecoder {
   // Total size (prefix included) of the frame being waited for, once its prefix has been read.
   #need = TWO_PART_PREFIX_BYTES;
   #failure: Error | undefined;
+  #stopped = false;
 
   constructor(options: TwoPartDecoderOptions = {}) {
     this.#max = options.maxFrameBytes ?? DEFAULT_MAX_FRAME_BYTES;
+  }
+
+  /**
+   * Called from `onFrame`: decoding stops after this frame, and the bytes after it stay for
+   * {@link takeRest} (someone else reads the stream from here on).
+   */
+  stop(): void {
+    this.#stopped = true;
+  }
+
+  /** The bytes not decoded, handed over once; the decoder is empty after it. */
+  takeRest(): Buffer {
+    const rest = this.#pending.contiguous();
+    this.#pending.clear();
+    this.#need = TWO_PART_PREFIX_BYTES;
+    return rest;
   }
 
   /** Bytes received that do not yet form a complete frame (non-zero at EOF means truncation). */
@@ -219,6 +236,7 @@ export class TwoPartDecoder {
         offset = end;
         this.#need = TWO_PART_PREFIX_BYTES;
         onFrame(frame);
+        if (this.#stopped) return;
       }
     } finally {
       if (this.#failure) this.#pending.clear();

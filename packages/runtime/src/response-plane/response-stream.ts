@@ -4,12 +4,13 @@
  */
 
 import type { Socket } from 'node:net';
-import { CannotConnect, Disconnected } from '../errors.js';
+import { CannotConnect, Disconnected, dynamoExceptionOf } from '../errors.js';
 import type { ConnectionInfo } from '../request-plane/control.js';
 import type { TwoPartFrame } from '../request-plane/envelope.js';
 import { setPeerTimeout } from '../request-plane/socket-helpers.js';
 import { controlWord, KILL_FRAME, parseDataFrame, parsePrologue, ResponseProtocolError, STOP_FRAME } from './frames.js';
 import { ItemQueue } from './item-queue.js';
+import { ReadFlag, type StreamReader } from './stream-reader.js';
 import type { Log } from '../logger.js';
 
 /** Where the worker's side of the stream is. */
@@ -67,6 +68,8 @@ export interface ResponseStreamInit {
   callHomeTimeoutMs: number;
   signal: AbortSignal | undefined;
   log: Log;
+  /** Reads the socket's bytes itself; the stream's items are the buffers it produces. */
+  reader?: StreamReader | undefined;
   /** Removes the stream from its server's pending map. */
   unregister(): void;
 }
@@ -78,6 +81,8 @@ export interface ResponseStreamInit {
  */
 export class ResponseStream implements PendingResponse, AsyncIterableIterator<unknown> {
   readonly connectionInfo: ConnectionInfo;
+  /** Takes the socket's bytes whole after the handshake (see {@link onBytes}), when set. */
+  readonly reader: StreamReader | undefined;
   readonly #log: Log;
   readonly #unregister: () => void;
   readonly #signal: AbortSignal | undefined;
@@ -91,6 +96,7 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
   constructor(init: ResponseStreamInit) {
     this.connectionInfo = init.connectionInfo;
     this.#log = init.log;
+    this.reader = init.reader;
     this.#unregister = init.unregister;
     this.#signal = init.signal;
     this.#timer = setPeerTimeout(() => {
@@ -200,7 +206,32 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
     }
     this.#phase = 'prologue';
     this.#queue.setSource(socket);
+    this.reader?.connect();
     this.#sendStop();
+  }
+
+  /** One socket read of a stream with a {@link reader}, after the handshake. */
+  onBytes(chunk: Buffer): void {
+    const reader = this.reader!;
+    if (this.#phase !== 'prologue' && this.#phase !== 'streaming' && this.#phase !== 'complete') return;
+    const flags = reader.read(chunk);
+    if (flags === 0) return;
+    if (flags & ReadFlag.STARTED) this.#phase = 'streaming';
+    if (flags & ReadFlag.OUTPUT) this.#queue.push(reader.take());
+    if (flags & ReadFlag.STRAY_CONTROL) this.#log.warn({ subject: this.connectionInfo.info.subject, word: reader.problem }, 'ignoring control frame sent by the worker');
+    if (flags & ReadFlag.WORKER_ERROR) {
+      // As an error item read by the client: the items before it, then the error; the worker is told to stop.
+      this.#fail(dynamoExceptionOf(reader.problemKind, reader.problem));
+      this.#abandon();
+    } else if (flags & ReadFlag.REFUSED) {
+      this.#refused(reader.problem);
+    } else if (flags & ReadFlag.VIOLATION) {
+      this.#protocolError(reader.problem);
+    } else if (flags & ReadFlag.END) {
+      this.#phase = 'complete';
+      this.#end();
+    }
+    if (flags & ReadFlag.SENTINEL) this.#socket?.destroy();
   }
 
   onFrame(frame: TwoPartFrame): void {
@@ -236,9 +267,7 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
         this.#phase = 'streaming';
         return;
       }
-      this.#fail(new CannotConnect(`worker generate() failed before response stream: ${error}`));
-      this.#phase = 'closed';
-      this.#closeSocket();
+      this.#refused(error);
       return;
     }
     if (this.#phase === 'complete') {
@@ -266,8 +295,9 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
     this.#protocolError(err.message);
   }
 
-  /** The call-home socket closed; `leftover` is the size of an unfinished frame, if any. */
+  /** The call-home socket closed; `leftover` is the size of an unfinished frame the server's decoder holds. */
   onClose(leftover: number): void {
+    if (this.reader) leftover = this.reader.buffered;
     const phase = this.#phase;
     this.#phase = 'closed';
     this.#socket = undefined;
@@ -317,6 +347,13 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
   #release(): void {
     clearTimeout(this.#timer);
     this.#signal?.removeEventListener('abort', this.#onAbort);
+  }
+
+  /** The worker's error prologue: it could not start the handler. */
+  #refused(error: string): void {
+    this.#fail(new CannotConnect(`worker generate() failed before response stream: ${error}`));
+    this.#phase = 'closed';
+    this.#closeSocket();
   }
 
   #protocolError(reason: string): void {

@@ -13,6 +13,7 @@ import { DEFAULT_MAX_FRAME_BYTES, TwoPartDecoder, type TwoPartFrame } from '../r
 import { advertisedHost, formatHostPort, setPeerTimeout } from '../request-plane/socket-helpers.js';
 import { type PendingResponse, ResponseStream } from './response-stream.js';
 import { parseHandshake } from './frames.js';
+import type { StreamReader } from './stream-reader.js';
 import { type Log, silentLog } from '../logger.js';
 
 /** Options of {@link ResponseStreamServer}; the runtime fills them from `DYN_TCP_RESPONSE_STREAM_*`. */
@@ -47,6 +48,8 @@ export interface RegisterOptions {
   signal?: AbortSignal;
   /** Overrides the server's call-home timeout for this stream. */
   callHomeTimeoutMs?: number;
+  /** Reads the stream's socket bytes whole after the handshake; its buffers are the stream's items. */
+  reader?: StreamReader;
 }
 
 /**
@@ -144,6 +147,7 @@ export class ResponseStreamServer {
       connectionInfo,
       callHomeTimeoutMs: options.callHomeTimeoutMs ?? this.#callHomeTimeoutMs,
       signal: options.signal,
+      reader: options.reader,
       log: this.#log,
       // Subjects are fresh UUIDs, so deleting by subject can only remove this stream.
       unregister: () => this.#pending.delete(subject),
@@ -215,16 +219,24 @@ export class ResponseStreamServer {
       this.#pending.delete(subject);
       stream = pending;
       stream.attach(socket);
+      // A stream with a reader takes the bytes after the handshake whole, from this read's on.
+      if (stream.reader) decoder.stop();
     };
 
     socket.on('data', (chunk: Buffer) => {
       if (socket.destroyed) return;
+      if (stream?.reader) {
+        stream.onBytes(chunk);
+        return;
+      }
       try {
         decoder.push(chunk, onFrame);
       } catch (err) {
         if (stream) stream.onDecodeError(err as Error);
         else reject((err as Error).message);
+        return;
       }
+      if (stream?.reader && decoder.buffered > 0) stream.onBytes(decoder.takeRest());
     });
     socket.on('error', (err) => this.#log.debug({ peer: peer(), err }, 'call-home connection error'));
     socket.on('close', () => {
