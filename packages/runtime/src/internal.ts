@@ -25,7 +25,7 @@ export type { RequestPlaneClient, RequestPlaneServer, RequestAcceptor } from './
 export { TcpRequestPlaneServer, type TcpRequestPlaneServerOptions } from './request-plane/tcp-server.js';
 export { TcpRequestPlaneClient, type TcpRequestPlaneClientOptions } from './request-plane/tcp-client.js';
 export { NatsRequestPlaneServer, NatsRequestPlaneClient } from './request-plane/nats.js';
-export { encodeTwoPart, TwoPartDecoder, type TwoPartFrame } from './request-plane/envelope.js';
+export { encodeTwoPart, encodeTwoPartText, TwoPartDecoder, type TwoPartFrame } from './request-plane/envelope.js';
 export { controlHeader, encodeRequestEnvelope, decodeRequestEnvelope, type ControlHeader, type ConnectionInfo } from './request-plane/control.js';
 export { EventPublisher, type EventPlane, type EventPublisherOptions, type EnvelopeBuilder } from './event-plane/publisher.js';
 export { EventSubscriber, type EventSubscriberOptions } from './event-plane/subscriber.js';
@@ -46,7 +46,8 @@ export { zmqFrames, parseZmqFrames, type ZmqMessage } from './event-plane/zmq-fr
 export { ResponseStreamServer } from './response-plane/stream-server.js';
 export type { PendingResponse } from './response-plane/response-stream.js';
 export { callHome, ResponseSender } from './response-plane/call-home.js';
-export { ResponseProtocolError } from './response-plane/frames.js';
+export { parseDataFrame, ResponseProtocolError } from './response-plane/frames.js';
+export { unwrapAnnotated } from './endpoint/annotated.js';
 export { parseTraceparent, traceHeaders, newSpanId, TRACEPARENT, TRACESTATE } from './trace.js';
 export { describeIssues } from './validate.js';
 export { mergeStreams } from './merge.js';

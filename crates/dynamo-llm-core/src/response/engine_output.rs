@@ -24,7 +24,7 @@ pub enum FinishReason {
 }
 
 /// The fields of an `LLMEngineOutput` chunk the response needs (log probabilities are not
-/// requested on this path and are skipped).
+/// requested on this path).
 #[derive(Debug, Deserialize)]
 pub struct EngineOutput<'a> {
     #[serde(default)]

@@ -69,6 +69,8 @@ struct State {
     generated: Vec<u32>,
     /// Items read, for naming a malformed one.
     items: u64,
+    /// Tokens fed to the detokenizer (a chunk counts whole, as the engine generated it).
+    completion_tokens: u64,
     /// Events written.
     sent: u64,
     finished: bool,
@@ -112,6 +114,7 @@ impl StreamProcessor {
                 out: Vec::new(),
                 generated: Vec::new(),
                 items: 0,
+                completion_tokens: 0,
                 sent: 0,
                 finished: false,
                 engine_usage: None,
@@ -198,7 +201,7 @@ impl StreamProcessor {
 
     /// Tokens generated so far.
     pub fn completion_tokens(&self) -> u64 {
-        self.state.generated.len() as u64
+        self.state.completion_tokens
     }
 
     /// The choice has finished.
@@ -252,6 +255,10 @@ impl State {
     fn on_item(&mut self, json: &str, draft: &mut Draft) -> (u32, Flow) {
         let index = self.items;
         self.items += 1;
+        if self.finished {
+            // Nothing after the finish matters, not even a malformed item or an error.
+            return (0, Flow::Continue);
+        }
         let chunk = match read_item(json) {
             Ok(Item::Output(chunk)) => chunk,
             Ok(Item::Skip) => return (0, Flow::Continue),
@@ -260,10 +267,10 @@ impl State {
                 self.problem = message;
                 self.problem_kind = kind;
                 self.call_home.close();
-                let output = if draft.tokens > 0 || !draft.text.is_empty() {
-                    flags::OUTPUT
-                } else {
+                let output = if draft.tokens == 0 && draft.text.is_empty() {
                     0
+                } else {
+                    flags::OUTPUT
                 };
                 return (flags::WORKER_ERROR | output, Flow::Stop);
             }
@@ -273,32 +280,47 @@ impl State {
                 )));
             }
         };
-        if self.finished {
-            return (flags::OUTPUT, Flow::Continue);
-        }
+        self.generated.extend_from_slice(&chunk.token_ids);
         if let Some(usage) = chunk.completion_usage.filter(|u| u.get() != "null") {
             self.engine_usage = Some(usage.get().to_owned());
         }
-        self.generated.extend_from_slice(&chunk.token_ids);
-        draft.tokens += chunk.token_ids.len();
-        let step = match self
-            .detokenizer
-            .push(&chunk.token_ids, chunk.text.as_deref())
-        {
+        // One step per chunk, not per run of chunks: where a stop string ends the output, the
+        // token count then does not depend on how the socket reads fell.
+        let flags = self.feed(
+            draft,
+            &chunk.token_ids,
+            chunk.text.as_deref(),
+            chunk.finish_reason.as_ref(),
+        );
+        (flags, Flow::Continue)
+    }
+
+    /// Feeds ids (and the engine's text) into the draft; finishes the choice on a stop or a
+    /// finish reason. Returns the flags of what happened.
+    fn feed(
+        &mut self,
+        draft: &mut Draft,
+        ids: &[u32],
+        text: Option<&str>,
+        reason: Option<&FinishReason>,
+    ) -> u32 {
+        self.completion_tokens += ids.len() as u64;
+        draft.tokens += ids.len();
+        let step = match self.detokenizer.push(ids, text) {
             Ok(step) => step,
-            Err(err) => return self.output_failed(OutputError::Invalid(err.to_string())),
+            Err(err) => return self.output_failed(OutputError::Invalid(err.to_string())).0,
         };
         draft.text.push_str(&step.text);
         if step.stop.is_some() {
             self.finished = true;
             self.emit(&draft.text, Some("stop"), true);
-            return (flags::OUTPUT | flags::FINISHED, Flow::Continue);
+            return flags::OUTPUT | flags::FINISHED;
         }
-        match &chunk.finish_reason {
-            None => (flags::OUTPUT, Flow::Continue),
+        match reason {
+            None => flags::OUTPUT,
             Some(reason) => match self.finish(draft, reason) {
-                Ok(()) => (flags::OUTPUT | flags::FINISHED, Flow::Continue),
-                Err(error) => self.output_failed(error),
+                Ok(()) => flags::OUTPUT | flags::FINISHED,
+                Err(error) => self.output_failed(error).0,
             },
         }
     }

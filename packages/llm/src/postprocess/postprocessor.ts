@@ -135,7 +135,7 @@ const bytesOf = (token: string): number[] | null => (token === '' ? null : Array
 
 /**
  * One request's output, postprocessed synchronously: incremental detokenization (one call into
- * Rust per batch of chunks), stop strings and stop token ids (the frontend stops even when the
+ * Rust per chunk), stop strings and stop token ids (the frontend stops even when the
  * engine does not), and finish reasons. {@link postprocess} and {@link postprocessBatches} drive
  * it over a stream.
  */
@@ -164,31 +164,17 @@ export class OutputPostprocessor {
 
   /**
    * Takes chunks that arrived together and returns the one delta they add (their text joined),
-   * or undefined when they add nothing. Consecutive chunks of only token ids are detokenized in
-   * one call. Throws `InvalidArgument` naming a malformed chunk.
+   * or undefined when they add nothing. Throws `InvalidArgument` naming a malformed chunk.
    */
   push(chunks: readonly unknown[]): TextDelta | undefined {
     if (this.#finished) return undefined;
     const draft: Draft = { text: '', tokenIds: [] };
-    let run: number[] | undefined;
     for (const raw of chunks) {
       const chunk = this.#validate(raw);
-      if (chunk.text == null && chunk.finish_reason == null && chunk.completion_usage == null && chunk.log_probs == null) {
-        if (run) for (const id of chunk.token_ids) run.push(id);
-        else run = chunk.token_ids.slice();
-        continue;
-      }
-      if (run) {
-        const end = this.#feed(draft, run, undefined, undefined);
-        if (end) return end;
-        run = undefined;
-      }
       if (this.#logprobs && chunk.log_probs) this.#addLogprobs(draft, chunk);
+      // One step per chunk, not per run of chunks: where a stop string ends the output, the
+      // token count then does not depend on how the chunks were batched.
       const end = this.#feed(draft, chunk.token_ids, chunk.text ?? undefined, chunk.finish_reason, chunk.completion_usage ?? undefined);
-      if (end) return end;
-    }
-    if (run) {
-      const end = this.#feed(draft, run, undefined, undefined);
       if (end) return end;
     }
     if (draft.text === '' && draft.tokenIds.length === 0) return undefined;

@@ -1,0 +1,161 @@
+// The Rust path of a streamed answer (`StreamProcessor` reading the worker's bytes, `streamEvents`
+// writing them) against the JavaScript path (frames decoded and postprocessed in JS,
+// `streamAnswer` writing the chunks): the same worker bytes, read in the same pieces, give the
+// client byte-identical responses.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { rmSync } from 'node:fs';
+import { LocalModel, type PreprocessedRequest, type Tokenizer } from '@dynamo/llm';
+import { postprocessChoices, streamProcessor } from '@dynamo/llm/internal';
+import { Context, ReadFlag } from '@dynamo/runtime';
+import { parseDataFrame, TwoPartDecoder, unwrapAnnotated, encodeTwoPartText, silentLog } from '@dynamo/runtime/internal';
+import { qwen3ModelDir } from '@dynamo/testing/qwen3-model';
+import type { FastifyReply } from 'fastify';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+import { responseIds } from '../src/http/openai-shapes.js';
+import { type Answer, type EventsAnswer, streamAnswer, streamEvents } from '../src/http/respond.js';
+import { FrontendMetrics, RequestTracker } from '../src/metrics.js';
+import { UsageCounter } from '../src/pipeline/usage.js';
+import { seededRandom } from './support/seeded-random.js';
+
+const IM_END = 151645;
+let dir: string;
+let tokenizer: Tokenizer;
+const metrics = new FrontendMetrics('stream_events_test');
+
+beforeAll(async () => {
+  dir = qwen3ModelDir();
+  tokenizer = await (await LocalModel.load(dir)).tokenizer();
+});
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+/** Serves one response with `write`, fetches it, returns its body. */
+async function served(write: (reply: FastifyReply) => Promise<boolean>): Promise<string> {
+  const server: Server = createServer((_req, res) => void write({ raw: res } as FastifyReply));
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const res = await fetch(`http://127.0.0.1:${(server.address() as AddressInfo).port}/`);
+    return await res.text();
+  } finally {
+    server.close();
+  }
+}
+
+type Surface = 'chat' | 'completions';
+
+function settings(surface: Surface, request: PreprocessedRequest, includeUsage: boolean) {
+  return {
+    surface,
+    ids: { ...responseIds(surface, 'req-1', 'Qwen/Qwen3 "0.6B"'), created: 1_795_000_000 },
+    context: new Context({ id: 'req-1' }),
+    choices: 1,
+    usage: new UsageCounter([{ firstIndex: 0, choices: 1, countsPrompt: true, promptTokens: request.token_ids.length }]),
+    includeUsage,
+    continuousUsage: false,
+    tracker: new RequestTracker(metrics, 'qwen3', 'chat_completions', true),
+    promptTokens: request.token_ids.length,
+    reasoningField: 'reasoning_content' as const,
+    overloadStatus: 529,
+    keepAliveMs: 0,
+    newParser: undefined,
+    singleToolCall: false,
+    topLogprobs: undefined,
+    echo: undefined,
+  };
+}
+
+/** The JavaScript path: each read's frames decoded, their items one batch, postprocessed, written by `streamAnswer`. */
+async function jsPath(surface: Surface, request: PreprocessedRequest, reads: Buffer[], includeUsage: boolean): Promise<string> {
+  async function* batches(): AsyncGenerator<unknown[]> {
+    const decoder = new TwoPartDecoder();
+    for (const read of reads) {
+      const batch: unknown[] = [];
+      let failure: Error | undefined;
+      decoder.push(read, (frame) => {
+        if (frame.header.length > 0 || failure) return;
+        const parsed = parseDataFrame(frame.body);
+        if (parsed.end) return;
+        const item = unwrapAnnotated(parsed.data);
+        if (item.kind === 'error') failure = item.error;
+        else if (item.kind === 'data') batch.push(item.data);
+      });
+      if (batch.length > 0) yield batch;
+      if (failure) throw failure;
+    }
+  }
+  const answer: Answer = { ...settings(surface, request, includeUsage), deltas: postprocessChoices(tokenizer, request, batches())[Symbol.asyncIterator]() };
+  return served(async (reply) => streamAnswer(answer, reply, await answer.deltas.next(), silentLog));
+}
+
+/** The Rust path: each read into the processor, its events written by `streamEvents`. */
+async function rustPath(surface: Surface, request: PreprocessedRequest, reads: Buffer[], includeUsage: boolean): Promise<string> {
+  const base = settings(surface, request, includeUsage);
+  const processor = streamProcessor(tokenizer, request, { surface, ...base.ids });
+  processor.connect();
+  async function* events(): AsyncGenerator<Buffer[]> {
+    for (const read of reads) {
+      const flags = processor.read(read);
+      if (flags & ReadFlag.OUTPUT) yield [processor.take()];
+      if (flags & ReadFlag.WORKER_ERROR) throw new Error(processor.problem);
+    }
+  }
+  const answer: EventsAnswer = { ...base, processor, events: events()[Symbol.asyncIterator]() };
+  return served(async (reply) => streamEvents(answer, reply, await answer.events.next(), silentLog));
+}
+
+const TEXTS = [
+  'Hello! 你好，世界 🌍🚀 naïve café.',
+  'Line one\nline "two"\twith \\ and \u0001 and </script> STOP after.',
+  '🙂🙃😉😊😇🥰 END trailing',
+  'def f(x):\n    return x * 2  # 注释',
+];
+
+/** A stock worker's bytes after its handshake: prologue, one data frame per chunk, maybe the end marker and sentinel. */
+function workerBytes(chunks: unknown[], complete: boolean): Buffer {
+  const frames = [encodeTwoPartText('{"error":null}', '')];
+  for (const chunk of chunks) frames.push(encodeTwoPartText('', JSON.stringify({ data: { data: chunk }, complete_final: false })));
+  if (complete) frames.push(encodeTwoPartText('', '{"complete_final":true}'), encodeTwoPartText('"sentinel"', ''));
+  return Buffer.concat(frames);
+}
+
+describe('the Rust path of a streamed answer', () => {
+  it('writes what the JavaScript path writes, byte for byte, for the same worker bytes read in the same pieces', async () => {
+    for (let seed = 1; seed <= 60; seed++) {
+      const random = seededRandom(seed);
+      const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
+      const text = pick(TEXTS);
+      const ids = Array.from(tokenizer.encodeSync(text, false));
+      const chunks: Record<string, unknown>[] = [];
+      for (let at = 0; at < ids.length; ) {
+        const n = 1 + Math.floor(random() * 3);
+        const run = ids.slice(at, at + n);
+        at += n;
+        chunks.push(random() < 0.2 ? { token_ids: run, text: tokenizer.decode(Uint32Array.from(run), false) } : { token_ids: run });
+      }
+      const ending = pick(['eos-token', 'eos', 'length', 'stop', 'cancelled', 'content_filter', 'error', 'none', 'cut']);
+      if (ending === 'eos-token') chunks.push({ token_ids: [IM_END, 42] });
+      else if (ending === 'error') chunks.push({ token_ids: [], finish_reason: { error: 'CUDA out of memory' } });
+      else if (ending !== 'none' && ending !== 'cut') chunks.push({ token_ids: [], finish_reason: ending, completion_usage: { prompt_tokens: 3, completion_tokens: ids.length, total_tokens: ids.length + 3, prompt_tokens_details: { cached_tokens: 2 } } });
+      const bytes = workerBytes(chunks, ending !== 'cut');
+      const reads: Buffer[] = [];
+      for (let at = 0; at < bytes.length; ) {
+        const n = random() < 0.5 ? 1 + Math.floor(random() * 40) : 1 + Math.floor(random() * 400);
+        reads.push(bytes.subarray(at, at + n));
+        at += n;
+      }
+      const surface: Surface = random() < 0.5 ? 'chat' : 'completions';
+      const request: PreprocessedRequest = {
+        model: 'qwen3',
+        token_ids: [1, 2, 3],
+        eos_token_ids: [IM_END],
+        stop_conditions: { stop: random() < 0.5 ? ['STOP', 'END'] : [], stop_token_ids_hidden: [IM_END], min_tokens: random() < 0.2 ? 4 : null },
+        sampling_options: { include_stop_str_in_output: random() < 0.3 },
+      };
+      const includeUsage = random() < 0.5;
+      const js = await jsPath(surface, request, reads, includeUsage);
+      const rust = await rustPath(surface, request, reads, includeUsage);
+      expect(rust, `seed ${seed} (${surface}, ${ending}, ${reads.length} reads)`).toBe(js);
+    }
+  });
+});
