@@ -151,11 +151,26 @@ struct Stream {
     processor: StreamProcessor,
     sse: Vec<u8>,
     flags: u32,
+    /// The tokens each read's result counted, summed.
+    read_tokens: u64,
 }
 
 impl Stream {
+    fn new(bytes: Vec<u8>, cuts: Vec<usize>, surface: Surface, stop: &[&str]) -> Self {
+        Self {
+            bytes,
+            cuts,
+            processor: StreamProcessor::new(qwen3(), config(surface, stop)),
+            sse: vec![],
+            flags: 0,
+            read_tokens: 0,
+        }
+    }
+
     fn read(&mut self, piece: &[u8]) {
-        self.flags |= self.processor.read(piece);
+        let result = self.processor.read(piece);
+        self.flags |= result & ((1 << flags::TOKENS_SHIFT) - 1);
+        self.read_tokens += u64::from(result >> flags::TOKENS_SHIFT);
         self.sse.extend(self.processor.take());
     }
 
@@ -164,19 +179,18 @@ impl Stream {
             self.processor.end();
             self.sse.extend(self.processor.take());
         }
+        assert_eq!(
+            self.read_tokens,
+            self.processor.completion_tokens(),
+            "the reads' token counts add up"
+        );
         let sse = std::mem::take(&mut self.sse);
         said(&mut self.processor, &sse, self.flags)
     }
 }
 
 fn whole(surface: Surface, stop: &[&str], bytes: &[u8]) -> Said {
-    let mut s = Stream {
-        bytes: bytes.to_vec(),
-        cuts: vec![],
-        processor: StreamProcessor::new(qwen3(), config(surface, stop)),
-        sse: vec![],
-        flags: 0,
-    };
+    let mut s = Stream::new(bytes.to_vec(), vec![], surface, stop);
     let all = s.bytes.clone();
     s.read(&all);
     s.close()
@@ -221,13 +235,7 @@ fn random_splits_of_interleaved_streams_say_what_one_whole_read_says() {
             let bytes = worker_bytes(&chunks, true);
             expected.push(whole(surface, stop, &bytes));
             let cuts = random_cuts(&mut rng, bytes.len());
-            streams.push(Stream {
-                bytes,
-                cuts,
-                processor: StreamProcessor::new(qwen3(), config(surface, stop)),
-                sse: vec![],
-                flags: 0,
-            });
+            streams.push(Stream::new(bytes, cuts, surface, stop));
         }
         // Reads of all streams interleave at random, each stream's in order.
         let mut next = vec![0usize; streams.len()];
@@ -421,6 +429,18 @@ fn a_malformed_chunk_is_named_and_fails_the_choice() {
         Some(&OutputError::Engine("CUDA out of memory".into()))
     );
     assert!(p.take().is_empty(), "an engine error writes nothing");
+}
+
+#[test]
+fn events_framed_as_a_chunk_carry_their_size() {
+    let mut p = StreamProcessor::new(qwen3(), config(Surface::Chat, &[]));
+    p.read(&worker_bytes(&[json!({ "token_ids": [9707] })], false));
+    let chunk = String::from_utf8(p.take_chunk()).unwrap();
+    let (size, rest) = chunk.split_once("\r\n").unwrap();
+    let events = rest.strip_suffix("\r\n").unwrap();
+    assert_eq!(usize::from_str_radix(size, 16).unwrap(), events.len());
+    assert!(events.starts_with("data: {"), "{events}");
+    assert!(p.take_chunk().is_empty(), "nothing more to take");
 }
 
 #[test]

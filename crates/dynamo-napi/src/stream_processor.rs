@@ -4,7 +4,7 @@
 use dynamo_llm_core::response::{
     flags, OutputError, ProcessorConfig, StreamProcessor as Core, Surface,
 };
-use napi::bindgen_prelude::{Buffer, Uint32Array};
+use napi::bindgen_prelude::Uint32Array;
 use napi_derive::napi;
 
 use crate::detokenizer::DetokenizerOptions;
@@ -41,6 +41,9 @@ pub const STREAM_ENGINE_ERROR: u32 = flags::ENGINE_ERROR;
 /// The worker sent a control word only the caller may send (`problem` names it); ignored.
 #[napi]
 pub const STREAM_STRAY_CONTROL: u32 = flags::STRAY_CONTROL;
+/// A read's result shifted right by this many bits is the number of tokens it brought.
+#[napi]
+pub const STREAM_TOKENS_SHIFT: u32 = flags::TOKENS_SHIFT;
 
 /// How a choice is read and written.
 #[napi(object)]
@@ -102,16 +105,24 @@ impl StreamProcessor {
         self.inner.connect();
     }
 
-    /// Takes one socket read; returns its flags.
+    /// Takes one socket read; returns its flags, with the tokens it brought from bit
+    /// `STREAM_TOKENS_SHIFT` up.
     #[napi]
     pub fn read(&mut self, piece: &[u8]) -> u32 {
         self.inner.read(piece)
     }
 
-    /// The events written since the last take (empty when none).
+    /// The events written since the last take, as text (empty when none); with `chunked`, framed
+    /// as one HTTP/1.1 chunk, ready for the response's socket. A string rather than a Buffer: it
+    /// costs a fifth as much to hand over, and sockets write strings without a copy in between.
     #[napi]
-    pub fn take(&mut self) -> Buffer {
-        self.inner.take().into()
+    pub fn take(&mut self, chunked: Option<bool>) -> napi::Result<String> {
+        let bytes = if chunked == Some(true) {
+            self.inner.take_chunk()
+        } else {
+            self.inner.take()
+        };
+        String::from_utf8(bytes).map_err(|e| napi::Error::from_reason(e.to_string()))
     }
 
     /// The output ended without a finish reason: writes what was held back and the last event.

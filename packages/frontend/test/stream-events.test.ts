@@ -14,6 +14,7 @@ import type { FastifyReply } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { responseIds } from '../src/http/openai-shapes.js';
+import { EventOutput } from '../src/http/event-output.js';
 import { type Answer, type EventsAnswer, streamAnswer, streamEvents } from '../src/http/respond.js';
 import { FrontendMetrics, RequestTracker } from '../src/metrics.js';
 import { UsageCounter } from '../src/pipeline/usage.js';
@@ -91,16 +92,17 @@ async function jsPath(surface: Surface, request: PreprocessedRequest, reads: Buf
 /** The Rust path: each read into the processor, its events written by `streamEvents`. */
 async function rustPath(surface: Surface, request: PreprocessedRequest, reads: Buffer[], includeUsage: boolean): Promise<string> {
   const base = settings(surface, request, includeUsage);
-  const processor = streamProcessor(tokenizer, request, { surface, ...base.ids });
-  processor.connect();
-  async function* events(): AsyncGenerator<Buffer[]> {
+  const output = new EventOutput(streamProcessor(tokenizer, request, { surface, ...base.ids }), base.tracker, base.promptTokens);
+  output.connect();
+  // Reads come as the consumer asks; once the response started, most are written by `output` itself.
+  async function* events(): AsyncGenerator<string[]> {
     for (const read of reads) {
-      const flags = processor.read(read);
-      if (flags & ReadFlag.OUTPUT) yield [processor.take()];
-      if (flags & ReadFlag.WORKER_ERROR) throw new Error(processor.problem);
+      const flags = output.read(read);
+      if (flags & ReadFlag.OUTPUT) yield [output.take()];
+      if (flags & ReadFlag.WORKER_ERROR) throw new Error(output.problem);
     }
   }
-  const answer: EventsAnswer = { ...base, processor, events: events()[Symbol.asyncIterator]() };
+  const answer: EventsAnswer = { ...base, output, events: events()[Symbol.asyncIterator]() };
   return served(async (reply) => streamEvents(answer, reply, await answer.events.next(), silentLog));
 }
 

@@ -37,6 +37,10 @@ pub mod flags {
     pub const ENGINE_ERROR: u32 = 1 << 8;
     /// The worker sent a control word only the caller may send; it was ignored.
     pub const STRAY_CONTROL: u32 = 1 << 9;
+    /// The bits from here up count the tokens the read brought (at most [`MAX_TOKENS`]).
+    pub const TOKENS_SHIFT: u32 = 12;
+    /// The most tokens one result can count.
+    pub const MAX_TOKENS: u32 = u32::MAX >> TOKENS_SHIFT;
 }
 
 /// How a [`StreamProcessor`] writes its choice.
@@ -132,8 +136,8 @@ impl StreamProcessor {
         self.state.call_home = CallHome::new();
     }
 
-    /// Takes one socket read; returns what it brought as [`flags`]. The events it adds wait in
-    /// the output ([`Self::take`]).
+    /// Takes one socket read; returns what it brought as [`flags`], with the number of tokens it
+    /// brought above [`flags::TOKENS_SHIFT`]. The events it adds wait in the output ([`Self::take`]).
     pub fn read(&mut self, piece: &[u8]) -> u32 {
         let Self { frames, state } = self;
         if state.call_home.phase() == Phase::Closed {
@@ -154,12 +158,32 @@ impl StreamProcessor {
         if result & (flags::OUTPUT | flags::FINISHED) == flags::OUTPUT {
             state.emit(&draft.text, None, draft.tokens > 0);
         }
-        result
+        // The read's token count rides above the flags: the caller's metrics need no second call.
+        let tokens = u32::try_from(draft.tokens)
+            .unwrap_or(u32::MAX)
+            .min(flags::MAX_TOKENS);
+        result | (tokens << flags::TOKENS_SHIFT)
     }
 
     /// The events written since the last take.
     pub fn take(&mut self) -> Vec<u8> {
         std::mem::take(&mut self.state.out)
+    }
+
+    /// [`Self::take`] framed as one HTTP/1.1 chunk (`{size:x}\r\n…\r\n`); empty when there is
+    /// nothing (an empty chunk would end the response).
+    pub fn take_chunk(&mut self) -> Vec<u8> {
+        let out = &self.state.out;
+        if out.is_empty() {
+            return Vec::new();
+        }
+        let head = format!("{:x}\r\n", out.len());
+        let mut chunk = Vec::with_capacity(head.len() + out.len() + 2);
+        chunk.extend_from_slice(head.as_bytes());
+        chunk.extend_from_slice(out);
+        chunk.extend_from_slice(b"\r\n");
+        self.state.out.clear();
+        chunk
     }
 
     /// The output ended without a finish reason (the worker's end marker, or a stop the caller

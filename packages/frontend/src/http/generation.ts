@@ -11,6 +11,7 @@ import { textDeltas } from '../pipeline/text-stream.js';
 import { UsageCounter } from '../pipeline/usage.js';
 import { ClientRequest, type RouteDeps } from './client-request.js';
 import { HttpError } from './errors.js';
+import { EventOutput } from './event-output.js';
 import { responseIds } from './openai-shapes.js';
 import { checkRequestFields } from './request-fields.js';
 import { type Answer, type EventsAnswer, streamAnswer, streamEvents, wholeAnswer } from './respond.js';
@@ -183,9 +184,9 @@ function eventsAnswer(r: Request, deps: GenerationDeps, plan: TokensPlan): Event
   if (attempts.length !== 1 || attempt.choices !== 1 || parsesOutput(r) || (r.surface === 'completions' && r.fields.echo === true)) return undefined;
   const answer = answerOf(r, deps, { choices: 1, usage: new UsageCounter(attempts), promptTokens: prompts[0]!.token_ids.length, newParser: undefined, echo: undefined });
   if (answer.topLogprobs !== undefined || answer.continuousUsage) return undefined;
-  const processor = streamProcessor(plan.pre.tokenizer, attempt.request, { surface: r.surface, ...answer.ids });
-  const events = attemptEvents(attempt, r.requestId, r.context, plan.attemptDeps, processor);
-  return { ...answer, processor, events: events[Symbol.asyncIterator]() };
+  const output = new EventOutput(streamProcessor(plan.pre.tokenizer, attempt.request, { surface: r.surface, ...answer.ids }), answer.tracker, answer.promptTokens);
+  const events = attemptEvents(attempt, r.requestId, r.context, plan.attemptDeps, output);
+  return { ...answer, output, events: events[Symbol.asyncIterator]() };
 }
 
 /** A Text-input model's answer: the body goes to the worker as it is, and its OpenAI chunks come back. */

@@ -8,17 +8,19 @@ import type { RequestTracker } from '../metrics.js';
 import type { GenerationSurface } from '../models/served-model.js';
 import type { UsageCounter } from '../pipeline/usage.js';
 import { ChoiceOutput, type ChoiceSettings } from './choice-output.js';
+import type { EventOutput } from './event-output.js';
 import { HttpError, streamErrorJson, toHttpError } from './errors.js';
 import { chunkJson, plainChunkJson, type ResponseIds, usageChunkJson, wholeResponse } from './openai-shapes.js';
 import { SseWriter } from './sse.js';
 
 /**
- * A streamed one-choice answer on the Rust path: the worker's bytes read by `processor`, which
- * writes the choice's events (detokenized, stopped, as OpenAI chunks); the batches hold them.
+ * A streamed one-choice answer on the Rust path: the worker's bytes read by `output`'s
+ * processor, which writes the choice's events (detokenized, stopped, as OpenAI chunks); the
+ * batches hold the events `output` did not write itself (see {@link EventOutput}).
  */
 export interface EventsAnswer extends Omit<Answer, 'deltas'> {
-  events: AsyncIterator<Buffer[]>;
-  processor: StreamProcessor;
+  events: AsyncIterator<string[]>;
+  output: EventOutput;
 }
 
 /** One request's output on its way to the client. */
@@ -164,24 +166,20 @@ export async function streamAnswer(a: Answer, reply: FastifyReply, first: Iterat
 }
 
 /**
- * Streams an {@link EventsAnswer} after `first`: its events as they are, a batch a write, with
- * the accounting of {@link streamAnswer} per batch rather than per token; the usage chunk and
- * `[DONE]` after the last. Returns whether the response was complete.
+ * Streams an {@link EventsAnswer} after `first`: the events its output queued, a batch a write
+ * (the rest its output writes itself), then the usage chunk and `[DONE]`. Returns whether the
+ * response was complete.
  */
-export async function streamEvents(a: EventsAnswer, reply: FastifyReply, first: IteratorResult<Buffer[]>, log: Log): Promise<boolean> {
+export async function streamEvents(a: EventsAnswer, reply: FastifyReply, first: IteratorResult<string[]>, log: Log): Promise<boolean> {
   const sse = new SseWriter(reply.raw, { 'x-request-id': a.context.id() }, a.keepAliveMs);
-  const processor = a.processor;
-  let counted = 0;
-  const account = () => {
-    const tokens = processor.completionTokens;
-    a.tracker.tokens(tokens - counted, a.promptTokens);
-    counted = tokens;
-  };
+  const { output } = a;
+  const processor = output.processor;
   try {
     for (let r = first; !r.done; r = await a.events.next()) {
-      account();
       const batch = r.value;
-      const wait = sse.events(batch.length === 1 ? batch[0]! : Buffer.concat(batch));
+      output.taken(batch.length);
+      const wait = sse.events(batch.length === 1 ? batch[0]! : batch.join(''));
+      output.start(sse);
       if (processor.finished) {
         failedOutput(processor);
         // Nothing more is wanted: the worker is told to stop.
@@ -195,10 +193,9 @@ export async function streamEvents(a: EventsAnswer, reply: FastifyReply, first: 
     processor.end();
     failedOutput(processor);
     sse.events(processor.take());
-    account();
     if (a.includeUsage) {
       const engineUsage = processor.engineUsage;
-      a.usage.add({ index: 0, text: '', tokenIds: [], completionTokens: counted, ...(engineUsage !== null && { usage: JSON.parse(engineUsage) as NonNullable<ChoiceDelta['usage']> }) });
+      a.usage.add({ index: 0, text: '', tokenIds: [], completionTokens: processor.completionTokens, ...(engineUsage !== null && { usage: JSON.parse(engineUsage) as NonNullable<ChoiceDelta['usage']> }) });
       sse.data(usageChunkJson(a.surface, a.ids, a.usage.usage()));
     }
     sse.done();

@@ -34,6 +34,11 @@ export class SseWriter {
     this.#keepAlive?.refresh();
   };
 
+  /** Whether the client's socket is pushing back: later writes should wait for it. */
+  get backedUp(): boolean {
+    return this.#res.writableNeedDrain || this.#res.socket?.writableNeedDrain === true;
+  }
+
   /** Whether the client is gone (or the stream ended): nothing more can be written. */
   get closed(): boolean {
     return this.#res.destroyed || this.#res.writableEnded;
@@ -59,7 +64,7 @@ export class SseWriter {
    * Sends events already formed (`data: …` lines, as the Rust path writes them) at once: they come
    * a batch of socket reads at a time, so there is nothing to join them with in this turn.
    */
-  events(formed: Buffer): Promise<void> | undefined {
+  events(formed: string): Promise<void> | undefined {
     if (formed.length === 0) return undefined;
     this.#flush();
     if (this.closed) return undefined;
@@ -70,6 +75,22 @@ export class SseWriter {
       this.#res.socket?.uncork();
     }
     return this.#res.writableNeedDrain ? this.#drained() : undefined;
+  }
+
+  /** Whether events for {@link direct} are framed as HTTP/1.1 chunks (known once the response started). */
+  get chunked(): boolean {
+    return this.#res.chunkedEncoding;
+  }
+
+  /**
+   * Writes events straight to the response's socket, already framed for its transfer encoding
+   * ({@link chunked}): the per-token path, without the response's own framing and corking.
+   * Only after the response started; writes through the response keep their order with these.
+   */
+  direct(framed: string): void {
+    if (this.closed) return;
+    this.#res.socket?.write(framed);
+    this.#keepAlive?.refresh();
   }
 
   /** Sends a typed event (`event: <type>` and its data), as the Responses and Anthropic APIs stream. */

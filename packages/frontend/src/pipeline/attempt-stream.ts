@@ -39,8 +39,8 @@ export function attemptDeltas(attempt: Attempt, routeId: string, context: Contex
  * choice's events; the batches hold them ready to send. Migration, timeouts and routing are those
  * of {@link attemptDeltas}.
  */
-export function attemptEvents(attempt: Attempt, routeId: string, context: Context, deps: AttemptDeps, processor: OutputReader): AsyncIterable<Buffer[]> {
-  return migratingStream(attempt.request, { ...migrationOptions(attempt, routeId, context, deps), reader: processor }) as AsyncIterable<Buffer[]>;
+export function attemptEvents(attempt: Attempt, routeId: string, context: Context, deps: AttemptDeps, processor: OutputReader): AsyncIterable<string[]> {
+  return migratingStream(attempt.request, { ...migrationOptions(attempt, routeId, context, deps), reader: processor }) as AsyncIterable<string[]>;
 }
 
 function migrationOptions(attempt: Attempt, routeId: string, context: Context, deps: AttemptDeps): MigrationOptions {

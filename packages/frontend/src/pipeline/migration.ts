@@ -50,20 +50,36 @@ export interface OutputReader extends StreamReader {
   /** Every id generated so far, over every attempt. */
   readonly generated: Uint32Array;
   readonly completionTokens: number;
+  /** What the reads since the last take produced. */
+  take(): string;
   /** Ends the output with `length`; its last events wait in `take()`. */
   finishLength(): void;
+  /**
+   * When output last arrived (`performance.now()`): a reader that handles output itself yields
+   * no batches for it, so the inactivity timeout asks.
+   */
+  readonly lastOutputAt: number;
 }
 
-/** The next item of an attempt, or a `ConnectionTimeout` when the worker says nothing for `ms`. */
-async function nextWithin<T>(it: AsyncIterator<T>, ms: number, stop: AbortController): Promise<IteratorResult<T>> {
+/**
+ * The next item of an attempt, or a `ConnectionTimeout` when the worker says nothing for `ms`
+ * (`lastOutputAt`, when given, tells of output that came without an item).
+ */
+async function nextWithin<T>(it: AsyncIterator<T>, ms: number, stop: AbortController, lastOutputAt?: () => number): Promise<IteratorResult<T>> {
   if (ms <= 0) return it.next();
   let timer: NodeJS.Timeout | undefined;
   const next = it.next();
+  const since = performance.now();
   try {
     return await Promise.race([
       next,
       new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new ConnectionTimeout(`the worker sent nothing for ${ms / 1000} s (backend response inactivity timeout)`)), ms);
+        const check = () => {
+          const quiet = performance.now() - Math.max(since, lastOutputAt?.() ?? 0);
+          if (quiet < ms) timer = setTimeout(check, ms - quiet);
+          else reject(new ConnectionTimeout(`the worker sent nothing for ${ms / 1000} s (backend response inactivity timeout)`));
+        };
+        timer = setTimeout(check, ms);
       }),
     ]);
   } catch (err) {
@@ -111,35 +127,42 @@ export async function* migratingStream(request: PreprocessedRequest, options: Mi
   if (tooLong && options.limit > 0) options.onMaxSeqLen?.(promptLength);
   let first = true;
   const reader = options.reader;
+  // Once the sequence is past maxSeqLen, no more resends. A reader that handles output itself
+  // yields no batch per token, so the length is also checked when an attempt ends.
+  const checkLength = () => {
+    if (options.limit === 0 || maxSeqLen === undefined || tooLong) return;
+    const length = promptLength + (reader ? reader.completionTokens : generated.length);
+    if (length <= maxSeqLen) return;
+    tooLong = true;
+    options.onMaxSeqLen?.(length);
+  };
   for (;;) {
     const target = await options.route(failed);
     const stop = new AbortController();
     const attempt = target.client.directBatches(current, target.instanceId, { context: options.context, signal: stop.signal, ...(reader && { reader }) })[Symbol.asyncIterator]();
     try {
       for (;;) {
-        const next = await nextWithin(attempt, options.responseTimeoutMs ?? 0, stop);
-        if (next.done) return;
+        const next = await nextWithin(attempt, options.responseTimeoutMs ?? 0, stop, reader && (() => reader.lastOutputAt));
+        if (next.done) {
+          checkLength();
+          return;
+        }
         const batch = next.value;
         if (first) {
           first = false;
           options.onFirstOutput?.();
         }
-        if (options.limit > 0) {
-          if (!reader) {
-            for (const chunk of batch) {
-              const ids = (chunk as { token_ids?: unknown } | null)?.token_ids;
-              if (Array.isArray(ids)) for (const id of ids) generated.push(id as number);
-            }
-          }
-          const length = promptLength + (reader ? reader.completionTokens : generated.length);
-          if (maxSeqLen !== undefined && !tooLong && length > maxSeqLen) {
-            tooLong = true;
-            options.onMaxSeqLen?.(length);
+        if (options.limit > 0 && !reader) {
+          for (const chunk of batch) {
+            const ids = (chunk as { token_ids?: unknown } | null)?.token_ids;
+            if (Array.isArray(ids)) for (const id of ids) generated.push(id as number);
           }
         }
+        checkLength();
         yield batch;
       }
     } catch (err) {
+      checkLength();
       if (!isMigratable(err) || options.context.isStopped() || tooLong) throw err;
       if (budget === 0) {
         if (options.limit === 0) throw err;

@@ -39,7 +39,7 @@ export interface CallOptions {
   plainItems?: boolean;
   /**
    * Reads the response's socket bytes whole (see {@link StreamReader}): the batches hold the
-   * buffers it produces, and the worker's errors are thrown after them.
+   * items it produces, and the worker's errors are thrown after them.
    */
   reader?: StreamReader;
 }

@@ -68,7 +68,7 @@ export interface ResponseStreamInit {
   callHomeTimeoutMs: number;
   signal: AbortSignal | undefined;
   log: Log;
-  /** Reads the socket's bytes itself; the stream's items are the buffers it produces. */
+  /** Reads the socket's bytes itself; the stream's items are what it produces. */
   reader?: StreamReader | undefined;
   /** Removes the stream from its server's pending map. */
   unregister(): void;

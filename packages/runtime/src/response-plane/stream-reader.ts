@@ -35,8 +35,8 @@ export interface StreamReader {
   connect(): void;
   /** Takes one socket read; returns its {@link ReadFlag} bits. */
   read(piece: Buffer): number;
-  /** What the reads since the last take produced (the stream's items are these buffers). */
-  take(): Buffer;
+  /** What the reads since the last take produced: the stream's next item. */
+  take(): unknown;
   /** What went wrong, after a read flagged a problem. */
   readonly problem: string;
   /** Dynamo's error kind, after {@link ReadFlag.WORKER_ERROR}. */

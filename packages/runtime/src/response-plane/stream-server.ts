@@ -48,7 +48,7 @@ export interface RegisterOptions {
   signal?: AbortSignal;
   /** Overrides the server's call-home timeout for this stream. */
   callHomeTimeoutMs?: number;
-  /** Reads the stream's socket bytes whole after the handshake; its buffers are the stream's items. */
+  /** Reads the stream's socket bytes whole after the handshake; what it produces are the stream's items. */
   reader?: StreamReader;
 }
 
