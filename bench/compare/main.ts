@@ -39,6 +39,8 @@ const ALL_SCENARIOS: Scenario[] = [
   { id: 'c1-fresh-rated', title: 'Concurrency 1, zero delay, a new connection per request, 5 requests/s for every pairing', concurrency: 1, requests: count(100), paced: false, pinned: false, fresh: true, rate: 5 },
   { id: 'c64-paced', title: 'Concurrency 64, engines paced at 10 ms a token', concurrency: 64, requests: count(128), paced: true, pinned: false, fresh: false },
   { id: 'c1-paced', title: 'Concurrency 1, engines paced at 10 ms a token', concurrency: 1, requests: count(8), paced: true, pinned: false, fresh: false },
+  // How the frontend's cost grows with streams: four times c64-paced's.
+  { id: 'c256-paced', title: 'Concurrency 256, engines paced at 10 ms a token', concurrency: 256, requests: count(512), paced: true, pinned: false, fresh: false },
 ];
 const only = process.env.BENCH_ONLY?.split(',').filter(Boolean);
 const unknown = only?.filter((id) => !ALL_SCENARIOS.some((s) => s.id === id));
