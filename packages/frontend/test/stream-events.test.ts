@@ -5,6 +5,19 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { rmSync } from 'node:fs';
+import {
+  STREAM_END,
+  STREAM_ENGINE_ERROR,
+  STREAM_FINISHED,
+  STREAM_OUTPUT,
+  STREAM_REFUSED,
+  STREAM_SENTINEL,
+  STREAM_STARTED,
+  STREAM_STRAY_CONTROL,
+  STREAM_TOKENS_SHIFT,
+  STREAM_VIOLATION,
+  STREAM_WORKER_ERROR,
+} from '@dynamo/core';
 import { LocalModel, type PreprocessedRequest, type Tokenizer } from '@dynamo/llm';
 import { postprocessChoices, streamProcessor } from '@dynamo/llm/internal';
 import { Context, ReadFlag } from '@dynamo/runtime';
@@ -122,6 +135,13 @@ function workerBytes(chunks: unknown[], complete: boolean): Buffer {
 }
 
 describe('the Rust path of a streamed answer', () => {
+  it("reads the Rust reader's flags as the runtime defines them", () => {
+    const core = { STARTED: STREAM_STARTED, OUTPUT: STREAM_OUTPUT, END: STREAM_END, SENTINEL: STREAM_SENTINEL, VIOLATION: STREAM_VIOLATION, REFUSED: STREAM_REFUSED, WORKER_ERROR: STREAM_WORKER_ERROR, FINISHED: STREAM_FINISHED, ENGINE_ERROR: STREAM_ENGINE_ERROR, STRAY_CONTROL: STREAM_STRAY_CONTROL };
+    expect(core).toEqual(ReadFlag);
+    // The token count above the flags leaves them room.
+    expect(2 ** STREAM_TOKENS_SHIFT).toBeGreaterThan(Math.max(...Object.values(ReadFlag)));
+  });
+
   it('writes what the JavaScript path writes, byte for byte, for the same worker bytes read in the same pieces', async () => {
     for (let seed = 1; seed <= 60; seed++) {
       const random = seededRandom(seed);

@@ -1,6 +1,6 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { Cancelled, CannotConnect, Disconnected } from '../src/errors.js';
+import { Cancelled, CannotConnect, Disconnected, DynamoException } from '../src/errors.js';
 import type { ConnectionInfo } from '../src/request-plane/control.js';
 import { encodeTwoPartText, TwoPartDecoder } from '../src/request-plane/envelope.js';
 import type { Log } from '../src/logger.js';
@@ -8,6 +8,7 @@ import { callHome, type ResponseSender } from '../src/response-plane/call-home.j
 import { ResponseProtocolError } from '../src/response-plane/frames.js';
 import type { PendingResponse } from '../src/response-plane/response-stream.js';
 import { ResponseStreamServer } from '../src/response-plane/stream-server.js';
+import { ReadFlag, type StreamReader } from '../src/response-plane/stream-reader.js';
 import { freePort, waitFor } from '@dynamo/testing/free-port';
 
 function recordingLogger() {
@@ -437,5 +438,98 @@ describe('call-home response plane', () => {
     await expect(
       callHome({ transport: 'tcp_server', info: { address: '127.0.0.1:1', subject: 's', context: 'c', stream_type: 'response' } }),
     ).rejects.toThrow(/cannot call home to 127\.0\.0\.1:1: .*ECONNREFUSED/);
+  });
+
+  describe('a stream with a reader', () => {
+    /**
+     * A reader of the frames it is given, as the frontend's Rust reader reads them: items are each
+     * data frame's body as text, and the flags say what each read brought.
+     */
+    class FrameReader implements StreamReader {
+      readonly pieces: Buffer[] = [];
+      connects = 0;
+      problem = '';
+      problemKind = '';
+      #decoder = new TwoPartDecoder();
+      #items: string[] = [];
+      connect(): void {
+        this.connects += 1;
+      }
+      read(piece: Buffer): number {
+        this.pieces.push(Buffer.from(piece));
+        let flags = 0;
+        this.#decoder.push(piece, ({ header, body }) => {
+          const h = header.toString();
+          if (h === '{"error":null}') flags |= ReadFlag.STARTED;
+          else if (h.startsWith('{"error":')) {
+            this.problem = JSON.parse(h).error;
+            flags |= ReadFlag.REFUSED;
+          } else if (h === '"sentinel"') flags |= ReadFlag.SENTINEL;
+          else if (h !== '') {
+            this.problem = `unexpected header ${h}`;
+            flags |= ReadFlag.VIOLATION;
+          } else if (body.toString() === '{"complete_final":true}') flags |= ReadFlag.END;
+          else if (body.toString().includes('"event":"error"')) {
+            [this.problemKind, this.problem] = ['EngineShutdown', 'the engine is going away'];
+            flags |= ReadFlag.WORKER_ERROR;
+          } else {
+            this.#items.push(body.toString());
+            flags |= ReadFlag.OUTPUT;
+          }
+        });
+        return flags;
+      }
+      take(): unknown {
+        const items = this.#items;
+        this.#items = [];
+        return items.join('|');
+      }
+      get buffered(): number {
+        return this.#decoder.buffered;
+      }
+    }
+
+    it('gets the bytes after the handshake whole, the rest of the handshake\'s read included; its items are the stream\'s', async () => {
+      const reader = new FrameReader();
+      const p = server.register('req-reader', { reader });
+      const reading = drain(p);
+      const w = await rawWorker(p.connectionInfo);
+      const first = Buffer.concat([prologueOk, item({ a: 1 })]);
+      w.socket.write(Buffer.concat([handshake(p.connectionInfo), first]));
+      await waitFor('the first read', () => reader.pieces.length > 0, 5000);
+      const second = Buffer.concat([item({ b: 2 }), item({ c: 3 }), end, sentinel]);
+      w.socket.write(second);
+      await w.closed; // the caller closed its side after the sentinel
+      expect(Buffer.concat(reader.pieces)).toEqual(Buffer.concat([first, second]));
+      expect(reader.connects).toBe(1);
+      expect(await reading).toEqual({ items: ['{"data":{"a":1},"complete_final":false}', '{"data":{"b":2},"complete_final":false}|{"data":{"c":3},"complete_final":false}'] });
+    });
+
+    it("fails the stream as the reader's flags say: a refusal, a worker's error after its items, a violation", async () => {
+      const cases: { frames: Buffer[]; error: (err: unknown) => void; items: unknown[] }[] = [
+        { frames: [encodeTwoPartText('{"error":"no room"}', '')], items: [], error: (err) => expect(err).toEqual(new CannotConnect('worker generate() failed before response stream: no room')) },
+        {
+          frames: [prologueOk, item({ a: 1 }), encodeTwoPartText('', '{"data":{"event":"error"},"complete_final":false}')],
+          items: ['{"data":{"a":1},"complete_final":false}'],
+          error: (err) => {
+            expect(err).toBeInstanceOf(DynamoException);
+            expect((err as DynamoException).kind).toBe('EngineShutdown');
+            expect((err as Error).message).toBe('the engine is going away');
+          },
+        },
+        { frames: [prologueOk, encodeTwoPartText('"what"', '')], items: [], error: (err) => expect(err).toEqual(new ResponseProtocolError('response stream protocol error: unexpected header "what"')) },
+      ];
+      for (const c of cases) {
+        const reader = new FrameReader();
+        const p = server.register('req-reader-fail', { reader });
+        const reading = drain(p);
+        const w = await rawWorker(p.connectionInfo);
+        w.socket.write(Buffer.concat([handshake(p.connectionInfo), ...c.frames]));
+        const { items, error } = await reading;
+        expect(items).toEqual(c.items);
+        c.error(error);
+        await w.closed;
+      }
+    });
   });
 });
