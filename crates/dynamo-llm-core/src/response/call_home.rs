@@ -18,15 +18,23 @@ pub enum Phase {
     Closed,
 }
 
+/// One item (the `data` of a data frame): read into `T` in the same pass as its frame, or, where
+/// it does not fit `T`, as its JSON text for the caller to make sense of.
+#[derive(Debug, PartialEq)]
+pub enum ItemOf<'a, T> {
+    Typed(T),
+    Raw(&'a str),
+}
+
 /// What one frame meant.
 #[derive(Debug, PartialEq)]
-pub enum Event<'a> {
+pub enum Event<'a, T> {
     /// The prologue: the handler started.
     Started,
     /// An error prologue: the worker could not start the handler.
     Refused(String),
-    /// One item (the `data` of a data frame), as JSON text.
-    Item(&'a str),
+    /// One item.
+    Item(ItemOf<'a, T>),
     /// The `complete_final` marker.
     End,
     /// The sentinel after the end marker: the stream is over.
@@ -56,6 +64,14 @@ struct Wrapper<'a> {
     complete_final: Option<serde_json::Value>,
 }
 
+/// The common data frame, its item read in the same pass.
+#[derive(Deserialize)]
+#[serde(bound(deserialize = "T: Deserialize<'de>"))]
+struct Typed<T> {
+    data: Option<T>,
+    complete_final: Option<bool>,
+}
+
 impl CallHome {
     /// A stream whose handshake was read: the prologue comes next.
     pub fn new() -> Self {
@@ -73,8 +89,12 @@ impl CallHome {
         self.phase = Phase::Closed;
     }
 
-    /// Interprets the next frame.
-    pub fn on_frame<'a>(&mut self, header: &[u8], body: &'a [u8]) -> Event<'a> {
+    /// Interprets the next frame, reading an item as a `T` where it is one.
+    pub fn on_frame<'a, T: Deserialize<'a>>(
+        &mut self,
+        header: &[u8],
+        body: &'a [u8],
+    ) -> Event<'a, T> {
         let event = self.interpret(header, body);
         match event {
             Event::Started => self.phase = Phase::Streaming,
@@ -85,7 +105,7 @@ impl CallHome {
         event
     }
 
-    fn interpret<'a>(&self, header: &[u8], body: &'a [u8]) -> Event<'a> {
+    fn interpret<'a, T: Deserialize<'a>>(&self, header: &[u8], body: &'a [u8]) -> Event<'a, T> {
         match self.phase {
             Phase::Prologue => {
                 if !body.is_empty() || header.is_empty() {
@@ -109,7 +129,7 @@ impl CallHome {
     }
 }
 
-fn violation<'a>(reason: &str) -> Event<'a> {
+fn violation<'a, T>(reason: &str) -> Event<'a, T> {
     Event::Violation(reason.to_owned())
 }
 
@@ -126,7 +146,7 @@ fn control_word(header: &[u8], body: &[u8]) -> Option<&'static str> {
     }
 }
 
-fn prologue<'a>(header: &[u8]) -> Event<'a> {
+fn prologue<'a, T>(header: &[u8]) -> Event<'a, T> {
     let Ok(value) = serde_json::from_slice::<serde_json::Value>(header) else {
         return violation("prologue header is not JSON");
     };
@@ -139,7 +159,16 @@ fn prologue<'a>(header: &[u8]) -> Event<'a> {
     }
 }
 
-fn data_frame(body: &[u8]) -> Event<'_> {
+fn data_frame<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Event<'a, T> {
+    // One pass for the common frame; anything else is read again below, to say what it is.
+    if let Ok(frame) = serde_json::from_slice::<Typed<T>>(body) {
+        if frame.complete_final == Some(true) {
+            return Event::End;
+        }
+        if let Some(item) = frame.data {
+            return Event::Item(ItemOf::Typed(item));
+        }
+    }
     let wrapper = match serde_json::from_slice::<Wrapper<'_>>(body) {
         Ok(wrapper) => wrapper,
         Err(err) if err.is_data() => {
@@ -155,6 +184,6 @@ fn data_frame(body: &[u8]) -> Event<'_> {
     // Dynamo reads `data` as an Option: null and absent both mean "no item", only legal on the end.
     match wrapper.data.map(RawValue::get) {
         None | Some("null") => violation("data frame has neither data nor complete_final"),
-        Some(item) => Event::Item(item),
+        Some(item) => Event::Item(ItemOf::Raw(item)),
     }
 }

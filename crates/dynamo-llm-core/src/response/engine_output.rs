@@ -58,6 +58,30 @@ struct Annotated<'a> {
     error: Option<Value>,
 }
 
+/// An `Annotated` item whose data is a well-formed chunk, read with its frame in one pass
+/// ([`super::call_home::CallHome::on_frame`]); any other item is read by [`read_item`].
+#[derive(Debug, Deserialize)]
+pub struct AnnotatedOutput<'a> {
+    #[serde(borrow)]
+    data: Option<EngineOutput<'a>>,
+    event: Option<Value>,
+    comment: Option<Value>,
+    error: Option<Value>,
+}
+
+impl<'a> AnnotatedOutput<'a> {
+    /// What the item means.
+    pub fn into_item(self) -> Item<'a> {
+        if self.event.as_ref().and_then(Value::as_str) == Some("error") {
+            return worker_error(self.error.as_ref(), self.comment.as_ref());
+        }
+        match self.data {
+            None => Item::Skip,
+            Some(chunk) => Item::Output(chunk),
+        }
+    }
+}
+
 /// Reads an item; `Err` names what is wrong with it.
 pub fn read_item(json: &str) -> Result<Item<'_>, String> {
     let annotated = match serde_json::from_str::<Annotated<'_>>(json) {
@@ -66,7 +90,10 @@ pub fn read_item(json: &str) -> Result<Item<'_>, String> {
         Err(_) => return output(json).map(Item::Output),
     };
     if annotated.event.as_ref().and_then(Value::as_str) == Some("error") {
-        return Ok(worker_error(&annotated));
+        return Ok(worker_error(
+            annotated.error.as_ref(),
+            annotated.comment.as_ref(),
+        ));
     }
     match annotated.data.map(RawValue::get) {
         None | Some("null") => Ok(Item::Skip),
@@ -90,9 +117,9 @@ fn output(json: &str) -> Result<EngineOutput<'_>, String> {
 
 /// The kind and message of an error item, read as the runtime reads them: `error.error_type` is
 /// a kind name or `{"Backend": kind}`; the message is `error.message`, else the comments.
-fn worker_error(annotated: &Annotated<'_>) -> Item<'static> {
-    let error = annotated.error.as_ref().filter(|e| !e.is_null());
-    let comment = annotated.comment.as_ref().filter(|c| !c.is_null());
+fn worker_error(error: Option<&Value>, comment: Option<&Value>) -> Item<'static> {
+    let error = error.filter(|e| !e.is_null());
+    let comment = comment.filter(|c| !c.is_null());
     let well_formed = error.is_none_or(|e| {
         e.as_object().is_some_and(|o| {
             o.get("message").is_none_or(Value::is_string)

@@ -8,9 +8,9 @@
 
 use std::sync::Arc;
 
-use super::call_home::{CallHome, Event, Phase};
+use super::call_home::{CallHome, Event, ItemOf, Phase};
 use super::chunks::{ChunkWriter, Surface};
-use super::engine_output::{read_item, FinishReason, Item};
+use super::engine_output::{read_item, AnnotatedOutput, FinishReason, Item};
 use super::frames::{Flow, FrameReader};
 use crate::detokenizer::{Detokenizer, StopConfig};
 use crate::tokenizer::Tokenizer;
@@ -272,18 +272,21 @@ impl State {
                 self.problem = word.to_owned();
                 (flags::STRAY_CONTROL, Flow::Continue)
             }
-            Event::Item(json) => self.on_item(json, draft),
+            Event::Item(ItemOf::Typed(item)) => {
+                self.on_item(Ok(AnnotatedOutput::into_item(item)), draft)
+            }
+            Event::Item(ItemOf::Raw(json)) => self.on_item(read_item(json), draft),
         }
     }
 
-    fn on_item(&mut self, json: &str, draft: &mut Draft) -> (u32, Flow) {
+    fn on_item(&mut self, item: Result<Item<'_>, String>, draft: &mut Draft) -> (u32, Flow) {
         let index = self.items;
         self.items += 1;
         if self.finished {
             // Nothing after the finish matters, not even a malformed item or an error.
             return (0, Flow::Continue);
         }
-        let chunk = match read_item(json) {
+        let chunk = match item {
             Ok(Item::Output(chunk)) => chunk,
             Ok(Item::Skip) => return (0, Flow::Continue),
             Ok(Item::Error { kind, message }) => {

@@ -158,9 +158,7 @@ export async function streamAnswer(a: Answer, reply: FastifyReply, first: Iterat
     sse.done();
     return true;
   } catch (err) {
-    const error = toHttpError(err, a.overloadStatus);
-    log.warn({ request_id: a.context.id(), status: error.status, err: error.message }, 'stream failed after it started');
-    sse.fail(streamErrorJson(error, a.overloadStatus));
+    failStream(a, sse, err, log);
     return false;
   }
 }
@@ -201,11 +199,19 @@ export async function streamEvents(a: EventsAnswer, reply: FastifyReply, first: 
     sse.done();
     return true;
   } catch (err) {
-    const error = toHttpError(err, a.overloadStatus);
-    log.warn({ request_id: a.context.id(), status: error.status, err: error.message }, 'stream failed after it started');
-    sse.fail(streamErrorJson(error, a.overloadStatus));
+    failStream(a, sse, err, log);
     return false;
   }
+}
+
+/**
+ * Ends a stream that failed after it started as stock Dynamo does: the status line is sent, so
+ * the error goes out as its error frame, then `[DONE]`.
+ */
+function failStream(a: Pick<Answer, 'context' | 'overloadStatus'>, sse: SseWriter, err: unknown, log: Log): void {
+  const error = toHttpError(err, a.overloadStatus);
+  log.warn({ request_id: a.context.id(), status: error.status, err: error.message }, 'stream failed after it started');
+  sse.fail(streamErrorJson(error, a.overloadStatus));
 }
 
 /** Throws what ended a choice's output badly: the engine's error, or a malformed chunk. */
