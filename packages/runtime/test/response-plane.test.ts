@@ -505,6 +505,25 @@ describe('call-home response plane', () => {
       expect(await reading).toEqual({ items: ['{"data":{"a":1},"complete_final":false}', '{"data":{"b":2},"complete_final":false}|{"data":{"c":3},"complete_final":false}'] });
     });
 
+    it('a reader that throws fails its stream with the reason, and the server serves the next', async () => {
+      const broken = new FrameReader();
+      broken.read = () => {
+        throw new Error('the reader broke');
+      };
+      const p = server.register('req-broken', { reader: broken });
+      const reading = drain(p);
+      const w = await rawWorker(p.connectionInfo);
+      w.socket.write(Buffer.concat([handshake(p.connectionInfo), prologueOk]));
+      const { error } = await reading;
+      expect(error).toEqual(new ResponseProtocolError('response stream protocol error: the reader broke'));
+      await w.closed;
+      const next = server.register('req-after', { reader: new FrameReader() });
+      const after = drain(next);
+      const w2 = await rawWorker(next.connectionInfo);
+      w2.socket.write(Buffer.concat([handshake(next.connectionInfo), prologueOk, item({ a: 1 }), end, sentinel]));
+      expect(await after).toEqual({ items: ['{"data":{"a":1},"complete_final":false}'] });
+    });
+
     it("fails the stream as the reader's flags say: a refusal, a worker's error after its items, a violation", async () => {
       const cases: { frames: Buffer[]; error: (err: unknown) => void; items: unknown[] }[] = [
         { frames: [encodeTwoPartText('{"error":"no room"}', '')], items: [], error: (err) => expect(err).toEqual(new CannotConnect('worker generate() failed before response stream: no room')) },

@@ -290,7 +290,7 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
     // 'closed' (killed/failed): late frames are dropped.
   }
 
-  /** The frame decoder gave up (oversized or garbage lengths). */
+  /** The frame decoder gave up (oversized or garbage lengths), or the stream's reader threw. */
   onDecodeError(err: Error): void {
     this.#protocolError(err.message);
   }

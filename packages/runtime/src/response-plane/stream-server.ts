@@ -225,18 +225,18 @@ export class ResponseStreamServer {
 
     socket.on('data', (chunk: Buffer) => {
       if (socket.destroyed) return;
-      if (stream?.reader) {
-        stream.onBytes(chunk);
-        return;
-      }
       try {
+        if (stream?.reader) {
+          stream.onBytes(chunk);
+          return;
+        }
         decoder.push(chunk, onFrame);
+        if (stream?.reader && decoder.buffered > 0) stream.onBytes(decoder.takeRest());
       } catch (err) {
+        // A frame over the limit, or a reader that failed: this stream is over, the process is not.
         if (stream) stream.onDecodeError(err as Error);
         else reject((err as Error).message);
-        return;
       }
-      if (stream?.reader && decoder.buffered > 0) stream.onBytes(decoder.takeRest());
     });
     socket.on('error', (err) => this.#log.debug({ peer: peer(), err }, 'call-home connection error'));
     socket.on('close', () => {
