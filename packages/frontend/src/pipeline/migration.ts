@@ -39,7 +39,7 @@ export interface MigrationOptions {
   /** Called when the first batch of output arrives (from whichever attempt). */
   onFirstOutput?(): void;
   /**
-   * Reads the workers' bytes for the consumer (the Rust path): the batches hold its buffers, and
+   * Reads the workers' bytes for the consumer (the Rust path): the batches hold the events it queued, and
    * the generated ids come from it rather than from the chunks.
    */
   reader?: OutputReader | undefined;
