@@ -123,6 +123,11 @@ const platform = process.platform === 'linux' ? `linux-${process.arch}-${report.
 const rootPkg = readJson<{ devDependencies: Record<string, string> }>(join(repoRoot, 'package.json'));
 const backendPkg = readJson<{ dependencies: Record<string, string> }>(join(repoRoot, 'packages', 'backend', 'package.json'));
 const corePkg = readJson<{ version: string; napi: { targets: string[] } }>(join(repoRoot, 'packages', 'core', 'package.json'));
+// The vite this workspace's vitest runs on. The outside project pins it: a vite release that
+// names a dependency the registry cannot serve (8.4.0's optional `napi-windows-process-start-time`)
+// stops Yarn, which resolves optional dependencies strictly, and says nothing about our tarballs.
+const vitestManifest = createRequire(import.meta.url).resolve('vitest/package.json');
+const viteVersion = readJson<{ version: string }>(createRequire(vitestManifest).resolve('vite/package.json')).version;
 
 async function tarEntries(file: string): Promise<string[]> {
   const r = await run('tar', ['-tzf', file], dirname(file), process.env);
@@ -282,7 +287,7 @@ for (const [manager, pm] of Object.entries(managers)) {
         scripts: { test: 'vitest run', typecheck: 'tsc --noEmit', smoke: 'node smoke.mjs' },
         dependencies: { '@dynamo/backend': specs['@dynamo/backend'], '@dynamo/core': specs['@dynamo/core'], zod: backendPkg.dependencies.zod },
         devDependencies: { '@types/node': rootPkg.devDependencies['@types/node'], typescript: rootPkg.devDependencies.typescript, vitest: rootPkg.devDependencies.vitest },
-        ...pm.pin(specs),
+        ...pm.pin({ ...specs, vite: viteVersion }),
       };
       writeFileSync(join(scratchDir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
 
