@@ -102,18 +102,33 @@ async function jsPath(surface: Surface, request: PreprocessedRequest, reads: Buf
   return served(async (reply) => streamAnswer(answer, reply, await answer.deltas.next(), silentLog));
 }
 
-/** The Rust path: each read into the processor, its events written by `streamEvents`. */
-async function rustPath(surface: Surface, request: PreprocessedRequest, reads: Buffer[], includeUsage: boolean): Promise<string> {
+/**
+ * The Rust path: each read into the processor, its events written by `streamEvents`. As in the
+ * runtime, a batch holds the events of every read so far; `readAhead` says how many more reads
+ * arrive after a batch was formed and before its consumer handles it (a worker whose last frames
+ * come right after its first).
+ */
+async function rustPath(surface: Surface, request: PreprocessedRequest, reads: Buffer[], includeUsage: boolean, readAhead: () => number): Promise<string> {
   const base = settings(surface, request, includeUsage);
   const output = new EventOutput(streamProcessor(tokenizer, request, { surface, ...base.ids }), base.tracker, base.promptTokens);
   output.connect();
-  // Reads come as the consumer asks; once the response started, most are written by `output` itself.
   async function* events(): AsyncGenerator<string[]> {
-    for (const read of reads) {
-      const flags = output.read(read);
-      if (flags & ReadFlag.OUTPUT) yield [output.take()];
-      if (flags & ReadFlag.WORKER_ERROR) throw new Error(output.problem);
+    const pending: string[] = [];
+    let next = 0;
+    let failure: Error | undefined;
+    const readOne = () => {
+      const flags = output.read(reads[next++]!);
+      if (flags & ReadFlag.OUTPUT) pending.push(output.take());
+      if (flags & ReadFlag.WORKER_ERROR) failure = new Error(output.problem);
+    };
+    for (;;) {
+      while (pending.length === 0 && failure === undefined && next < reads.length) readOne();
+      if (pending.length === 0) break;
+      const batch = pending.splice(0);
+      for (let n = readAhead(); n > 0 && failure === undefined && next < reads.length; n--) readOne();
+      yield batch;
     }
+    if (failure) throw failure;
   }
   const answer: EventsAnswer = { ...base, output, events: events()[Symbol.asyncIterator]() };
   return served(async (reply) => streamEvents(answer, reply, await answer.events.next(), silentLog));
@@ -142,7 +157,18 @@ describe('the Rust path of a streamed answer', () => {
     expect(2 ** STREAM_TOKENS_SHIFT).toBeGreaterThan(Math.max(...Object.values(ReadFlag)));
   });
 
-  it('writes what the JavaScript path writes, byte for byte, for the same worker bytes read in the same pieces', async () => {
+  it("writes a worker's last events that arrive before its first were written (the finish right behind the first token)", async () => {
+    const ids = Array.from(tokenizer.encodeSync('Hello there my friend', false));
+    const first = workerBytes([{ token_ids: ids.slice(0, 1) }], false);
+    const all = workerBytes([{ token_ids: ids.slice(0, 1) }, { token_ids: ids.slice(1), finish_reason: 'length', completion_usage: { prompt_tokens: 3, completion_tokens: ids.length, total_tokens: ids.length + 3 } }], true);
+    const reads = [all.subarray(0, first.length), all.subarray(first.length)];
+    const request: PreprocessedRequest = { model: 'qwen3', token_ids: [1, 2, 3], eos_token_ids: [IM_END], stop_conditions: { stop_token_ids_hidden: [IM_END] }, sampling_options: {} };
+    const rust = await rustPath('chat', request, reads, true, () => 1);
+    expect(rust).toContain('"delta":{"content":" there my friend"},"finish_reason":"length"');
+    expect(rust).toBe(await jsPath('chat', request, reads, true));
+  });
+
+  it('writes what the JavaScript path writes, byte for byte, for the same worker bytes read in the same pieces, whenever they arrive', async () => {
     for (let seed = 1; seed <= 60; seed++) {
       const random = seededRandom(seed);
       const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
@@ -161,8 +187,10 @@ describe('the Rust path of a streamed answer', () => {
       else if (ending !== 'none' && ending !== 'cut') chunks.push({ token_ids: [], finish_reason: ending, completion_usage: { prompt_tokens: 3, completion_tokens: ids.length, total_tokens: ids.length + 3, prompt_tokens_details: { cached_tokens: 2 } } });
       const bytes = workerBytes(chunks, ending !== 'cut');
       const reads: Buffer[] = [];
+      // Sometimes a few large reads, as from a worker that sends many tokens at once.
+      const large = random() < 0.25;
       for (let at = 0; at < bytes.length; ) {
-        const n = random() < 0.5 ? 1 + Math.floor(random() * 40) : 1 + Math.floor(random() * 400);
+        const n = large ? 1 + Math.floor(random() * (bytes.length / 2)) : random() < 0.5 ? 1 + Math.floor(random() * 40) : 1 + Math.floor(random() * 400);
         reads.push(bytes.subarray(at, at + n));
         at += n;
       }
@@ -176,7 +204,8 @@ describe('the Rust path of a streamed answer', () => {
       };
       const includeUsage = random() < 0.5;
       const js = await jsPath(surface, request, reads, includeUsage);
-      const rust = await rustPath(surface, request, reads, includeUsage);
+      const readAhead = random() < 0.5 ? () => 0 : () => (random() < 0.3 ? 1 + Math.floor(random() * 3) : 0);
+      const rust = await rustPath(surface, request, reads, includeUsage, readAhead);
       expect(rust, `seed ${seed} (${surface}, ${ending}, ${reads.length} reads)`).toBe(js);
     }
   });

@@ -35,6 +35,11 @@ export class EventOutput implements OutputReader {
     this.#sse = sse;
   }
 
+  /** Reads whose events wait in the stream's queue, not yet taken by the consumer. */
+  get queuedReads(): number {
+    return this.#queued;
+  }
+
   /** The consumer took `count` queued reads' events (and writes them): their tokens count now. */
   taken(count: number): void {
     this.#queued -= count;

@@ -178,7 +178,9 @@ export async function streamEvents(a: EventsAnswer, reply: FastifyReply, first: 
       output.taken(batch.length);
       const wait = sse.events(batch.length === 1 ? batch[0]! : batch.join(''));
       output.start(sse);
-      if (processor.finished) {
+      // Finished, and every read's events written: a read that came while this batch was on its
+      // way (the worker's last frames right behind its first) is still queued, so read on.
+      if (processor.finished && output.queuedReads === 0) {
         failedOutput(processor);
         // Nothing more is wanted: the worker is told to stop.
         await a.events.return?.();
