@@ -13,7 +13,7 @@ export { modelRegistration, parseEndpointTypes, type ModelRegistration } from '.
 export { resolveHealthCheck, parseHealthCheckPayload, HEALTH_CHECK_PAYLOAD_ENV } from './worker/health-payload.js';
 export { GenerateRequestSchema, StopConditionsSchema } from './protocol/request.js';
 export { EmbedRequestSchema } from './protocol/embedding.js';
-export { GenerateChunkSchema, FinishReasonSchema, CompletionUsageSchema } from './protocol/chunk.js';
+export { GenerateChunkSchema, FinishReasonSchema, CompletionUsageSchema, mergeChunks } from './protocol/chunk.js';
 export { EngineConfigSchema, LlmRegistrationSchema, engineConfigToWire } from './protocol/engine-config.js';
 export { WorkerConfigSchema, ShutdownConfigSchema } from './protocol/worker-config.js';
 export { DisaggregationModeSchema } from './protocol/disaggregation.js';

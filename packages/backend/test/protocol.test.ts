@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidArgument, parseDisaggregationMode, usage, workerConfig } from '../src/index.js';
-import { engineConfigToWire, GenerateChunkSchema, GenerateRequestSchema, kvEventSourcesToWire } from '../src/internal.js';
+import { type GenerateChunk, InvalidArgument, parseDisaggregationMode, usage, workerConfig } from '../src/index.js';
+import { engineConfigToWire, GenerateChunkSchema, GenerateRequestSchema, kvEventSourcesToWire, mergeChunks } from '../src/internal.js';
 
 describe('workerConfig', () => {
   it("applies Dynamo's defaults, with the embedded file discovery", () => {
@@ -113,5 +113,47 @@ describe('wire schemas', () => {
 
   it('usage computes the total', () => {
     expect(usage(3, 5)).toEqual({ prompt_tokens: 3, completion_tokens: 5, total_tokens: 8 });
+  });
+});
+
+describe('mergeChunks (token chunks of one turn as one frame)', () => {
+  it('joins token ids and log probabilities in order, taking the later finish reason and usage', () => {
+    const top = (id: number) => [{ token_id: id, logprob: -0.5 }];
+    expect(mergeChunks({ token_ids: [1, 2], log_probs: [-1, -2], top_logprobs: [top(1), top(2)] }, { token_ids: [3], log_probs: [-3], top_logprobs: [top(3)] })).toEqual({
+      token_ids: [1, 2, 3],
+      log_probs: [-1, -2, -3],
+      top_logprobs: [top(1), top(2), top(3)],
+    });
+    expect(mergeChunks({ token_ids: [7], index: 1 }, { token_ids: [8], index: 1, finish_reason: 'length', completion_usage: usage(4, 2) })).toEqual({
+      token_ids: [7, 8],
+      index: 1,
+      finish_reason: 'length',
+      completion_usage: usage(4, 2),
+    });
+  });
+
+  it('does not change the chunks it joins', () => {
+    const held = { token_ids: [1] };
+    const next = { token_ids: [2] };
+    mergeChunks(held, next);
+    expect([held, next]).toEqual([{ token_ids: [1] }, { token_ids: [2] }]);
+  });
+
+  it('keeps apart what it cannot join', () => {
+    const apart: Array<[GenerateChunk, GenerateChunk]> = [
+      [{ token_ids: [1], finish_reason: 'stop' }, { token_ids: [2] }],
+      [{ token_ids: [1], completion_usage: usage(1, 1) }, { token_ids: [2] }],
+      [{ token_ids: [1], index: 0 }, { token_ids: [2], index: 1 }],
+      [{ token_ids: [1] }, { token_ids: [2], index: 0 }],
+      [{ token_ids: [1], log_probs: [-1] }, { token_ids: [2] }],
+      [{ token_ids: [1] }, { token_ids: [2], top_logprobs: [[]] }],
+      [{ token_ids: [1], disaggregated_params: { x: 1 } }, { token_ids: [2] }],
+      [{ token_ids: [1] }, { token_ids: [2], engine_data: { x: 1 } }],
+      [{ token_ids: [1] }, { token_ids: [2], custom: true } as GenerateChunk],
+      [{ embeddings: ['AAAA'] } as unknown as GenerateChunk, { token_ids: [2] }],
+    ];
+    for (const [held, next] of apart) expect(mergeChunks(held, next), JSON.stringify([held, next])).toBeUndefined();
+    // Unset fields (null, as engines often send them) do not keep chunks apart.
+    expect(mergeChunks({ token_ids: [1], finish_reason: null, engine_data: null }, { token_ids: [2], log_probs: null })).toEqual({ token_ids: [1, 2] });
   });
 });

@@ -88,6 +88,13 @@ export interface ServeOptions {
    * stock's internal endpoints answer (the KV recovery endpoint, for one).
    */
   plainItems?: boolean;
+  /**
+   * Merges the items a handler yields in the same turn of the event loop: called with the item
+   * waiting to be sent and the next, it returns their merged item, or `undefined` to send both.
+   * The first item of a stream always leaves at once. An LLM worker merges token chunks, so an
+   * engine with several tokens ready sends them in one frame, as stock's engines do.
+   */
+  mergeItems?: (held: unknown, next: unknown) => unknown;
 }
 
 /** A served endpoint: stop it, or await `closed` to block like Dynamo's `serve_endpoint`. */

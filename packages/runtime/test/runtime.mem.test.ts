@@ -126,6 +126,46 @@ describe('runtime in one process (mem discovery, tcp)', () => {
       await worker.shutdown();
     }
   });
+
+  it('merges the items a handler yields in one turn of the loop, after the first, where mergeItems says how', async () => {
+    const space = new MemKvSpace();
+    const worker = await memRuntime(space);
+    const caller = await memRuntime(space);
+    type Item = { ids: number[]; end?: true };
+    const pause = () => new Promise((resolve) => setTimeout(resolve, 10));
+    try {
+      const mergeItems = (held: unknown, next: unknown) => {
+        const [a, b] = [held as Item, next as Item];
+        return a.end || b.end ? undefined : { ids: [...a.ids, ...b.ids] };
+      };
+      await worker.endpoint('test.merge.generate').serveEndpoint(
+        async function* () {
+          for (let i = 0; i <= 4; i++) yield { ids: [i] };
+          await pause();
+          yield { ids: [5] };
+          await pause();
+          yield { ids: [6] };
+          yield { ids: [7] };
+          yield { ids: [], end: true };
+        },
+        { mergeItems },
+      );
+      const client = await caller.endpoint('test.merge.generate').client();
+      await client.waitForInstances();
+      const items: Item[] = [];
+      for await (const item of client.generate({})) items.push(item as Item);
+      // The first item alone (time to first token), nothing lost or reordered, the refused merge
+      // kept apart, and items of different turns never joined.
+      expect(items[0]).toEqual({ ids: [0] });
+      expect(items.flatMap((item) => item.ids)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+      expect(items.at(-1)).toEqual({ ids: [], end: true });
+      expect(items).toContainEqual({ ids: [5] });
+      expect(items.length).toBeLessThan(9);
+    } finally {
+      await caller.shutdown();
+      await worker.shutdown();
+    }
+  });
 });
 
 describe('bad requests at an endpoint', () => {

@@ -19,6 +19,7 @@ import { z } from 'zod';
 
 import { LLMEngine } from '../engine.js';
 import { loggingFromEnv } from '../logging.js';
+import { type GenerateChunk, mergeChunks } from '../protocol/chunk.js';
 import { type EngineConfig, EngineConfigSchema } from '../protocol/engine-config.js';
 import { KvEventSourcesSchema } from '../protocol/kv-events.js';
 import { type WorkerConfig, type WorkerConfigInput, workerConfig } from '../protocol/worker-config.js';
@@ -233,7 +234,9 @@ export class Worker {
     const handler = engineHandler(this.engine, { log: runtime.log('backend.engine'), engineName: this.#name });
     let served: ServedEndpoint;
     try {
-      served = await endpoint.serveEndpoint(handler, healthCheck ? { healthCheck } : {});
+      // Token chunks an engine yields in one turn of the event loop leave as one frame.
+      const mergeItems = (held: unknown, next: unknown) => mergeChunks(held as GenerateChunk, next as GenerateChunk);
+      served = await endpoint.serveEndpoint(handler, { mergeItems, ...(healthCheck && { healthCheck }) });
     } catch (err) {
       await registered.unregister().catch(() => {});
       throw new Unknown(`serve: ${message(err)}`, { cause: err });

@@ -10,6 +10,7 @@ import { callHome, type ResponseSender } from '../response-plane/call-home.js';
 import { parseTraceparent, TRACEPARENT, TRACESTATE, type TraceContext } from '../trace.js';
 import { itemJson } from '../response-plane/frames.js';
 import { annotatedErrorJson, annotatedJson } from './annotated.js';
+import { CoalescedItems, type MergeItems } from './coalesced-items.js';
 import { StreamTurns } from './fair-turns.js';
 import { type EndpointHandler, invokeHandler } from './handler.js';
 
@@ -21,6 +22,8 @@ export interface IngressOptions {
   onSuccess?: () => void;
   /** Items go out as their own JSON, not wrapped in `Annotated { data }`. */
   plainItems?: boolean;
+  /** Merges items yielded in the same turn of the event loop (after the first): see {@link CoalescedItems}. */
+  mergeItems?: MergeItems;
 }
 
 /**
@@ -44,6 +47,7 @@ export class EndpointIngress {
   readonly #log: Log;
   readonly #maxInflight: number;
   readonly #onSuccess: (() => void) | undefined;
+  readonly #mergeItems: MergeItems | undefined;
   #inflight = 0;
   #closed = false;
   readonly #drainWaiters = new Set<() => void>();
@@ -64,6 +68,7 @@ export class EndpointIngress {
     this.#maxInflight = options.maxInflight ?? 10_000;
     this.#onSuccess = options.onSuccess;
     this.#itemJson = options.plainItems ? itemJson : annotatedJson;
+    this.#mergeItems = options.mergeItems;
   }
 
   /** Requests being processed. */
@@ -154,6 +159,12 @@ export class EndpointIngress {
     log.debug({ id: control.id }, 'request accepted');
     let responseBytes = 0;
     let failed = false;
+    const send = (item: unknown) => {
+      const json = this.#itemJson(item);
+      responseBytes += json.length;
+      return sender.sendJson(json);
+    };
+    const items = this.#mergeItems ? new CoalescedItems(send, this.#mergeItems) : undefined;
     try {
       await sender.prologue(null);
       const turns = new StreamTurns();
@@ -161,24 +172,26 @@ export class EndpointIngress {
         const wait = turns.take();
         if (wait) await wait;
         if (sender.killed) break;
-        const json = this.#itemJson(next.value);
-        responseBytes += json.length;
-        const backpressure = sender.sendJson(json);
+        const backpressure = items ? items.push(next.value) : send(next.value);
         if (backpressure) await backpressure;
       }
       if (sender.killed) await iterator.return?.();
+      else await items?.flush();
     } catch (err) {
       failed = true;
       if (err instanceof StreamIncomplete) {
         // The handler asks for the stream to end without its final marker: the caller sees an
         // incomplete stream and may migrate the request.
         log.info({ id: control.id, reason: err.message }, 'handler ended the stream incomplete');
+        void items?.flush();
         sender.abort();
         return;
       }
       if (!sender.killed) {
         this.#error('generate');
         log.warn({ id: control.id, err: (err as Error).message }, 'handler failed mid-stream');
+        // What the handler yielded before it failed goes first.
+        void items?.flush();
         sender.sendJson(annotatedErrorJson(err));
       }
     }
