@@ -62,11 +62,14 @@ export class CoalescedItems {
     this.#holding = true;
     if (this.#flushScheduled) return;
     this.#flushScheduled = true;
-    process.nextTick(() => {
-      this.#flushScheduled = false;
-      this.#backpressure = this.flush();
-    });
+    process.nextTick(this.#endOfTurn);
   }
+
+  /** Bound once: a paced stream holds every item after its first, one tick each. */
+  readonly #endOfTurn = (): void => {
+    this.#flushScheduled = false;
+    this.#backpressure = this.flush();
+  };
 
   #takeBackpressure(): Promise<void> | void {
     const backpressure = this.#backpressure;
