@@ -15,6 +15,7 @@ mod lifecycle;
 mod output_parser;
 mod prompt;
 mod shutdown;
+mod socket_pump;
 mod stream_processor;
 mod tokenizer;
 mod work;

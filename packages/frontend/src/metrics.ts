@@ -113,6 +113,24 @@ export class RequestTracker {
     this.#outputTokens += tokens;
   }
 
+  /**
+   * Output timed natively (`StreamProcessor.takeGaps`): pairs of seconds per token since the
+   * previous output (negative for the first, which is timed now) and the output's tokens.
+   */
+  timed(gaps: Float64Array, inputTokens: number): void {
+    for (let i = 0; i + 1 < gaps.length; i += 2) {
+      const gap = gaps[i]!;
+      const tokens = gaps[i + 1]!;
+      if (gap < 0 || this.#outputTokens === 0) {
+        this.tokens(tokens, inputTokens);
+        continue;
+      }
+      this.#itl.observe(gap, tokens);
+      this.#outputTokens += tokens;
+      this.#last = performance.now();
+    }
+  }
+
   /** The request ended (once): `ok` for a complete response. */
   finish(ok: boolean): void {
     if (this.#done) return;

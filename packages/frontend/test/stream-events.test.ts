@@ -4,8 +4,9 @@
 // client byte-identical responses.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { rmSync } from 'node:fs';
 import {
+  STREAM_ACCOUNT,
+  STREAM_CLOSED,
   STREAM_END,
   STREAM_ENGINE_ERROR,
   STREAM_FINISHED,
@@ -15,34 +16,26 @@ import {
   STREAM_STARTED,
   STREAM_STRAY_CONTROL,
   STREAM_TOKENS_SHIFT,
+  STREAM_UNSENT,
   STREAM_VIOLATION,
   STREAM_WORKER_ERROR,
 } from '@dynamo/core';
-import { LocalModel, type PreprocessedRequest, type Tokenizer } from '@dynamo/llm';
+import type { PreprocessedRequest } from '@dynamo/llm';
 import { postprocessChoices, streamProcessor } from '@dynamo/llm/internal';
-import { Context, ReadFlag } from '@dynamo/runtime';
+import { ReadFlag } from '@dynamo/runtime';
 import { parseDataFrame, TwoPartDecoder, unwrapAnnotated, encodeTwoPartText, silentLog } from '@dynamo/runtime/internal';
-import { qwen3ModelDir } from '@dynamo/testing/qwen3-model';
 import type { FastifyReply } from 'fastify';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 
-import { responseIds } from '../src/http/openai-shapes.js';
 import { EventOutput } from '../src/http/event-output.js';
 import { type Answer, type EventsAnswer, streamAnswer, streamEvents } from '../src/http/respond.js';
-import { FrontendMetrics, RequestTracker } from '../src/metrics.js';
-import { UsageCounter } from '../src/pipeline/usage.js';
+import { FrontendMetrics } from '../src/metrics.js';
 import { seededRandom } from './support/seeded-random.js';
+import { answerSettings, type Surface, useQwen3Tokenizer } from './support/stream-answer.js';
 
 const IM_END = 151645;
-let dir: string;
-let tokenizer: Tokenizer;
+const tokenizerOf = useQwen3Tokenizer();
 const metrics = new FrontendMetrics('stream_events_test');
-
-beforeAll(async () => {
-  dir = qwen3ModelDir();
-  tokenizer = await (await LocalModel.load(dir)).tokenizer();
-});
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 /** Serves one response with `write`, fetches it, returns its body. */
 async function served(write: (reply: FastifyReply) => Promise<boolean>): Promise<string> {
@@ -56,27 +49,8 @@ async function served(write: (reply: FastifyReply) => Promise<boolean>): Promise
   }
 }
 
-type Surface = 'chat' | 'completions';
-
 function settings(surface: Surface, request: PreprocessedRequest, includeUsage: boolean) {
-  return {
-    surface,
-    ids: { ...responseIds(surface, 'req-1', 'Qwen/Qwen3 "0.6B"'), created: 1_795_000_000 },
-    context: new Context({ id: 'req-1' }),
-    choices: 1,
-    usage: new UsageCounter([{ firstIndex: 0, choices: 1, countsPrompt: true, promptTokens: request.token_ids.length }]),
-    includeUsage,
-    continuousUsage: false,
-    tracker: new RequestTracker(metrics, 'qwen3', 'chat_completions', true),
-    promptTokens: request.token_ids.length,
-    reasoningField: 'reasoning_content' as const,
-    overloadStatus: 529,
-    keepAliveMs: 0,
-    newParser: undefined,
-    singleToolCall: false,
-    topLogprobs: undefined,
-    echo: undefined,
-  };
+  return answerSettings(metrics, surface, request.token_ids.length, includeUsage);
 }
 
 /** The JavaScript path: each read's frames decoded, their items one batch, postprocessed, written by `streamAnswer`. */
@@ -98,7 +72,7 @@ async function jsPath(surface: Surface, request: PreprocessedRequest, reads: Buf
       if (failure) throw failure;
     }
   }
-  const answer: Answer = { ...settings(surface, request, includeUsage), deltas: postprocessChoices(tokenizer, request, batches())[Symbol.asyncIterator]() };
+  const answer: Answer = { ...settings(surface, request, includeUsage), deltas: postprocessChoices(tokenizerOf(), request, batches())[Symbol.asyncIterator]() };
   return served(async (reply) => streamAnswer(answer, reply, await answer.deltas.next(), silentLog));
 }
 
@@ -110,7 +84,7 @@ async function jsPath(surface: Surface, request: PreprocessedRequest, reads: Buf
  */
 async function rustPath(surface: Surface, request: PreprocessedRequest, reads: Buffer[], includeUsage: boolean, readAhead: () => number): Promise<string> {
   const base = settings(surface, request, includeUsage);
-  const output = new EventOutput(streamProcessor(tokenizer, request, { surface, ...base.ids }), base.tracker, base.promptTokens);
+  const output = new EventOutput(streamProcessor(tokenizerOf(), request, { surface, ...base.ids }), base.tracker, base.promptTokens);
   output.connect();
   async function* events(): AsyncGenerator<string[]> {
     const pending: string[] = [];
@@ -151,14 +125,14 @@ function workerBytes(chunks: unknown[], complete: boolean): Buffer {
 
 describe('the Rust path of a streamed answer', () => {
   it("reads the Rust reader's flags as the runtime defines them", () => {
-    const core = { STARTED: STREAM_STARTED, OUTPUT: STREAM_OUTPUT, END: STREAM_END, SENTINEL: STREAM_SENTINEL, VIOLATION: STREAM_VIOLATION, REFUSED: STREAM_REFUSED, WORKER_ERROR: STREAM_WORKER_ERROR, FINISHED: STREAM_FINISHED, ENGINE_ERROR: STREAM_ENGINE_ERROR, STRAY_CONTROL: STREAM_STRAY_CONTROL };
+    const core = { STARTED: STREAM_STARTED, OUTPUT: STREAM_OUTPUT, END: STREAM_END, SENTINEL: STREAM_SENTINEL, VIOLATION: STREAM_VIOLATION, REFUSED: STREAM_REFUSED, WORKER_ERROR: STREAM_WORKER_ERROR, FINISHED: STREAM_FINISHED, ENGINE_ERROR: STREAM_ENGINE_ERROR, STRAY_CONTROL: STREAM_STRAY_CONTROL, UNSENT: STREAM_UNSENT, CLOSED: STREAM_CLOSED, ACCOUNT: STREAM_ACCOUNT };
     expect(core).toEqual(ReadFlag);
     // The token count above the flags leaves them room.
     expect(2 ** STREAM_TOKENS_SHIFT).toBeGreaterThan(Math.max(...Object.values(ReadFlag)));
   });
 
   it("writes a worker's last events that arrive before its first were written (the finish right behind the first token)", async () => {
-    const ids = Array.from(tokenizer.encodeSync('Hello there my friend', false));
+    const ids = Array.from(tokenizerOf().encodeSync('Hello there my friend', false));
     const first = workerBytes([{ token_ids: ids.slice(0, 1) }], false);
     const all = workerBytes([{ token_ids: ids.slice(0, 1) }, { token_ids: ids.slice(1), finish_reason: 'length', completion_usage: { prompt_tokens: 3, completion_tokens: ids.length, total_tokens: ids.length + 3 } }], true);
     const reads = [all.subarray(0, first.length), all.subarray(first.length)];
@@ -173,13 +147,13 @@ describe('the Rust path of a streamed answer', () => {
       const random = seededRandom(seed);
       const pick = <T>(xs: readonly T[]): T => xs[Math.floor(random() * xs.length)]!;
       const text = pick(TEXTS);
-      const ids = Array.from(tokenizer.encodeSync(text, false));
+      const ids = Array.from(tokenizerOf().encodeSync(text, false));
       const chunks: Record<string, unknown>[] = [];
       for (let at = 0; at < ids.length; ) {
         const n = 1 + Math.floor(random() * 3);
         const run = ids.slice(at, at + n);
         at += n;
-        chunks.push(random() < 0.2 ? { token_ids: run, text: tokenizer.decode(Uint32Array.from(run), false) } : { token_ids: run });
+        chunks.push(random() < 0.2 ? { token_ids: run, text: tokenizerOf().decode(Uint32Array.from(run), false) } : { token_ids: run });
       }
       const ending = pick(['eos-token', 'eos', 'length', 'stop', 'cancelled', 'content_filter', 'error', 'none', 'cut']);
       if (ending === 'eos-token') chunks.push({ token_ids: [IM_END, 42] });

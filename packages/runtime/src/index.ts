@@ -18,7 +18,7 @@ export { dynamoWorker, runtimeOverridesFromArgv, type WorkerOptions } from './wo
 export { DistributedRuntime, type RuntimeOptions } from './runtime.js';
 export { Namespace, Component, Endpoint, type RuntimeHost, type ServeOptions, type ServedEndpoint } from './component.js';
 export { Client, type CallOptions } from './endpoint/client.js';
-export { ReadFlag, type StreamReader } from './response-plane/stream-reader.js';
+export { type PumpControl, ReadFlag, type StreamReader } from './response-plane/stream-reader.js';
 export type { EndpointHandler } from './endpoint/handler.js';
 export type { HealthCheck } from './endpoint/canary.js';
 export { loadRuntimeConfig, type RuntimeConfig, type RuntimeConfigOverrides } from './config.js';

@@ -47,6 +47,7 @@ export { ResponseStreamServer } from './response-plane/stream-server.js';
 export type { PendingResponse } from './response-plane/response-stream.js';
 export { callHome, ResponseSender } from './response-plane/call-home.js';
 export { parseDataFrame, ResponseProtocolError } from './response-plane/frames.js';
+export { socketFd } from './response-plane/socket-handover.js';
 export { unwrapAnnotated } from './endpoint/annotated.js';
 export { parseTraceparent, traceHeaders, newSpanId, TRACEPARENT, TRACESTATE } from './trace.js';
 export { describeIssues } from './validate.js';

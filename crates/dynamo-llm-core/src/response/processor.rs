@@ -37,8 +37,10 @@ pub mod flags {
     pub const ENGINE_ERROR: u32 = 1 << 8;
     /// The worker sent a control word only the caller may send; it was ignored.
     pub const STRAY_CONTROL: u32 = 1 << 9;
+    // Bits 10 to 15 are never set by a read: they are left to the caller's socket I/O (the
+    // napi glue that reads the socket and writes the client's events natively).
     /// The bits from here up count the tokens the read brought (at most [`MAX_TOKENS`]).
-    pub const TOKENS_SHIFT: u32 = 12;
+    pub const TOKENS_SHIFT: u32 = 16;
     /// The most tokens one result can count.
     pub const MAX_TOKENS: u32 = u32::MAX >> TOKENS_SHIFT;
 }

@@ -203,6 +203,8 @@ export async function streamEvents(a: EventsAnswer, reply: FastifyReply, first: 
   } catch (err) {
     failStream(a, sse, err, log);
     return false;
+  } finally {
+    output.finish();
   }
 }
 

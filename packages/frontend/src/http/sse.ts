@@ -1,4 +1,5 @@
 import type { ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 
 /**
  * Server-sent events on a raw response. The first event is written at once (it is the time to
@@ -13,7 +14,12 @@ export class SseWriter {
   #pending = '';
   #scheduled = false;
   #started = false;
-  readonly #keepAlive: NodeJS.Timeout | undefined;
+  /** Runs before each write of this writer's own (another writer of the socket must pause). */
+  beforeWrite: (() => void) | undefined;
+  /** When another writer of the socket last wrote (`performance.now()`), for the keep-alive. */
+  writtenAt: (() => number) | undefined;
+  readonly #keepAliveMs: number;
+  #keepAlive: NodeJS.Timeout | undefined;
   readonly #flushLater = () => {
     this.#scheduled = false;
     this.#flush();
@@ -21,6 +27,7 @@ export class SseWriter {
 
   constructor(res: ServerResponse, headers: Record<string, string>, keepAliveMs = 0) {
     this.#res = res;
+    this.#keepAliveMs = keepAliveMs;
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', ...headers });
     if (keepAliveMs > 0) {
       this.#keepAlive = setTimeout(this.#ping, keepAliveMs).unref();
@@ -30,6 +37,12 @@ export class SseWriter {
 
   readonly #ping = () => {
     if (this.closed) return;
+    const quiet = performance.now() - (this.writtenAt?.() ?? Number.NEGATIVE_INFINITY);
+    if (quiet < this.#keepAliveMs) {
+      this.#keepAlive = setTimeout(this.#ping, this.#keepAliveMs - quiet).unref();
+      return;
+    }
+    this.beforeWrite?.();
     this.#res.write(':\n\n');
     this.#keepAlive?.refresh();
   };
@@ -37,6 +50,17 @@ export class SseWriter {
   /** Whether the client's socket is pushing back: later writes should wait for it. */
   get backedUp(): boolean {
     return this.#res.writableNeedDrain || this.#res.socket?.writableNeedDrain === true;
+  }
+
+  /** The client's socket, while connected. */
+  get socket(): Socket | undefined {
+    return this.#res.socket ?? undefined;
+  }
+
+  /** Whether everything written so far has reached the kernel: nothing waits in Node or here. */
+  get idle(): boolean {
+    const socket = this.#res.socket;
+    return !this.closed && this.#pending === '' && socket != null && socket.writableLength === 0 && socket.writableCorked === 0;
   }
 
   /** Whether the client is gone (or the stream ended): nothing more can be written. */
@@ -68,6 +92,7 @@ export class SseWriter {
     if (formed.length === 0) return undefined;
     this.#flush();
     if (this.closed) return undefined;
+    this.beforeWrite?.();
     this.#res.write(formed);
     this.#keepAlive?.refresh();
     if (!this.#started) {
@@ -87,7 +112,7 @@ export class SseWriter {
    * ({@link chunked}): the per-token path, without the response's own framing and corking.
    * Only after the response started; writes through the response keep their order with these.
    */
-  direct(framed: string): void {
+  direct(framed: string | Buffer): void {
     if (this.closed) return;
     this.#res.socket?.write(framed);
     this.#keepAlive?.refresh();
@@ -111,12 +136,14 @@ export class SseWriter {
   done(marker = true): void {
     if (marker) this.#pending += 'data: [DONE]\n\n';
     clearTimeout(this.#keepAlive);
+    this.beforeWrite?.();
     if (!this.closed) this.#res.end(this.#pending);
     this.#pending = '';
   }
 
   #flush(): void {
     if (this.#pending === '' || this.closed) return;
+    this.beforeWrite?.();
     this.#res.write(this.#pending);
     this.#pending = '';
     this.#keepAlive?.refresh();

@@ -10,7 +10,8 @@ import type { TwoPartFrame } from '../request-plane/envelope.js';
 import { setPeerTimeout } from '../request-plane/socket-helpers.js';
 import { controlWord, KILL_FRAME, parseDataFrame, parsePrologue, ResponseProtocolError, STOP_FRAME } from './frames.js';
 import { ItemQueue } from './item-queue.js';
-import { ReadFlag, type StreamReader } from './stream-reader.js';
+import { type PumpControl, ReadFlag, type StreamReader } from './stream-reader.js';
+import { handOverReads } from './socket-handover.js';
 import type { Log } from '../logger.js';
 
 /** Where the worker's side of the stream is. */
@@ -212,10 +213,40 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
 
   /** One socket read of a stream with a {@link reader}, after the handshake. */
   onBytes(chunk: Buffer): void {
+    if (!this.#reading) return;
+    this.#onRead(this.reader!.read(chunk));
+  }
+
+  /**
+   * Lets a reader that can read sockets natively read this one from here on (Node reads it no
+   * more; its writes, end and destroy stay Node's). Returns whether it does.
+   */
+  pump(socket: Socket): boolean {
+    const reader = this.reader;
+    if (!reader?.pump || !this.#reading || socket.destroyed) return false;
+    let pump: PumpControl | undefined;
+    const handed = handOverReads(socket, (fd) => {
+      pump = reader.pump!(fd, (flags) => {
+        if (this.#reading) this.#onRead(flags);
+        // Node never saw the end: closing its side runs the usual close handling.
+        if (flags & ReadFlag.CLOSED) socket.destroy();
+      });
+    });
+    if (pump) {
+      socket.once('close', pump.stop);
+      // The consumer's back-pressure pauses the native reads now.
+      this.#queue.setSource(pump);
+    }
+    return handed;
+  }
+
+  get #reading(): boolean {
+    return this.#phase === 'prologue' || this.#phase === 'streaming' || this.#phase === 'complete';
+  }
+
+  #onRead(flags: number): void {
     const reader = this.reader!;
-    if (this.#phase !== 'prologue' && this.#phase !== 'streaming' && this.#phase !== 'complete') return;
-    const flags = reader.read(chunk);
-    if (flags === 0) return;
+    if ((flags & ~ReadFlag.CLOSED) === 0) return;
     if (flags & ReadFlag.STARTED) this.#phase = 'streaming';
     if (flags & ReadFlag.OUTPUT) this.#queue.push(reader.take());
     if (flags & ReadFlag.STRAY_CONTROL) this.#log.warn({ subject: this.connectionInfo.info.subject, word: reader.problem }, 'ignoring control frame sent by the worker');

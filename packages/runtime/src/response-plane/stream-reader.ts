@@ -27,6 +27,12 @@ export const ReadFlag = {
   ENGINE_ERROR: 256,
   /** The worker sent a control word only the caller may send; the problem names it. */
   STRAY_CONTROL: 512,
+  /** A native send to the client was cut short (the reader's own business). */
+  UNSENT: 1024,
+  /** The natively read socket reached its end or failed: it is read no more. */
+  CLOSED: 2048,
+  /** Native output waits to be counted (the reader's own business). */
+  ACCOUNT: 4096,
 } as const;
 
 /** Reads a response stream's bytes after the worker's handshake; see the module docs. */
@@ -43,4 +49,17 @@ export interface StreamReader {
   readonly problemKind: string;
   /** Bytes of an unfinished frame (a truncated frame when the socket closes). */
   readonly buffered: number;
+  /**
+   * Reads the socket `fd` natively from now on (optional: readers without it get every read
+   * through {@link read}); `onRead` gets each read's flags that the stream must handle, ending
+   * with {@link ReadFlag.CLOSED} at the socket's end.
+   */
+  pump?(fd: number, onRead: (flags: number) => void): PumpControl;
+}
+
+/** The native reads of a pumped socket: paused for back-pressure, stopped when the socket closes. */
+export interface PumpControl {
+  pause(): void;
+  resume(): void;
+  stop(): void;
 }

@@ -231,7 +231,10 @@ export class ResponseStreamServer {
           return;
         }
         decoder.push(chunk, onFrame);
-        if (stream?.reader && decoder.buffered > 0) stream.onBytes(decoder.takeRest());
+        if (!stream?.reader) return;
+        if (decoder.buffered > 0) stream.onBytes(decoder.takeRest());
+        // From the next read on, the reader may read the socket itself.
+        stream.pump(socket);
       } catch (err) {
         // A frame over the limit, or a reader that failed: this stream is over, the process is not.
         if (stream) stream.onDecodeError(err as Error);

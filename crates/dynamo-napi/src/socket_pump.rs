@@ -1,0 +1,466 @@
+//! Native socket I/O for one `StreamProcessor`: the worker's call-home socket is read by a libuv
+//! poll handle on Node's own loop, each read goes into the processor, and while the frontend
+//! allows it the events are sent to the client's socket from the same callback. A token then
+//! costs a `recv`, the processor and a `send`, and no JavaScript: Node's stream machinery, its
+//! 64 KiB buffer per read and the crossings were most of the frontend's user time per token.
+//! Whatever else a read brings (the first and last events, errors, back-pressure, the socket's
+//! end) calls back into JavaScript with the read's flags, where the stream's decisions are made.
+//!
+//! Node exports libuv to addons. Both sockets are duplicates of Node's descriptors, so Node
+//! closing its own never leaves a number this module writes to reused by another connection.
+
+use std::alloc::{alloc_zeroed, dealloc, Layout};
+use std::cell::RefCell;
+use std::ffi::c_void;
+use std::io;
+use std::os::raw::c_int;
+use std::ptr;
+use std::rc::Rc;
+use std::time::Instant;
+
+use dynamo_llm_core::response::{flags, StreamProcessor as Core};
+use napi::sys;
+
+/// Bits 10 to 15 of a read's flags, which the processor leaves to its I/O.
+pub mod pump_flags {
+    /// A direct send was cut short (the client's socket is full, or failed): direct sends are
+    /// off, and the bytes not sent wait in `takeUnsent`.
+    pub const UNSENT: u32 = 1 << 10;
+    /// The call-home socket reached its end or failed; it is no longer read.
+    pub const CLOSED: u32 = 1 << 11;
+    /// Enough tokens went out directly that their timings (`takeGaps`) should be counted now.
+    pub const ACCOUNT: u32 = 1 << 12;
+}
+
+/// Tokens sent directly before the timings are handed to JavaScript (stock's ITL flush size too).
+const ACCOUNT_TOKENS: u32 = 64;
+/// libuv's `UV_POLL` handle type and `UV_READABLE` event.
+const UV_POLL: c_int = 8;
+const UV_READABLE: c_int = 1;
+const READ_BYTES: usize = 64 * 1024;
+
+#[cfg(target_os = "linux")]
+const SEND_FLAGS: c_int = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+// Node ignores SIGPIPE, and macOS has no MSG_NOSIGNAL.
+#[cfg(not(target_os = "linux"))]
+const SEND_FLAGS: c_int = libc::MSG_DONTWAIT;
+
+extern "C" {
+    fn uv_handle_size(kind: c_int) -> usize;
+    fn uv_poll_init(event_loop: *mut sys::uv_loop_s, handle: *mut c_void, fd: c_int) -> c_int;
+    fn uv_poll_start(
+        handle: *mut c_void,
+        events: c_int,
+        cb: unsafe extern "C" fn(*mut c_void, c_int, c_int),
+    ) -> c_int;
+    fn uv_poll_stop(handle: *mut c_void) -> c_int;
+    fn uv_close(handle: *mut c_void, cb: unsafe extern "C" fn(*mut c_void));
+}
+
+thread_local! {
+    /// One read buffer for every pump: they all run on the loop's thread, one at a time.
+    static READ_BUFFER: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_BYTES]);
+}
+
+/// The client's socket, while the response streams.
+struct Client {
+    fd: c_int,
+    /// HTTP/1.1 chunked framing for what is sent.
+    chunked: bool,
+    /// JavaScript allows direct sends (nothing of its own is queued for the socket).
+    direct: bool,
+    /// A send failed: the socket is not written again.
+    failed: bool,
+}
+
+/// A processor and the native I/O around it, shared by the JavaScript object and its pump.
+pub struct Output {
+    pub core: Core,
+    client: Option<Client>,
+    /// Output timings since the last take, as pairs: seconds per token since the previous
+    /// output (negative for the stream's first output), and the tokens.
+    gaps: Vec<f64>,
+    gap_tokens: u32,
+    last_output: Option<Instant>,
+    unsent: Vec<u8>,
+    /// The pump reading the current call-home socket, or null.
+    pump: *mut Pump,
+}
+
+impl Output {
+    pub fn new(core: Core) -> Self {
+        Self {
+            core,
+            client: None,
+            gaps: Vec::new(),
+            gap_tokens: 0,
+            last_output: None,
+            unsent: Vec::new(),
+            pump: ptr::null_mut(),
+        }
+    }
+
+    /// Keeps a duplicate of the client's socket for direct sends (off until allowed).
+    pub fn set_client(&mut self, fd: c_int, chunked: bool) -> io::Result<()> {
+        self.release_client();
+        let fd = duplicate(fd)?;
+        self.client = Some(Client {
+            fd,
+            chunked,
+            direct: false,
+            failed: false,
+        });
+        Ok(())
+    }
+
+    /// Closes the duplicate of the client's socket: the response is over.
+    pub fn release_client(&mut self) {
+        if let Some(client) = self.client.take() {
+            // SAFETY: the descriptor is this module's own duplicate, closed once.
+            unsafe { libc::close(client.fd) };
+        }
+    }
+
+    /// Allows or stops direct sends; returns whether they are on (never after a failed send).
+    pub fn set_direct(&mut self, on: bool) -> bool {
+        match &mut self.client {
+            Some(client) if !client.failed => {
+                client.direct = on;
+                on
+            }
+            _ => false,
+        }
+    }
+
+    pub fn take_unsent(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.unsent)
+    }
+
+    pub fn take_gaps(&mut self) -> Vec<f64> {
+        self.gap_tokens = 0;
+        std::mem::take(&mut self.gaps)
+    }
+
+    /// Milliseconds since the last output of a pumped read.
+    pub fn ms_since_output(&self) -> Option<f64> {
+        self.last_output
+            .map(|at| at.elapsed().as_secs_f64() * 1000.0)
+    }
+
+    /// One read of a pumped socket: into the processor, then, when it only brought output and
+    /// direct sends are on, out to the client. Returns the flags JavaScript must see (0: none).
+    fn pumped_read(&mut self, piece: &[u8]) -> u32 {
+        let result = self.core.read(piece);
+        let tokens = result >> flags::TOKENS_SHIFT;
+        let mut out = result & ((1 << flags::TOKENS_SHIFT) - 1);
+        if out & flags::OUTPUT != 0 {
+            self.time_output(tokens);
+            if out == flags::OUTPUT && self.client.as_ref().is_some_and(|c| c.direct) {
+                out = self.send_output();
+            }
+        }
+        if self.gap_tokens >= ACCOUNT_TOKENS {
+            out |= pump_flags::ACCOUNT;
+        }
+        out
+    }
+
+    fn time_output(&mut self, tokens: u32) {
+        if tokens == 0 {
+            return;
+        }
+        let now = Instant::now();
+        let gap = self.last_output.map_or(-1.0, |at| {
+            now.duration_since(at).as_secs_f64() / f64::from(tokens)
+        });
+        self.last_output = Some(now);
+        self.gaps.extend([gap, f64::from(tokens)]);
+        self.gap_tokens += tokens;
+    }
+
+    /// Sends the output; 0 when all of it went out, else `UNSENT` with the rest kept.
+    fn send_output(&mut self) -> u32 {
+        let Some(client) = self.client.as_mut() else {
+            return flags::OUTPUT;
+        };
+        let bytes = if client.chunked {
+            self.core.take_chunk()
+        } else {
+            self.core.take()
+        };
+        let mut sent = 0;
+        while sent < bytes.len() {
+            // SAFETY: the pointer and length are within `bytes`; the descriptor is our duplicate.
+            let n = unsafe {
+                libc::send(
+                    client.fd,
+                    bytes[sent..].as_ptr().cast(),
+                    bytes.len() - sent,
+                    SEND_FLAGS,
+                )
+            };
+            if n >= 0 {
+                sent += n as usize;
+                continue;
+            }
+            match io::Error::last_os_error().kind() {
+                io::ErrorKind::Interrupted => continue,
+                io::ErrorKind::WouldBlock => {}
+                // The client is gone: Node finds out on its own socket; nothing more is sent here.
+                _ => client.failed = true,
+            }
+            client.direct = false;
+            if !client.failed {
+                self.unsent = bytes[sent..].to_vec();
+            }
+            return pump_flags::UNSENT;
+        }
+        0
+    }
+
+    /// Pauses or resumes reading the pumped socket (the consumer's back-pressure: the worker
+    /// then feels TCP's); nothing when none is pumped.
+    pub fn pause_pump(&mut self, paused: bool) {
+        if self.pump.is_null() {
+            return;
+        }
+        // SAFETY: a non-null `pump` is live and its handle initialized.
+        unsafe {
+            let handle = (*self.pump).handle;
+            if paused {
+                uv_poll_stop(handle);
+            } else {
+                uv_poll_start(handle, UV_READABLE, on_readable);
+            }
+        }
+    }
+
+    /// Stops the pump, if one runs.
+    pub fn stop_pump(&mut self) {
+        let pump = std::mem::replace(&mut self.pump, ptr::null_mut());
+        if !pump.is_null() {
+            // SAFETY: a non-null `pump` is live until its handle's close callback, which only
+            // this call starts.
+            unsafe { Pump::stop(pump) };
+        }
+    }
+}
+
+impl Drop for Output {
+    fn drop(&mut self) {
+        self.release_client();
+    }
+}
+
+/// Reads one call-home socket into an [`Output`]: a libuv poll handle on Node's loop.
+pub struct Pump {
+    output: Rc<RefCell<Output>>,
+    env: sys::napi_env,
+    callback: sys::napi_ref,
+    context: sys::napi_async_context,
+    fd: c_int,
+    handle: *mut c_void,
+}
+
+fn handle_layout() -> Layout {
+    // SAFETY: a pure query of libuv's handle sizes.
+    let size = unsafe { uv_handle_size(UV_POLL) };
+    Layout::from_size_align(size, 16).expect("libuv's poll handle size")
+}
+
+fn duplicate(fd: c_int) -> io::Result<c_int> {
+    // SAFETY: F_DUPFD_CLOEXEC only reads `fd`; an invalid one is an error.
+    let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+    if dup < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(dup)
+}
+
+fn napi_check(status: sys::napi_status, what: &str) -> napi::Result<()> {
+    if status == sys::Status::napi_ok {
+        Ok(())
+    } else {
+        Err(napi::Error::from_reason(format!(
+            "{what} failed (napi status {status})"
+        )))
+    }
+}
+
+impl Pump {
+    /// Starts reading a duplicate of `fd` into `output`, calling `callback(flags)` for what a
+    /// read brings that JavaScript must see.
+    ///
+    /// # Safety
+    /// `env` is the calling thread's environment and `callback` a function value in it.
+    pub unsafe fn start(
+        env: sys::napi_env,
+        output: &Rc<RefCell<Output>>,
+        fd: c_int,
+        callback: sys::napi_value,
+    ) -> napi::Result<()> {
+        output.borrow_mut().stop_pump();
+        let mut event_loop = ptr::null_mut();
+        napi_check(
+            sys::napi_get_uv_event_loop(env, &mut event_loop),
+            "napi_get_uv_event_loop",
+        )?;
+        let mut reference = ptr::null_mut();
+        let mut name = ptr::null_mut();
+        let mut context = ptr::null_mut();
+        let resource_name = "dynamo.SocketPump";
+        napi_check(
+            sys::napi_create_string_utf8(
+                env,
+                resource_name.as_ptr().cast(),
+                resource_name.len() as isize,
+                &mut name,
+            ),
+            "napi_create_string_utf8",
+        )?;
+        napi_check(
+            sys::napi_async_init(env, ptr::null_mut(), name, &mut context),
+            "napi_async_init",
+        )?;
+        napi_check(
+            sys::napi_create_reference(env, callback, 1, &mut reference),
+            "napi_create_reference",
+        )?;
+        let release = || {
+            sys::napi_delete_reference(env, reference);
+            sys::napi_async_destroy(env, context);
+        };
+        let dup = match duplicate(fd) {
+            Ok(dup) => dup,
+            Err(err) => {
+                release();
+                return Err(napi::Error::from_reason(format!(
+                    "cannot read socket {fd}: {err}"
+                )));
+            }
+        };
+        let layout = handle_layout();
+        let handle = alloc_zeroed(layout).cast::<c_void>();
+        let init = uv_poll_init(event_loop, handle, dup);
+        if init != 0 {
+            dealloc(handle.cast(), layout);
+            libc::close(dup);
+            release();
+            return Err(napi::Error::from_reason(format!(
+                "uv_poll_init failed ({init})"
+            )));
+        }
+        let pump = Box::into_raw(Box::new(Pump {
+            output: Rc::clone(output),
+            env,
+            callback: reference,
+            context,
+            fd: dup,
+            handle,
+        }));
+        // The handle's first field is libuv's `data` pointer: the pump.
+        *handle.cast::<*mut Pump>() = pump;
+        output.borrow_mut().pump = pump;
+        let started = uv_poll_start(handle, UV_READABLE, on_readable);
+        if started != 0 {
+            output.borrow_mut().stop_pump();
+            return Err(napi::Error::from_reason(format!(
+                "uv_poll_start failed ({started})"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Stops polling and closes the duplicate; the callback and the memory go when libuv has
+    /// closed the handle (a callback in progress may still call JavaScript).
+    unsafe fn stop(pump: *mut Pump) {
+        let p = &*pump;
+        uv_poll_stop(p.handle);
+        libc::close(p.fd);
+        uv_close(p.handle, on_closed);
+    }
+
+    /// Calls the JavaScript callback with `flags`, as Node calls its own I/O callbacks (ticks
+    /// and microtasks run after it); an exception it throws is uncaught, as there.
+    unsafe fn call(&self, flags: u32) {
+        let env = self.env;
+        let mut scope = ptr::null_mut();
+        sys::napi_open_handle_scope(env, &mut scope);
+        let mut func = ptr::null_mut();
+        let mut recv = ptr::null_mut();
+        let mut arg = ptr::null_mut();
+        let mut result = ptr::null_mut();
+        sys::napi_get_reference_value(env, self.callback, &mut func);
+        // MakeCallback wants an object as `this`.
+        sys::napi_get_global(env, &mut recv);
+        sys::napi_create_uint32(env, flags, &mut arg);
+        if sys::napi_make_callback(env, self.context, recv, func, 1, &arg, &mut result)
+            == sys::Status::napi_pending_exception
+        {
+            let mut error = ptr::null_mut();
+            sys::napi_get_and_clear_last_exception(env, &mut error);
+            sys::napi_fatal_exception(env, error);
+        }
+        sys::napi_close_handle_scope(env, scope);
+    }
+}
+
+/// What one poll callback read.
+enum Read {
+    /// The flags JavaScript must see (0: none).
+    Flags(u32),
+    /// The socket's end, or its failure.
+    Closed,
+}
+
+unsafe extern "C" fn on_readable(handle: *mut c_void, status: c_int, _events: c_int) {
+    let pump = *handle.cast::<*mut Pump>();
+    let flags = {
+        let mut out = (*pump).output.borrow_mut();
+        let read = if status < 0 {
+            Read::Closed
+        } else {
+            READ_BUFFER.with(|buffer| {
+                let mut buffer = buffer.borrow_mut();
+                let n = libc::recv(
+                    (*pump).fd,
+                    buffer.as_mut_ptr().cast(),
+                    buffer.len(),
+                    libc::MSG_DONTWAIT,
+                );
+                if n > 0 {
+                    return Read::Flags(out.pumped_read(&buffer[..n as usize]));
+                }
+                let again = n < 0
+                    && matches!(
+                        io::Error::last_os_error().kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    );
+                if again {
+                    Read::Flags(0)
+                } else {
+                    Read::Closed
+                }
+            })
+        };
+        match read {
+            Read::Flags(flags) => flags,
+            // JavaScript closes Node's side and decides what the end means.
+            Read::Closed => {
+                out.stop_pump();
+                pump_flags::CLOSED
+            }
+        }
+    };
+    if flags != 0 {
+        // Even when stopped just now, the pump lives until its handle's close callback.
+        (*pump).call(flags);
+    }
+}
+
+unsafe extern "C" fn on_closed(handle: *mut c_void) {
+    let pump = Box::from_raw(*handle.cast::<*mut Pump>());
+    sys::napi_delete_reference(pump.env, pump.callback);
+    sys::napi_async_destroy(pump.env, pump.context);
+    dealloc(handle.cast(), handle_layout());
+}
