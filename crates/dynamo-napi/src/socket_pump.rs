@@ -371,13 +371,11 @@ impl Pump {
         Ok(())
     }
 
-    /// Stops polling and closes the duplicate; the callback and the memory go when libuv has
-    /// closed the handle (a callback in progress may still call JavaScript).
+    /// Stops polling; the duplicate, the callback and the memory go when libuv has closed the
+    /// handle (a callback in progress may still call JavaScript, and libuv may still name the
+    /// descriptor until then).
     unsafe fn stop(pump: *mut Pump) {
-        let p = &*pump;
-        uv_poll_stop(p.handle);
-        libc::close(p.fd);
-        uv_close(p.handle, on_closed);
+        uv_close((*pump).handle, on_closed);
     }
 
     /// Calls the JavaScript callback with `flags`, as Node calls its own I/O callbacks (ticks
@@ -460,6 +458,7 @@ unsafe extern "C" fn on_readable(handle: *mut c_void, status: c_int, _events: c_
 
 unsafe extern "C" fn on_closed(handle: *mut c_void) {
     let pump = Box::from_raw(*handle.cast::<*mut Pump>());
+    libc::close(pump.fd);
     sys::napi_delete_reference(pump.env, pump.callback);
     sys::napi_async_destroy(pump.env, pump.context);
     dealloc(handle.cast(), handle_layout());
