@@ -17,6 +17,15 @@ pub struct Tokenizer {
     pub(crate) inner: Arc<Core>,
 }
 
+/// Finishes a load on the worker thread: builds the lazy tables and returns freed heap.
+fn prepared(loaded: dynamo_llm_core::Result<Core>) -> dynamo_llm_core::Result<Core> {
+    if let Ok(tokenizer) = &loaded {
+        tokenizer.prepare();
+    }
+    crate::heap::release_freed();
+    loaded
+}
+
 fn wrap(inner: Core) -> Tokenizer {
     Tokenizer {
         inner: Arc::new(inner),
@@ -40,12 +49,10 @@ pub fn load_tokenizer(
 ) -> AsyncTask<Work<Core, Tokenizer>> {
     AsyncTask::new(Work::new(
         move || {
-            let loaded = Core::from_files(
+            prepared(Core::from_files(
                 &PathBuf::from(tokenizer_json),
                 tokenizer_config_json.map(PathBuf::from).as_deref(),
-            );
-            crate::heap::release_freed();
-            loaded
+            ))
         },
         wrap,
     ))
@@ -57,9 +64,8 @@ pub fn load_tokenizer(
 pub fn load_gguf_tokenizer(path: String) -> AsyncTask<Work<Core, Tokenizer>> {
     AsyncTask::new(Work::new(
         move || {
-            let loaded = dynamo_llm_core::gguf::tokenizer_from_file(&PathBuf::from(path));
-            crate::heap::release_freed();
-            loaded
+            let path = PathBuf::from(path);
+            prepared(dynamo_llm_core::gguf::tokenizer_from_file(&path))
         },
         wrap,
     ))
