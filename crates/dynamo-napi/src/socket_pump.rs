@@ -6,6 +6,12 @@
 //! Whatever else a read brings (the first and last events, errors, back-pressure, the socket's
 //! end) calls back into JavaScript with the read's flags, where the stream's decisions are made.
 //!
+//! A stream whose reads come faster than one a millisecond (an engine that makes tokens faster
+//! than anyone reads them) is read at most once a millisecond: between reads the socket is out
+//! of the loop's poll set and a timer brings it back, so the worker's frames of that millisecond
+//! cost one wake-up and one read instead of one each. Slower streams, as real engines pace them,
+//! are read as their frames arrive.
+//!
 //! Node exports libuv to addons. Both sockets are duplicates of Node's descriptors, so Node
 //! closing its own never leaves a number this module writes to reused by another connection.
 
@@ -16,7 +22,7 @@ use std::io;
 use std::os::raw::c_int;
 use std::ptr;
 use std::rc::Rc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use dynamo_llm_core::response::{flags, StreamProcessor as Core};
 use napi::sys;
@@ -34,8 +40,11 @@ pub mod pump_flags {
 
 /// Tokens sent directly before the timings are handed to JavaScript (stock's ITL flush size too).
 const ACCOUNT_TOKENS: u32 = 64;
-/// libuv's `UV_POLL` handle type and `UV_READABLE` event.
+/// Reads closer together than this hold the next read back until it has passed.
+const HOLD: Duration = Duration::from_millis(1);
+/// libuv's `UV_POLL` and `UV_TIMER` handle types and `UV_READABLE` event.
 const UV_POLL: c_int = 8;
+const UV_TIMER: c_int = 13;
 const UV_READABLE: c_int = 1;
 const READ_BYTES: usize = 64 * 1024;
 
@@ -55,6 +64,15 @@ extern "C" {
     ) -> c_int;
     fn uv_poll_stop(handle: *mut c_void) -> c_int;
     fn uv_close(handle: *mut c_void, cb: unsafe extern "C" fn(*mut c_void));
+    fn uv_timer_init(event_loop: *mut sys::uv_loop_s, handle: *mut c_void) -> c_int;
+    fn uv_timer_start(
+        handle: *mut c_void,
+        cb: unsafe extern "C" fn(*mut c_void),
+        timeout: u64,
+        repeat: u64,
+    ) -> c_int;
+    #[cfg(target_os = "linux")]
+    fn uv_backend_fd(event_loop: *const sys::uv_loop_s) -> c_int;
 }
 
 thread_local! {
@@ -148,8 +166,9 @@ impl Output {
     }
 
     /// One read of a pumped socket: into the processor, then, when it only brought output and
-    /// direct sends are on, out to the client. Returns the flags JavaScript must see (0: none).
-    fn pumped_read(&mut self, piece: &[u8]) -> u32 {
+    /// direct sends are on, out to the client. Returns the flags JavaScript must see (0: none)
+    /// and whether the read brought tokens.
+    fn pumped_read(&mut self, piece: &[u8]) -> (u32, bool) {
         let result = self.core.read(piece);
         let tokens = result >> flags::TOKENS_SHIFT;
         let mut out = result & ((1 << flags::TOKENS_SHIFT) - 1);
@@ -162,7 +181,7 @@ impl Output {
         if self.gap_tokens >= ACCOUNT_TOKENS {
             out |= pump_flags::ACCOUNT;
         }
-        out
+        (out, tokens > 0)
     }
 
     fn time_output(&mut self, tokens: u32) {
@@ -224,13 +243,14 @@ impl Output {
         if self.pump.is_null() {
             return;
         }
-        // SAFETY: a non-null `pump` is live and its handle initialized.
+        // SAFETY: a non-null `pump` is live and its handles initialized.
         unsafe {
-            let handle = (*self.pump).handle;
+            let pump = &mut *self.pump;
+            pump.paused = paused;
             if paused {
-                uv_poll_stop(handle);
-            } else {
-                uv_poll_start(handle, UV_READABLE, on_readable);
+                uv_poll_stop(pump.handle);
+            } else if !pump.holding {
+                uv_poll_start(pump.handle, UV_READABLE, on_readable);
             }
         }
     }
@@ -252,20 +272,31 @@ impl Drop for Output {
     }
 }
 
-/// Reads one call-home socket into an [`Output`]: a libuv poll handle on Node's loop.
+/// Reads one call-home socket into an [`Output`]: a libuv poll handle on Node's loop, and the
+/// timer that holds back reads that come too close together.
 pub struct Pump {
     output: Rc<RefCell<Output>>,
     env: sys::napi_env,
     callback: sys::napi_ref,
     context: sys::napi_async_context,
     fd: c_int,
+    event_loop: *mut sys::uv_loop_s,
     handle: *mut c_void,
+    timer: *mut c_void,
+    /// Handles not closed yet: the pump goes with the last close callback.
+    open: u8,
+    /// When the last read that brought tokens came.
+    last_tokens: Option<Instant>,
+    /// The timer runs and the poll handle is stopped.
+    holding: bool,
+    /// The consumer's back-pressure stopped the poll handle.
+    paused: bool,
 }
 
-fn handle_layout() -> Layout {
+fn handle_layout(kind: c_int) -> Layout {
     // SAFETY: a pure query of libuv's handle sizes.
-    let size = unsafe { uv_handle_size(UV_POLL) };
-    Layout::from_size_align(size, 16).expect("libuv's poll handle size")
+    let size = unsafe { uv_handle_size(kind) };
+    Layout::from_size_align(size, 16).expect("libuv's handle size")
 }
 
 fn duplicate(fd: c_int) -> io::Result<c_int> {
@@ -339,27 +370,36 @@ impl Pump {
                 )));
             }
         };
-        let layout = handle_layout();
-        let handle = alloc_zeroed(layout).cast::<c_void>();
+        let handle = alloc_zeroed(handle_layout(UV_POLL)).cast::<c_void>();
         let init = uv_poll_init(event_loop, handle, dup);
         if init != 0 {
-            dealloc(handle.cast(), layout);
+            dealloc(handle.cast(), handle_layout(UV_POLL));
             libc::close(dup);
             release();
             return Err(napi::Error::from_reason(format!(
                 "uv_poll_init failed ({init})"
             )));
         }
+        // uv_timer_init cannot fail.
+        let timer = alloc_zeroed(handle_layout(UV_TIMER)).cast::<c_void>();
+        uv_timer_init(event_loop, timer);
         let pump = Box::into_raw(Box::new(Pump {
             output: Rc::clone(output),
             env,
             callback: reference,
             context,
             fd: dup,
+            event_loop,
             handle,
+            timer,
+            open: 2,
+            last_tokens: None,
+            holding: false,
+            paused: false,
         }));
-        // The handle's first field is libuv's `data` pointer: the pump.
+        // A handle's first field is libuv's `data` pointer: the pump.
         *handle.cast::<*mut Pump>() = pump;
+        *timer.cast::<*mut Pump>() = pump;
         output.borrow_mut().pump = pump;
         let started = uv_poll_start(handle, UV_READABLE, on_readable);
         if started != 0 {
@@ -376,6 +416,33 @@ impl Pump {
     /// descriptor until then).
     unsafe fn stop(pump: *mut Pump) {
         uv_close((*pump).handle, on_closed);
+        uv_close((*pump).timer, on_closed);
+    }
+
+    /// After a read that brought tokens and that JavaScript need not see: when the tokens
+    /// before came within [`HOLD`], the socket leaves the poll set until the timer brings it
+    /// back. (A frame cut in two by the worker's writes is two close reads, not fast tokens.)
+    unsafe fn pace(&mut self) {
+        let now = Instant::now();
+        let close = self
+            .last_tokens
+            .is_some_and(|at| now.duration_since(at) < HOLD);
+        self.last_tokens = Some(now);
+        if !close || self.paused {
+            return;
+        }
+        uv_poll_stop(self.handle);
+        // libuv leaves a stopped descriptor in epoll's set until an event comes for it; taking
+        // it out now spares the loop that wake-up (libuv adds it back on the next start).
+        #[cfg(target_os = "linux")]
+        libc::epoll_ctl(
+            uv_backend_fd(self.event_loop),
+            libc::EPOLL_CTL_DEL,
+            self.fd,
+            ptr::null_mut(),
+        );
+        self.holding = true;
+        uv_timer_start(self.timer, on_held, HOLD.as_millis() as u64, 0);
     }
 
     /// Calls the JavaScript callback with `flags`, as Node calls its own I/O callbacks (ticks
@@ -405,15 +472,15 @@ impl Pump {
 
 /// What one poll callback read.
 enum Read {
-    /// The flags JavaScript must see (0: none).
-    Flags(u32),
+    /// The flags JavaScript must see (0: none), and whether the read brought tokens.
+    Flags(u32, bool),
     /// The socket's end, or its failure.
     Closed,
 }
 
 unsafe extern "C" fn on_readable(handle: *mut c_void, status: c_int, _events: c_int) {
     let pump = *handle.cast::<*mut Pump>();
-    let flags = {
+    let (flags, tokens) = {
         let mut out = (*pump).output.borrow_mut();
         let read = if status < 0 {
             Read::Closed
@@ -427,7 +494,8 @@ unsafe extern "C" fn on_readable(handle: *mut c_void, status: c_int, _events: c_
                     libc::MSG_DONTWAIT,
                 );
                 if n > 0 {
-                    return Read::Flags(out.pumped_read(&buffer[..n as usize]));
+                    let (flags, tokens) = out.pumped_read(&buffer[..n as usize]);
+                    return Read::Flags(flags, tokens);
                 }
                 let again = n < 0
                     && matches!(
@@ -435,31 +503,51 @@ unsafe extern "C" fn on_readable(handle: *mut c_void, status: c_int, _events: c_
                         io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
                     );
                 if again {
-                    Read::Flags(0)
+                    Read::Flags(0, false)
                 } else {
                     Read::Closed
                 }
             })
         };
         match read {
-            Read::Flags(flags) => flags,
+            Read::Flags(flags, tokens) => (flags, tokens),
             // JavaScript closes Node's side and decides what the end means.
             Read::Closed => {
                 out.stop_pump();
-                pump_flags::CLOSED
+                (pump_flags::CLOSED, false)
             }
         }
     };
     if flags != 0 {
-        // Even when stopped just now, the pump lives until its handle's close callback.
+        // Even when stopped just now, the pump lives until its handles' close callbacks.
         (*pump).call(flags);
+    } else if tokens {
+        (*pump).pace();
+    }
+}
+
+unsafe extern "C" fn on_held(timer: *mut c_void) {
+    let pump = &mut **timer.cast::<*mut Pump>();
+    pump.holding = false;
+    if !pump.paused {
+        uv_poll_start(pump.handle, UV_READABLE, on_readable);
     }
 }
 
 unsafe extern "C" fn on_closed(handle: *mut c_void) {
-    let pump = Box::from_raw(*handle.cast::<*mut Pump>());
+    let pump = *handle.cast::<*mut Pump>();
+    let kind = if handle == (*pump).handle {
+        UV_POLL
+    } else {
+        UV_TIMER
+    };
+    dealloc(handle.cast(), handle_layout(kind));
+    (*pump).open -= 1;
+    if (*pump).open > 0 {
+        return;
+    }
+    let pump = Box::from_raw(pump);
     libc::close(pump.fd);
     sys::napi_delete_reference(pump.env, pump.callback);
     sys::napi_async_destroy(pump.env, pump.context);
-    dealloc(handle.cast(), handle_layout());
 }
