@@ -35,6 +35,23 @@ describe('dynamo-frontend process', () => {
     // the worker's start, which a loaded CI machine has taken past 30 s.
   }, 90_000);
 
+  // The CLIs' first lines are an sh launcher: node with a small young generation, glibc with two
+  // malloc arenas unless the environment sets another number (Linux: read back from /proc).
+  it.runIf(process.platform === 'linux')('run as programs, dynamo-frontend and dynamo-sample-engine start node with their memory settings', async () => {
+    const frontend = await deployment.frontend([], { MALLOC_ARENA_MAX: '' });
+    const worker = deployment.sampleWorker(['--model-name', 'launcher-check'], { MALLOC_ARENA_MAX: '4' });
+    await waitForModel(frontend.url, 'launcher-check', 'sample', 1);
+    const args = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+    const env = (pid: number) => readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+    for (const pid of [frontend.child.child.pid!, worker.child.pid!]) {
+      expect(args(pid).slice(0, 2)).toEqual(['node', '--max-semi-space-size=4']);
+    }
+    expect(env(frontend.child.child.pid!)).toContain('MALLOC_ARENA_MAX=2');
+    expect(env(worker.child.pid!)).toContain('MALLOC_ARENA_MAX=4');
+    const res = await post(frontend.url, '/v1/completions', { model: 'launcher-check', prompt: [500], max_tokens: 2 });
+    expect(res.status).toBe(200);
+  }, 60_000);
+
   it('serves HTTPS with --tls-cert-path and --tls-key-path', async () => {
     const tls = makeTestTlsFiles();
     const port = await freePort();

@@ -43,6 +43,7 @@ export {
   type EventTransport,
 } from './event-plane/records.js';
 export { zmqFrames, parseZmqFrames, type ZmqMessage } from './event-plane/zmq-frames.js';
+export { loadZmq } from './event-plane/zmq.js';
 export { ResponseStreamServer } from './response-plane/stream-server.js';
 export type { PendingResponse } from './response-plane/response-stream.js';
 export { callHome, ResponseSender } from './response-plane/call-home.js';

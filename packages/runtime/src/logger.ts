@@ -1,5 +1,9 @@
+import { createRequire } from 'node:module';
 import { pino, type Level, type Logger } from 'pino';
-import pretty from 'pino-pretty';
+import type pinoPretty from 'pino-pretty';
+
+// pino-pretty (and its colour and date libraries) load only for a terminal; services log JSON.
+const requireFromHere = createRequire(import.meta.url);
 
 /** A logger as the runtime's modules use it: pino's, or anything with the same four methods. */
 export type Log = Pick<Logger, 'debug' | 'info' | 'warn' | 'error'>;
@@ -72,7 +76,7 @@ export function createLogging(options: LoggingOptions = {}): Logging {
   const filter = parseLogFilter(options.filter);
   const destination = options.destination ?? process.stderr;
   const isTty = (destination as { isTTY?: boolean }).isTTY === true;
-  const stream = !options.jsonl && isTty ? pretty({ destination, colorize: true, sync: true }) : destination;
+  const stream = !options.jsonl && isTty ? (requireFromHere('pino-pretty') as typeof pinoPretty)({ destination, colorize: true, sync: true }) : destination;
   // The root passes everything; each child applies its own level.
   const root = pino({ level: 'trace', base: { pid: process.pid } }, stream);
   return {

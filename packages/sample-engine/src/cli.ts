@@ -1,4 +1,7 @@
-#!/usr/bin/env node
+#!/bin/sh
+//bin/true; export MALLOC_ARENA_MAX="${MALLOC_ARENA_MAX:-2}"; exec node --max-semi-space-size=4 "$0" "$@"
+// Run as a program, sh reads the line above: at most two malloc arenas, a young generation of at most
+// 2 x 4 MiB (see @dynamo/backend's README, "Memory"). To JavaScript it is a comment, and `node cli.js` skips it.
 import { conformanceReport, Context, DynamoException, type Flags, parseFlags, run, toDynamoException } from '@dynamo/backend';
 import { z } from 'zod';
 import { SampleEngine } from './engine.js';

@@ -2,7 +2,7 @@
 // test engine, on loopback, over one discovery backend and request plane.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { delimiter, dirname, join } from 'node:path';
 
 import { type Child, startChild } from './child.js';
 import { EtcdServer } from './etcd.js';
@@ -52,7 +52,7 @@ export class Deployment {
   /** Starts dynamo-frontend and waits until it answers /live. */
   async frontend(args: string[] = [], env: Record<string, string> = {}): Promise<{ child: Child; url: string }> {
     const port = await freePort();
-    const child = this.nodeProcess([frontendCli, '--http-host', '127.0.0.1', '--http-port', String(port), ...args], env);
+    const child = this.programProcess(frontendCli, ['--http-host', '127.0.0.1', '--http-port', String(port), ...args], env);
     const url = `http://127.0.0.1:${port}`;
     await waitFor('the frontend to listen', async () => (await fetch(`${url}/live`).catch(() => undefined))?.ok, 30_000).catch((err: Error) => {
       throw new Error(`${err.message}\n${child.stderr()}`);
@@ -62,7 +62,7 @@ export class Deployment {
 
   /** Starts a dynamo-sample-engine worker on the test model. */
   sampleWorker(args: string[] = [], env: Record<string, string> = {}): Child {
-    return this.nodeProcess([sampleCli, '--model-path', modelDir, ...args], env);
+    return this.programProcess(sampleCli, ['--model-path', modelDir, ...args], env);
   }
 
   /** The environment of a stock process in this deployment: it binds loopback only. */
@@ -99,6 +99,17 @@ export class Deployment {
   /** Starts `node <args>` in this deployment (stopped with it). */
   nodeProcess(args: string[], env: Record<string, string> = {}): Child {
     const child = startChild(process.execPath, args, { ...this.env, ...env }, packageDir);
+    this.children.push(child);
+    return child;
+  }
+
+  /**
+   * Runs a built CLI as a program, the way its users start it: its first lines start node with the
+   * CLI's V8 flags. The `node` it finds is the one running this process.
+   */
+  programProcess(cli: string, args: string[], env: Record<string, string> = {}): Child {
+    const path = `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ''}`;
+    const child = startChild(cli, args, { ...this.env, PATH: path, ...env }, packageDir);
     this.children.push(child);
     return child;
   }

@@ -55,7 +55,7 @@ export class InteropStack {
 
   /** dynamo-sample-engine serving `modelPath` as `name` in `component`. */
   ourSample(name: string, component: string, args: string[] = [], env: Record<string, string> = {}, modelPath = modelDir): Child {
-    return this.deployment.nodeProcess([sampleCli, '--model-path', modelPath, '--model-name', name, '--component', component, ...args], env);
+    return this.deployment.programProcess(sampleCli, ['--model-path', modelPath, '--model-name', name, '--component', component, ...args], env);
   }
 
   /** examples/custom-engine (the echo engine) serving the test model as `name` in `component`. */

@@ -1,7 +1,7 @@
 import { KvEventBatcher } from '@dynamo/core';
 import { type DistributedRuntime, type EventPublisher, type EventScope, InvalidArgument, type Log, type ServedEndpoint } from '@dynamo/runtime';
-import { EVENT_SOURCES_BUCKET, eventRecordKey, eventSourceRecord, parseJson, stringifyJson } from '@dynamo/runtime/internal';
-import { Subscriber as ZmqSubscriber } from 'zeromq';
+import { EVENT_SOURCES_BUCKET, eventRecordKey, eventSourceRecord, loadZmq, parseJson, stringifyJson } from '@dynamo/runtime/internal';
+import type { Subscriber as ZmqSubscriber } from 'zeromq';
 
 /** The topic stock routers read KV cache events from. */
 export const KV_EVENTS_TOPIC = 'kv-events';
@@ -61,11 +61,14 @@ export class KvEventPublisher {
   readonly #log: Log;
   #scheduled = false;
   #relays: ZmqSubscriber[] = [];
+  /** zeromq's SUB socket class, for {@link relayFrom}. */
+  readonly #Subscriber: typeof ZmqSubscriber;
   #recovery: ServedEndpoint | undefined;
   #closed = false;
 
-  private constructor(runtime: DistributedRuntime, publisher: EventPublisher, options: KvEventPublisherOptions) {
+  private constructor(runtime: DistributedRuntime, publisher: EventPublisher, options: KvEventPublisherOptions, Subscriber: typeof ZmqSubscriber) {
     this.#runtime = runtime;
+    this.#Subscriber = Subscriber;
     this.#publisher = publisher;
     this.#options = options;
     this.#batcher = new KvEventBatcher({ workerId: runtime.instanceId, blockSize: options.blockSize, ...(options.loraName === undefined ? {} : { loraName: options.loraName }) });
@@ -75,7 +78,7 @@ export class KvEventPublisher {
   /** Opens the publisher, serves the recovery endpoint when asked, and registers the event source. */
   static async create(runtime: DistributedRuntime, options: KvEventPublisherOptions): Promise<KvEventPublisher> {
     const publisher = await runtime.eventPublisher(options.scope, KV_EVENTS_TOPIC);
-    const self = new KvEventPublisher(runtime, publisher, options);
+    const self = new KvEventPublisher(runtime, publisher, options, (await loadZmq()).Subscriber);
     if (options.recovery) {
       const { namespace, component } = options.recovery;
       const endpoint = runtime.namespace(namespace).component(component).endpoint(`worker_kv_query_source_${publisher.publisherId.toString(16)}`);
@@ -126,7 +129,7 @@ export class KvEventPublisher {
    * (topic `topic`, empty for all). A batch that does not decode is logged and skipped.
    */
   relayFrom(endpoint: string, topic = ''): void {
-    const socket = new ZmqSubscriber({ receiveHighWaterMark: 100_000, linger: 0 });
+    const socket = new this.#Subscriber({ receiveHighWaterMark: 100_000, linger: 0 });
     socket.connect(endpoint);
     socket.subscribe(topic);
     this.#relays.push(socket);

@@ -1,11 +1,12 @@
 import { randomBytes } from 'node:crypto';
-import { Publisher as ZmqPublisher } from 'zeromq';
+import type { Publisher as ZmqPublisher } from 'zeromq';
 import type { KvStore } from '../discovery/kv-store.js';
 import type { Log } from '../logger.js';
 import type { NatsConnection } from '../request-plane/nats-connection.js';
 import { advertisedHost } from '../request-plane/socket-helpers.js';
 import { EVENT_CHANNELS_BUCKET, eventChannelRecord, type EventTransport } from './records.js';
 import { type EventScope, eventRecordKey, eventSubject } from './subject.js';
+import { loadZmq } from './zmq.js';
 import { zmqFrames } from './zmq-frames.js';
 
 /** Which event plane carries events: stock 1.6.1 defaults to ZMQ. */
@@ -68,7 +69,8 @@ export class EventPublisher {
     const { plane, scope, topic, store } = this.#options;
     let transport: EventTransport;
     if (plane === 'zmq') {
-      this.#zmq = new ZmqPublisher({ sendHighWaterMark: 100_000, sendTimeout: 0, linger: 0 });
+      const { Publisher } = await loadZmq();
+      this.#zmq = new Publisher({ sendHighWaterMark: 100_000, sendTimeout: 0, linger: 0 });
       await this.#zmq.bind('tcp://0.0.0.0:0');
       const port = new URL(this.#zmq.lastEndpoint!.replace('tcp://', 'http://')).port;
       transport = { kind: 'Zmq', config: { endpoint: `tcp://${advertisedHost('0.0.0.0', this.#options.host)}:${port}` } };

@@ -1,10 +1,11 @@
-import { Subscriber as ZmqSubscriber } from 'zeromq';
+import type { Subscriber as ZmqSubscriber } from 'zeromq';
 import type { KvStore } from '../discovery/kv-store.js';
 import type { Log } from '../logger.js';
 import type { NatsConnection } from '../request-plane/nats-connection.js';
 import type { EventPlane } from './publisher.js';
 import { decodeEventChannelRecord, EVENT_CHANNELS_BUCKET } from './records.js';
 import { type EventScope, eventRecordPrefix, eventSubject } from './subject.js';
+import { loadZmq } from './zmq.js';
 import { parseZmqFrames } from './zmq-frames.js';
 
 /** What an {@link EventSubscriber} needs. */
@@ -31,6 +32,8 @@ export class EventSubscriber {
   readonly #sockets = new Map<string, ZmqSubscriber>();
   #unsubscribe: (() => void) | undefined;
   #ready: Promise<void> | undefined;
+  /** zeromq's socket class, once the ZMQ plane is started. */
+  #Subscriber: typeof ZmqSubscriber | undefined;
 
   private constructor(options: EventSubscriberOptions) {
     this.#options = options;
@@ -56,6 +59,7 @@ export class EventSubscriber {
       this.#unsubscribe = () => sub.unsubscribe();
       return;
     }
+    this.#Subscriber = (await loadZmq()).Subscriber;
     const existing = await this.#options.store.list(EVENT_CHANNELS_BUCKET, eventRecordPrefix(scope, topic));
     for (const entry of existing) this.#connect(entry.key, entry.value);
     this.#ready = this.#watch();
@@ -88,7 +92,7 @@ export class EventSubscriber {
       log.warn({ key, err: (err as Error).message }, 'ignoring malformed event channel record');
       return;
     }
-    const socket = new ZmqSubscriber({ receiveHighWaterMark: 100_000, linger: 0 });
+    const socket = new this.#Subscriber!({ receiveHighWaterMark: 100_000, linger: 0 });
     socket.connect(endpoint);
     socket.subscribe(topic);
     this.#sockets.set(key, socket);

@@ -5,25 +5,23 @@
  * backoff, so a worker outlives a NATS restart; it logs its status changes but never a secret.
  */
 import { accessSync, constants, readFileSync } from 'node:fs';
-import {
-  type Authenticator,
-  type NatsConnection,
-  type NodeConnectionOptions,
-  type Status,
-  connect,
-  credsAuthenticator,
-  errors,
-  nkeyAuthenticator,
-  nkeys,
-  tokenAuthenticator,
-  usernamePasswordAuthenticator,
-} from '@nats-io/transport-node';
+import type * as NatsClient from '@nats-io/transport-node';
+import type { Authenticator, NatsConnection, NodeConnectionOptions, Status } from '@nats-io/transport-node';
 import { z } from 'zod';
 import { CannotConnect, InvalidArgument } from '../errors.js';
 import { parseOrThrow } from '../validate.js';
 import type { Log } from '../logger.js';
 
 export type { NatsConnection } from '@nats-io/transport-node';
+
+// The NATS client costs a few MB of memory: a process that uses no NATS never loads it.
+let client: typeof NatsClient | undefined;
+
+/** The NATS client library; loaded by {@link connectNats}, so anything holding a connection has it. */
+export function natsClient(): typeof NatsClient {
+  if (!client) throw new Error('the NATS client library is used before connectNats loaded it');
+  return client;
+}
 
 /** Dynamo's environment variable behind each {@link NatsConnectionOptions} field. */
 export const NATS_ENV = {
@@ -184,19 +182,19 @@ export type NatsAuthMethod = 'user/password' | 'token' | 'nkey' | 'credentials f
  * credentials file; then credentials embedded in the URL; with none of them, Dynamo's fallback
  * user `user` / password `user` (a server without authorization ignores it).
  */
-function authenticatorFor(o: NatsConnectionOptions, urls: URL[]): { method: NatsAuthMethod; authenticator: Authenticator } {
+function authenticatorFor(nats: typeof NatsClient, o: NatsConnectionOptions, urls: URL[]): { method: NatsAuthMethod; authenticator: Authenticator } {
   if (o.username !== undefined && o.password !== undefined) {
-    return { method: 'user/password', authenticator: usernamePasswordAuthenticator(o.username, o.password) };
+    return { method: 'user/password', authenticator: nats.usernamePasswordAuthenticator(o.username, o.password) };
   }
-  if (o.token !== undefined) return { method: 'token', authenticator: tokenAuthenticator(o.token) };
+  if (o.token !== undefined) return { method: 'token', authenticator: nats.tokenAuthenticator(o.token) };
   if (o.nkeySeed !== undefined) {
     const seed = new TextEncoder().encode(o.nkeySeed.trim());
     try {
-      nkeys.fromSeed(seed);
+      nats.nkeys.fromSeed(seed);
     } catch {
       throw new InvalidArgument(`${NATS_ENV.nkeySeed} is not a valid nkey seed`);
     }
-    return { method: 'nkey', authenticator: nkeyAuthenticator(seed) };
+    return { method: 'nkey', authenticator: nats.nkeyAuthenticator(seed) };
   }
   if (o.credentialsFile !== undefined) {
     let creds: Uint8Array;
@@ -205,17 +203,17 @@ function authenticatorFor(o: NatsConnectionOptions, urls: URL[]): { method: Nats
     } catch (err) {
       throw new InvalidArgument(`${NATS_ENV.credentialsFile} '${o.credentialsFile}' cannot be read: ${(err as NodeJS.ErrnoException).code ?? 'error'}`);
     }
-    return { method: 'credentials file', authenticator: credsAuthenticator(creds) };
+    return { method: 'credentials file', authenticator: nats.credsAuthenticator(creds) };
   }
   const withInfo = urls.find((u) => u.username !== '');
   if (withInfo) {
     const user = decodeURIComponent(withInfo.username);
     if (withInfo.password !== '') {
-      return { method: 'url user/password', authenticator: usernamePasswordAuthenticator(user, decodeURIComponent(withInfo.password)) };
+      return { method: 'url user/password', authenticator: nats.usernamePasswordAuthenticator(user, decodeURIComponent(withInfo.password)) };
     }
-    return { method: 'url token', authenticator: tokenAuthenticator(user) };
+    return { method: 'url token', authenticator: nats.tokenAuthenticator(user) };
   }
-  return { method: 'default user/password', authenticator: usernamePasswordAuthenticator('user', 'user') };
+  return { method: 'default user/password', authenticator: nats.usernamePasswordAuthenticator('user', 'user') };
 }
 
 function checkReadable(name: string, path: string | undefined): void {
@@ -318,7 +316,9 @@ export async function connectNats(options: NatsConnectionOptionsInput, log: Log)
   const o = parseNatsConnectionOptions(options);
   const urls = parseServers(o.server);
   const servers = urls.map(redactUrl);
-  const { method, authenticator } = authenticatorFor(o, urls);
+  client ??= await import('@nats-io/transport-node');
+  const nats = client;
+  const { method, authenticator } = authenticatorFor(nats, o, urls);
   checkReadable(NATS_ENV.tlsCaCert, o.tlsCaCert);
   checkReadable(NATS_ENV.tlsClientCert, o.tlsClientCert);
   checkReadable(NATS_ENV.tlsClientKey, o.tlsClientKey);
@@ -335,7 +335,7 @@ export async function connectNats(options: NatsConnectionOptionsInput, log: Log)
   log.debug(where, 'connecting to NATS');
   let nc: NatsConnection;
   try {
-    nc = await connect({
+    nc = await nats.connect({
       // host:port only; credentials travel through the authenticator, never the URL.
       servers: urls.map((u) => u.host),
       authenticator,
@@ -350,7 +350,7 @@ export async function connectNats(options: NatsConnectionOptionsInput, log: Log)
       noAsyncTraces: true,
     });
   } catch (err) {
-    const reason = err instanceof errors.TimeoutError ? `no answer within ${o.connectTimeoutMs} ms` : describeError(err);
+    const reason = err instanceof nats.errors.TimeoutError ? `no answer within ${o.connectTimeoutMs} ms` : describeError(err);
     throw new CannotConnect(`cannot connect to NATS at ${servers.join(',')} (auth: ${method}): ${reason}`, { cause: err });
   }
   log.info({ ...where, server: nc.getServer() }, 'connected to NATS');

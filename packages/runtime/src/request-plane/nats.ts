@@ -8,23 +8,14 @@
  * Both sides borrow a connection from {@link connectNats}; closing a plane leaves it open.
  */
 import { performance } from 'node:perf_hooks';
-import {
-  type Msg,
-  type MsgHdrs,
-  type NatsConnection,
-  type Subscription,
-  createInbox,
-  Empty,
-  errors as natsErrors,
-  headers as natsHeaders,
-  nuid,
-} from '@nats-io/transport-node';
+import type { Msg, MsgHdrs, NatsConnection, Subscription } from '@nats-io/transport-node';
 import { z } from 'zod';
 import { CannotConnect, InvalidArgument } from '../errors.js';
 import { hexId } from '../json.js';
 import { parseOrThrow } from '../validate.js';
 import type { RequestAcceptor, RequestPlaneClient, RequestPlaneServer, Transport } from './request-plane.js';
 import type { Log } from '../logger.js';
+import { natsClient } from './nats-connection.js';
 import { setPeerTimeout } from './socket-helpers.js';
 
 /** async-nats's request timeout, which stock Dynamo uses when `DYN_NATS_REQUEST_TIMEOUT_SECS` is unset. */
@@ -224,7 +215,7 @@ export class NatsRequestPlaneServer implements RequestPlaneServer {
       return;
     }
     try {
-      msg.respond(reply === '' ? Empty : encoder.encode(reply));
+      msg.respond(reply === '' ? natsClient().Empty : encoder.encode(reply));
     } catch (err) {
       this.#log.warn({ subject, err: message(err) }, 'could not answer a NATS request');
     }
@@ -233,7 +224,7 @@ export class NatsRequestPlaneServer implements RequestPlaneServer {
   #serviceFor(name: string): Service {
     const existing = this.#services.get(name);
     if (existing) return existing;
-    const service: Service = { name: slug(name), id: nuid.next(), started: new Date().toISOString(), subs: [], endpoints: new Set() };
+    const service: Service = { name: slug(name), id: natsClient().nuid.next(), started: new Date().toISOString(), subs: [], endpoints: new Set() };
     const respond = (verb: 'PING' | 'INFO' | 'STATS') => (err: Error | null, msg: Msg) => {
       if (err || !msg.reply) return;
       try {
@@ -367,7 +358,7 @@ export class NatsRequestPlaneClient implements RequestPlaneClient {
     let hdrs: MsgHdrs | undefined;
     let headerBytes = 0;
     for (const key in headers) {
-      hdrs ??= natsHeaders();
+      hdrs ??= natsClient().headers();
       const value = headers[key]!;
       try {
         hdrs.set(key, value);
@@ -406,7 +397,7 @@ export class NatsRequestPlaneClient implements RequestPlaneClient {
   }
 
   #subscribe(): string {
-    const inbox = `${createInbox()}.`;
+    const inbox = `${natsClient().createInbox()}.`;
     this.#inbox = inbox;
     this.#sub = this.#nc.subscribe(`${inbox}*`, {
       callback: (err, msg) => {
@@ -487,6 +478,7 @@ export class NatsRequestPlaneClient implements RequestPlaneClient {
 
   #mapError(subject: string, err: unknown): Error {
     const cause = { cause: err };
+    const { errors: natsErrors } = natsClient();
     if (err instanceof natsErrors.InvalidArgumentError && /max_payload/.test(err.message)) {
       return new InvalidArgument(`request exceeds the NATS server's max_payload (subject '${subject}'): ${err.message}`, cause);
     }
