@@ -316,8 +316,7 @@ export async function connectNats(options: NatsConnectionOptionsInput, log: Log)
   const o = parseNatsConnectionOptions(options);
   const urls = parseServers(o.server);
   const servers = urls.map(redactUrl);
-  client ??= await import('@nats-io/transport-node');
-  const nats = client;
+  const nats = (client ??= await import('@nats-io/transport-node'));
   const { method, authenticator } = authenticatorFor(nats, o, urls);
   checkReadable(NATS_ENV.tlsCaCert, o.tlsCaCert);
   checkReadable(NATS_ENV.tlsClientCert, o.tlsClientCert);

@@ -104,6 +104,8 @@ export interface NatsRequestPlaneServerOptions {
 export class NatsRequestPlaneServer implements RequestPlaneServer {
   readonly kind = 'nats' as const;
   readonly #nc: NatsConnection;
+  /** The client library, loaded by the `connectNats` that made the connection. */
+  readonly #nats = natsClient();
   readonly #log: Log;
   readonly #discovery: boolean;
   readonly #version: string;
@@ -215,7 +217,7 @@ export class NatsRequestPlaneServer implements RequestPlaneServer {
       return;
     }
     try {
-      msg.respond(reply === '' ? natsClient().Empty : encoder.encode(reply));
+      msg.respond(reply === '' ? this.#nats.Empty : encoder.encode(reply));
     } catch (err) {
       this.#log.warn({ subject, err: message(err) }, 'could not answer a NATS request');
     }
@@ -224,7 +226,7 @@ export class NatsRequestPlaneServer implements RequestPlaneServer {
   #serviceFor(name: string): Service {
     const existing = this.#services.get(name);
     if (existing) return existing;
-    const service: Service = { name: slug(name), id: natsClient().nuid.next(), started: new Date().toISOString(), subs: [], endpoints: new Set() };
+    const service: Service = { name: slug(name), id: this.#nats.nuid.next(), started: new Date().toISOString(), subs: [], endpoints: new Set() };
     const respond = (verb: 'PING' | 'INFO' | 'STATS') => (err: Error | null, msg: Msg) => {
       if (err || !msg.reply) return;
       try {
@@ -330,6 +332,8 @@ export class NatsRequestPlaneClient implements RequestPlaneClient {
   readonly #log: Log | undefined;
   #inbox: string | undefined;
   #sub: Subscription | undefined;
+  /** The client library (`connectNats` loaded it to make the connection). */
+  readonly #nats = natsClient();
   #seq = 0;
   /** Insertion order is deadline order (one timeout for all). */
   readonly #pending = new Map<string, PendingAck>();
@@ -358,7 +362,7 @@ export class NatsRequestPlaneClient implements RequestPlaneClient {
     let hdrs: MsgHdrs | undefined;
     let headerBytes = 0;
     for (const key in headers) {
-      hdrs ??= natsClient().headers();
+      hdrs ??= this.#nats.headers();
       const value = headers[key]!;
       try {
         hdrs.set(key, value);
@@ -397,7 +401,7 @@ export class NatsRequestPlaneClient implements RequestPlaneClient {
   }
 
   #subscribe(): string {
-    const inbox = `${natsClient().createInbox()}.`;
+    const inbox = `${this.#nats.createInbox()}.`;
     this.#inbox = inbox;
     this.#sub = this.#nc.subscribe(`${inbox}*`, {
       callback: (err, msg) => {
@@ -478,7 +482,7 @@ export class NatsRequestPlaneClient implements RequestPlaneClient {
 
   #mapError(subject: string, err: unknown): Error {
     const cause = { cause: err };
-    const { errors: natsErrors } = natsClient();
+    const { errors: natsErrors } = this.#nats;
     if (err instanceof natsErrors.InvalidArgumentError && /max_payload/.test(err.message)) {
       return new InvalidArgument(`request exceeds the NATS server's max_payload (subject '${subject}'): ${err.message}`, cause);
     }
