@@ -48,10 +48,20 @@ export class GenerationHold {
   }
 
   /**
-   * Waits until `stream` may make its next token; false when it must end now, cancelled (a pause
-   * in `abort` mode). Returns at once when `signal` aborts (the caller checks its context).
+   * Whether `stream` may make its next token: false when it must end now, cancelled (a pause in
+   * `abort` mode). A promise only while the engine holds streams (asleep or paused), settled
+   * when released or at once when `signal` aborts (the caller checks its context); otherwise
+   * the answer is immediate, so a running stream pays no promise per token.
    */
-  async next(stream: HeldStream, signal: AbortSignal): Promise<boolean> {
+  next(stream: HeldStream, signal: AbortSignal): boolean | Promise<boolean> {
+    if (stream.aborted || signal.aborted || !this.#holds(stream)) {
+      stream.started = true;
+      return !stream.aborted;
+    }
+    return this.#whenReleased(stream, signal);
+  }
+
+  async #whenReleased(stream: HeldStream, signal: AbortSignal): Promise<boolean> {
     while (!stream.aborted && !signal.aborted && this.#holds(stream)) {
       const released = this.#released.promise;
       await new Promise<void>((resolve) => {

@@ -4,7 +4,7 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type Context, type DisaggregationMode, type EmbedRequest, type Embeddings, type EngineConfig, engineLog, type GenerateChunk, type GenerateRequest, InvalidArgument, type KvEventSource, LLMEngine, type SnapshotPublisher, loraId, parseFlags, usage, type WorkerConfig, workerConfigFromFlags } from '@dynamo/backend';
 import { sampleEngineFlags, sampleEngineHelp } from './flags.js';
-import { GenerationHold, type HeldStream, SAMPLE_CONTROLS } from './controls.js';
+import { GenerationHold, SAMPLE_CONTROLS } from './controls.js';
 import { PagedPrefixCache } from './kv-cache.js';
 
 /** Options of {@link SampleEngine}; every field has the sample's default. */
@@ -161,24 +161,29 @@ export class SampleEngine extends LLMEngine {
     this.#snapshots.publish(0, { kvUsedBlocks: u.activeBlocks, kvTotalBlocks: u.totalBlocks, gpuCacheUsage: u.activeBlocks / u.totalBlocks, kvCacheHitRate: u.hitRate });
   }
 
-  override async *generate(request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
-    if (this.disaggregationMode === 'encode') {
-      yield await this.#encode(request, context);
-      return;
-    }
-    if (!this.kvCache || request._HEALTH_CHECK === true) {
-      yield* this.#tokens(request, context, 0);
-      return;
-    }
+  // Returns the stream that makes the tokens itself rather than delegating to it with `yield*`:
+  // each level of async generators costs every token a promise and a resume.
+  override generate(request: GenerateRequest, context: Context): AsyncIterable<GenerateChunk> {
+    if (this.disaggregationMode === 'encode') return this.#encoded(request, context);
+    if (!this.kvCache || request._HEALTH_CHECK === true) return this.#tokens(request, context, 0);
+    return this.#cached(request, context, this.kvCache);
+  }
+
+  async *#encoded(request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
+    yield await this.#encode(request, context);
+  }
+
+  /** A request through the simulated prefix cache: admitted, prefilled, then its tokens. */
+  async *#cached(request: GenerateRequest, context: Context, cache: PagedPrefixCache): AsyncGenerator<GenerateChunk> {
     const adapter = request.model !== undefined && this.#adapters.has(request.model) ? request.model : undefined;
-    const admission = this.kvCache.admit(request.token_ids, adapter);
+    const admission = cache.admit(request.token_ids, adapter);
     this.#report();
     try {
       const uncached = request.token_ids.length - admission.cachedTokens;
       if (uncached > 0 && this.prefillMsPerToken > 0) await sleep(uncached * this.prefillMsPerToken);
       yield* this.#tokens(request, context, admission.cachedTokens);
     } finally {
-      this.kvCache.release(admission.blocks);
+      cache.release(admission.blocks);
       this.#report();
     }
   }
@@ -218,42 +223,31 @@ export class SampleEngine extends LLMEngine {
     }
     const stream = this.#hold.open();
     try {
-      yield* this.#stream(stream, context, maxNew, first, logprobsOf, usageOf);
+      for (let i = 0; i < maxNew; i++) {
+        const go = this.#hold.next(stream, context.signal);
+        if (!(typeof go === 'boolean' ? go : await go) || context.isStopped()) {
+          yield { token_ids: [], index: 0, finish_reason: 'cancelled', completion_usage: usageOf(i) };
+          return;
+        }
+        if (this.delayMs > 0) await sleep(this.delayMs);
+        const token = (first + i + 1) % VOCAB_SIZE;
+        if (i < maxNew - 1) {
+          yield { token_ids: [token], index: 0, ...logprobsOf(token) };
+          continue;
+        }
+        yield {
+          token_ids: [token],
+          index: 0,
+          ...logprobsOf(token),
+          finish_reason: 'length',
+          completion_usage: usageOf(maxNew),
+          ...(this.disaggregationMode === 'prefill'
+            ? { disaggregated_params: { sample_handle: randomUUID().replaceAll('-', ''), completed_tokens: [token] } }
+            : {}),
+        };
+      }
     } finally {
       this.#hold.close(stream);
-    }
-  }
-
-  async *#stream(
-    stream: HeldStream,
-    context: Context,
-    maxNew: number,
-    first: number,
-    logprobsOf: (token: number) => Partial<GenerateChunk>,
-    usageOf: (completion: number) => GenerateChunk['completion_usage'],
-  ): AsyncGenerator<GenerateChunk> {
-    for (let i = 0; i < maxNew; i++) {
-      const go = await this.#hold.next(stream, context.signal);
-      if (!go || context.isStopped()) {
-        yield { token_ids: [], index: 0, finish_reason: 'cancelled', completion_usage: usageOf(i) };
-        return;
-      }
-      if (this.delayMs > 0) await sleep(this.delayMs);
-      const token = (first + i + 1) % VOCAB_SIZE;
-      if (i < maxNew - 1) {
-        yield { token_ids: [token], index: 0, ...logprobsOf(token) };
-        continue;
-      }
-      yield {
-        token_ids: [token],
-        index: 0,
-        ...logprobsOf(token),
-        finish_reason: 'length',
-        completion_usage: usageOf(maxNew),
-        ...(this.disaggregationMode === 'prefill'
-          ? { disaggregated_params: { sample_handle: randomUUID().replaceAll('-', ''), completed_tokens: [token] } }
-          : {}),
-      };
     }
   }
 

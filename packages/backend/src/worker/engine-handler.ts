@@ -58,13 +58,30 @@ export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions):
     throw new Unknown(`engine ${name}: ${message}`);
   };
 
-  return async function* serve(body: unknown, context: Context): AsyncGenerator<GenerateChunk | EmbeddingsOutput> {
-    if (isEmbedRequest(body)) {
-      yield await embedded(body, context);
-      return;
+  // `serve` hands back the checked stream itself for a one-choice request instead of delegating
+  // to it with `yield*`: each level of async generators costs every token a promise and a resume.
+  return function serve(body: unknown, context: Context): AsyncGenerator<GenerateChunk | EmbeddingsOutput> {
+    if (isEmbedRequest(body)) return embeddedStream(body, context);
+    let request: GenerateRequest;
+    try {
+      request = parseOrThrow(GenerateRequestSchema, body, 'request');
+    } catch (err) {
+      // Reported in the stream, as the engine's own errors are.
+      return failed(err);
     }
-    const request = parseOrThrow(GenerateRequestSchema, body, 'request');
     const n = choicesAsked(request);
+    if (n === 1 || engine.generatesChoices) return checked(request, context, true);
+    return abortingOnCancel(
+      mergeStreams(Array.from({ length: n }, (_, index) => withIndex(checked(oneChoice(request, index), context, false), index))),
+      context,
+    );
+  };
+
+  /**
+   * Calls `engine.abort(context)` once when the caller stops or kills the request, never when a
+   * stream simply ends; returns the function that stops watching.
+   */
+  function watchCancel(context: Context): () => void {
     let aborted = false;
     const onCancel = () => {
       if (aborted) return;
@@ -75,13 +92,22 @@ export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions):
         .catch((err: unknown) => log.debug({ engine: name, id: context.id(), err: (err as Error).message }, 'engine.abort failed'));
     };
     context.signal.addEventListener('abort', onCancel, { once: true });
+    return () => context.signal.removeEventListener('abort', onCancel);
+  }
+
+  /** The choices of a request for several, with one cancel watch for them all. */
+  async function* abortingOnCancel(chunks: AsyncIterable<GenerateChunk>, context: Context): AsyncGenerator<GenerateChunk> {
+    const unwatch = watchCancel(context);
     try {
-      if (n === 1 || engine.generatesChoices) yield* checked(request, context);
-      else yield* mergeStreams(Array.from({ length: n }, (_, index) => withIndex(checked(oneChoice(request, index), context), index)));
+      yield* chunks;
     } finally {
-      context.signal.removeEventListener('abort', onCancel);
+      unwatch();
     }
-  };
+  }
+
+  async function* embeddedStream(body: unknown, context: Context): AsyncGenerator<EmbeddingsOutput> {
+    yield await embedded(body, context);
+  }
 
   /**
    * An embedding request's answer as Dynamo's wire carries it (`{embeddings: [base64 float32...],
@@ -110,8 +136,12 @@ export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions):
     return { embeddings: vectors.map((v) => embeddingToBase64(v)), prompt_tokens: prompt, total_tokens: prompt };
   }
 
-  /** The engine's stream for one `generate` call, every chunk checked (see above). */
-  async function* checked(request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
+  /**
+   * The engine's stream for one `generate` call, every chunk checked (see above); with
+   * `ownsCancel`, it also calls `engine.abort` when the request is cancelled.
+   */
+  async function* checked(request: GenerateRequest, context: Context, ownsCancel: boolean): AsyncGenerator<GenerateChunk> {
+    const unwatch = ownsCancel ? watchCancel(context) : undefined;
     let stream: AsyncIterator<unknown> | undefined;
     try {
       stream = engine.generate(request, context)[Symbol.asyncIterator]();
@@ -149,8 +179,15 @@ export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions):
       // `finally` blocks run (not awaited once killed: a hung engine would never let it finish).
       const closing = stream?.return?.().catch(() => {});
       if (!context.isKilled()) await closing;
+      unwatch?.();
     }
   }
+}
+
+/** A stream that fails with `err` when first read. */
+// biome-ignore lint/correctness/useYield: it only throws, where the stream's errors belong.
+async function* failed(err: unknown): AsyncGenerator<never> {
+  throw err;
 }
 
 /**
