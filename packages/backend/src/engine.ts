@@ -3,6 +3,7 @@ import type { GenerateChunk } from './protocol/chunk.js';
 import type { EmbedRequest, Embeddings } from './protocol/embedding.js';
 import type { EngineConfig } from './protocol/engine-config.js';
 import type { KvEventSource } from './protocol/kv-events.js';
+import type { ExportedKvState, KvTransfer } from './protocol/kv-transfer.js';
 import type { GenerateRequest } from './protocol/request.js';
 import type { WorkerConfig } from './protocol/worker-config.js';
 import type { SnapshotPublisher } from './worker/snapshot-publisher.js';
@@ -157,6 +158,25 @@ export abstract class LLMEngine {
 
   /** Unloads adapter `name` (one {@link loadLora} loaded; the worker checks). */
   async unloadLora(_name: string): Promise<void> {}
+
+  /**
+   * Hands a prefill or decode engine the KV transfer between them (called once after `start`, on
+   * `prefill` and `decode` workers only). A prefill engine puts `transfer.handle(id, bytes)` in its
+   * terminal chunk's `disaggregated_params.kv_transfer`; a decode engine passes that object from
+   * `request.prefill_result.disaggregated_params.kv_transfer` to `transfer.pull()` and loads the
+   * bytes. Default: ignores it (an engine whose handoff goes elsewhere, such as NIXL).
+   */
+  attachKvTransfer(_transfer: KvTransfer): void {}
+
+  /**
+   * On a prefill worker: the KV state `id` a decode worker asks for (one this engine named in a
+   * `kv_transfer` handle), header first, then its bytes. The worker serves it on the
+   * `kv_transfer` endpoint and calls `done` when the transfer ended. Throw (`InvalidArgument`) for
+   * an unknown or expired id. Default: no states to give.
+   */
+  async exportKvState(id: string, _context: Context): Promise<ExportedKvState> {
+    throw new InvalidArgument(`${this.constructor.name} does not export KV states (asked for '${id}')`);
+  }
 
   /** Where the router gets this engine's KV cache events from; one source per DP rank. Default: none. */
   async kvEventSources(): Promise<KvEventSource[]> {

@@ -20,6 +20,7 @@ export type { EngineConfig, LlmRegistration } from './protocol/engine-config.js'
 export { workerConfig, type WorkerConfig, type WorkerConfigInput, type ShutdownConfig } from './protocol/worker-config.js';
 export { DisaggregationMode, parseDisaggregationMode } from './protocol/disaggregation.js';
 export type { KvEventSource, ZmqSource, PushSource } from './protocol/kv-events.js';
+export type { KvTransfer, KvTransferHandle, KvStateHeader, ExportedKvState, PulledKvState } from './protocol/kv-transfer.js';
 export type { SnapshotPublisher, ComponentSnapshot } from './worker/snapshot-publisher.js';
 export { computeBlockHashes, computeSequenceHashes, type KvCacheEvents, loraId } from '@dynamo/llm';
 export { workerFlags, workerConfigFromFlags } from './flags.js';

@@ -2,6 +2,7 @@ import { stat } from 'node:fs/promises';
 import { basename } from 'node:path';
 
 import {
+  CannotConnect,
   type Context,
   type EmbedRequest,
   type Embeddings,
@@ -9,8 +10,10 @@ import {
   engineLog,
   type GenerateChunk,
   type GenerateRequest,
+  type ExportedKvState,
   InvalidArgument,
   type KvEventSource,
+  type KvTransfer,
   LLMEngine,
   parseFlags,
   registerPrometheus,
@@ -28,9 +31,13 @@ import { guidedGrammar } from './gbnf/guided.js';
 import { resolveGguf } from './gguf-path.js';
 import { type Lane, type LaneOptions, LoraLanes, openLane } from './lanes.js';
 import { EngineMetrics } from './metrics.js';
+import { acceptGrammarTokens } from './internals.js';
+import { modelDigest } from './model-digest.js';
 import { eogBan, logprobsWanted, numberOptions, repeatPenalty, samplerOptions, tokenLogprobs } from './sampling.js';
 import type { Slot } from './sequence-slots.js';
-import { type FinishReason, TokenStream } from './token-stream.js';
+import { checkStateHeader, stateLayout } from './state-header.js';
+import { StateStore } from './state-store.js';
+import { type FinishReason, type TokenBatch, TokenStream } from './token-stream.js';
 
 /** Tokens per KV block, as the worker's card announces it (`kv_cache_block_size`) and KV events count them. */
 const KV_BLOCK_SIZE = 16;
@@ -67,6 +74,34 @@ export interface LlamaCppEngineOptions {
    * `--slot-prompt-similarity`.
    */
   slotPromptSimilarity?: number;
+  /**
+   * The worker's part in disaggregated serving (default `agg`): a `prefill` worker evaluates the
+   * prompt, makes the first token and hands the sequence's KV state to the decode worker that
+   * pulls it; a `decode` worker loads that state and generates the rest.
+   */
+  disaggregationMode?: 'agg' | 'prefill' | 'decode';
+  /** How long a prefill worker keeps a prompt's KV state for its decode worker to pull (default 60 s). */
+  kvTransferTimeoutSecs?: number;
+}
+
+/** A request's part in disaggregated serving, as it changes the request's run. */
+interface Role {
+  /** Hand the evaluated prompt over: stage its state, and end with the handle to it. */
+  prefill?: true;
+  /** The answer's first tokens, made by the prefill worker: sent first, then continued from. */
+  made?: readonly Token[];
+  /** Their log probabilities, when the request asked for them. */
+  madeLogprobs?: ChunkLogprobs;
+  /** The pulled state of the prompt, to load instead of evaluating it. */
+  state?: string;
+}
+
+/** A chunk's log probability fields. */
+type ChunkLogprobs = Pick<GenerateChunk, 'log_probs' | 'top_logprobs'>;
+
+/** The log probability fields of a batch's chunk, when it has them. */
+function chunkLogprobs(batch: TokenBatch): ChunkLogprobs | undefined {
+  return batch.logprobs && { log_probs: batch.logprobs.map((l) => l.logprob), top_logprobs: batch.logprobs.map((l) => l.top) };
 }
 
 const log = engineLog('llama-cpp');
@@ -84,6 +119,8 @@ interface Loaded {
   vocab: number;
   /** Whether sequences keep their tokens between requests (the option, unless the model cannot). */
   prefixCaching: boolean;
+  /** Prefill and decode workers: where states are staged, and the model's digest their headers name. */
+  handoff?: { store: StateStore; digest: string };
 }
 
 /**
@@ -107,6 +144,9 @@ export class LlamaCppEngine extends LLMEngine {
   readonly embedding: boolean;
   readonly prefixCaching: boolean;
   readonly slotPromptSimilarity: number;
+  readonly disaggregationMode: 'agg' | 'prefill' | 'decode';
+  readonly kvTransferTimeoutSecs: number;
+  #transfer: KvTransfer | undefined;
   #loaded: Loaded | undefined;
   #loading: Promise<Loaded> | undefined;
   /** The blocks every sequence holds, over the base model and its adapters. */
@@ -128,6 +168,9 @@ export class LlamaCppEngine extends LLMEngine {
     this.embedding = options.embedding ?? false;
     this.prefixCaching = options.prefixCaching ?? true;
     this.slotPromptSimilarity = options.slotPromptSimilarity ?? 0.5;
+    this.disaggregationMode = options.disaggregationMode ?? 'agg';
+    this.kvTransferTimeoutSecs = options.kvTransferTimeoutSecs ?? 60;
+    if (this.embedding && this.disaggregationMode !== 'agg') throw new InvalidArgument(`--embedding with --disaggregation-mode ${this.disaggregationMode}: an embedding worker has no prefill or decode to split`);
   }
 
   /** Builds the engine and its worker config from `dynamo-llama-cpp`'s flags and `DYN_*` env. */
@@ -137,11 +180,9 @@ export class LlamaCppEngine extends LLMEngine {
       process.stdout.write(llamaCppHelp());
       process.exit(0);
     }
-    const { modelPath, ggufFile, modelName, gpu, threads, parallel, loraParallel, maxQueued, contextSize, embedding, enablePrefixCaching, slotPromptSimilarity, ...common } = parsed.values;
-    if (common.disaggregationMode !== 'agg') {
-      // Prefill/decode need a KV cache handoff llama.cpp does not offer, and encode a multimodal encoder.
-      throw new InvalidArgument(`--disaggregation-mode ${common.disaggregationMode}: dynamo-llama-cpp serves aggregated workers only (agg)`);
-    }
+    const { modelPath, ggufFile, modelName, gpu, threads, parallel, loraParallel, maxQueued, contextSize, embedding, enablePrefixCaching, slotPromptSimilarity, kvTransferTimeout, ...common } = parsed.values;
+    const mode = common.disaggregationMode;
+    if (mode === 'encode') throw new InvalidArgument('--disaggregation-mode encode: dynamo-llama-cpp has no multimodal encoder (agg, prefill or decode)');
     const file = await resolveGguf(modelPath, ggufFile, env);
     const engine = new LlamaCppEngine({
       modelPath: file,
@@ -155,6 +196,8 @@ export class LlamaCppEngine extends LLMEngine {
       embedding,
       prefixCaching: enablePrefixCaching,
       slotPromptSimilarity,
+      disaggregationMode: mode,
+      kvTransferTimeoutSecs: kvTransferTimeout,
     });
     const config = workerConfigFromFlags(embedding ? { ...common, endpointTypes: 'embedding' } : common, { modelName: file, servedModelName: engine.modelName });
     return [engine, config];
@@ -200,8 +243,9 @@ export class LlamaCppEngine extends LLMEngine {
     });
     const base = await openLane(model, lane(this.parallel));
     const adapters = new LoraLanes(model, lane(this.loraParallel), [this.modelName, this.modelPath]);
-    log.info({ model: file, gpu: llama.gpu, threads: this.threads, parallel: this.parallel, context_size: this.contextSize, prefix_caching: prefixCaching }, 'model loaded');
-    return { llama, model, base, adapters, vocab, prefixCaching };
+    const handoff = this.disaggregationMode === 'agg' ? undefined : { store: await StateStore.open(this.kvTransferTimeoutSecs * 1000), digest: await modelDigest(file, model.fileInfo.infoEndOffset ?? model.fileInfo.metadataSize) };
+    log.info({ model: file, gpu: llama.gpu, threads: this.threads, parallel: this.parallel, context_size: this.contextSize, prefix_caching: prefixCaching, disaggregation_mode: this.disaggregationMode }, 'model loaded');
+    return { llama, model, base, adapters, vocab, prefixCaching, ...(handoff && { handoff }) };
   }
 
   /** The base context's KV cells in blocks. */
@@ -226,40 +270,99 @@ export class LlamaCppEngine extends LLMEngine {
     // disposes a context under a request.
     lane.users++;
     try {
-      yield* this.#generateOn(loaded, lane, request, context);
+      if (this.disaggregationMode === 'prefill') yield* this.#generateOn(loaded, lane, request, context, { prefill: true });
+      else if (this.disaggregationMode === 'decode' && request.prefill_result != null) yield* this.#decode(loaded, lane, request, context);
+      // A decode worker serves a request without a prefill result whole, as stock frontends send
+      // when no prefill worker is left (and the health canary does).
+      else yield* this.#generateOn(loaded, lane, request, context, {});
     } finally {
       lane.users--;
       if (lane.users === 0) lane.drained?.();
     }
   }
 
+  /**
+   * A decode worker's request: pulls the prompt's state from the prefill worker that evaluated it,
+   * checks that it fits (model, layout), and continues the answer from the prefill's first token.
+   * When the prefill worker cannot be reached (it died, or dropped the state), the prompt is
+   * evaluated here instead and the answer is the same.
+   */
+  async *#decode(loaded: Loaded, lane: Lane, request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
+    const handoff = loaded.handoff!;
+    const params = request.prefill_result?.disaggregated_params as Record<string, unknown> | undefined;
+    const made = params?.completed_tokens;
+    if (!Array.isArray(made) || made.length === 0 || !made.every((id) => Number.isInteger(id) && id >= 0 && id < loaded.vocab)) {
+      throw new InvalidArgument(`prefill_result.disaggregated_params.completed_tokens must list the prefill worker's token ids, got ${JSON.stringify(made ?? null)}`);
+    }
+    const madeLogprobs = params?.completed_logprobs as ChunkLogprobs | undefined;
+    let state: string | undefined;
+    try {
+      if (!this.#transfer) throw new InvalidArgument('decode worker has no KV transfer (attachKvTransfer was not called)');
+      const pulled = await this.#transfer.pull(params?.kv_transfer, context);
+      checkStateHeader(pulled.header, stateLayout(lane.context, handoff.digest, lane.slots.loraName));
+      state = await handoff.store.receive(pulled);
+    } catch (err) {
+      if (!(err instanceof CannotConnect)) throw err;
+      log.warn({ err: (err as Error).message }, 'KV state not pulled from the prefill worker; evaluating the prompt here');
+      this.#metrics.handoffFallback();
+    }
+    try {
+      yield* this.#generateOn(loaded, lane, request, context, { made: made as Token[], ...(madeLogprobs && { madeLogprobs }), ...(state !== undefined && { state }) });
+    } finally {
+      if (state !== undefined) await handoff.store.discard(state);
+    }
+  }
+
   /** One request on one of `lane`'s sequences, once it gets one. */
-  async *#generateOn(loaded: Loaded, lane: Lane, request: GenerateRequest, context: Context): AsyncGenerator<GenerateChunk> {
+  async *#generateOn(loaded: Loaded, lane: Lane, request: GenerateRequest, context: Context, role: Role): AsyncGenerator<GenerateChunk> {
     const grammar = await this.#grammar(loaded, request);
     const slot = await lane.slots.acquire(request.token_ids, context);
-    const cached = slot?.reused ?? 0;
+    // With a loaded state the prompt's cached tokens are those the prefill worker found cached.
+    const cached = role.state === undefined ? (slot?.reused ?? 0) : cachedTokens(request);
     const usageOf = (completion: number) => ({ ...usage(request.token_ids.length, completion), ...(loaded.prefixCaching && { prompt_tokens_details: { cached_tokens: cached } }) });
     if (slot === undefined) {
       if (!context.isKilled()) yield { token_ids: [], finish_reason: 'cancelled', completion_usage: usageOf(0) };
       return;
     }
-    this.#report();
-    if (loaded.prefixCaching) this.#metrics.prefixQuery(request.token_ids.length, cached);
     const stream = new TokenStream();
-    const production = this.#produce(loaded, slot, request, context, stream, grammar, () => lane.slots.evaluated(slot));
+    let production: Promise<boolean> = Promise.resolve(false);
     let produced = 0;
     try {
+      if (role.state !== undefined) {
+        const state = role.state;
+        await lane.slots.loadState(slot, (sequence) => sequence.loadStateFromFile(state, { acceptRisk: true }));
+      }
+      this.#report();
+      if (loaded.prefixCaching) this.#metrics.prefixQuery(request.token_ids.length, cached);
+      const made = role.made ?? [];
+      // The prefill worker's tokens open the answer: sent first, and evaluated before the rest is drawn.
+      if (made.length > 0) {
+        produced = made.length;
+        this.#metrics.generated(made.length);
+        yield { token_ids: [...made], ...role.madeLogprobs };
+      }
+      production = this.#produce(loaded, slot, request, made, context, stream, grammar, () => lane.slots.evaluated(slot));
+      // A prefill worker's answer is one chunk: the handoff comes with its token.
+      const held = new TokenStream();
       for (;;) {
         const batch = await stream.take();
         produced += batch.tokens.length;
         this.#metrics.generated(batch.tokens.length);
-        const logprobs = batch.logprobs && { log_probs: batch.logprobs.map((l) => l.logprob), top_logprobs: batch.logprobs.map((l) => l.top) };
-        if (batch.finish === undefined) {
-          yield { token_ids: batch.tokens, ...logprobs };
+        if (role.prefill && batch.finish === undefined) {
+          held.pushBatch(batch);
           continue;
         }
         if (batch.finish === 'cancelled' && context.isKilled()) return;
-        yield { token_ids: batch.tokens, ...logprobs, finish_reason: batch.finish, completion_usage: usageOf(produced) };
+        if (role.prefill) held.pushBatch(batch);
+        const whole = role.prefill ? await held.take() : batch;
+        const logprobs = chunkLogprobs(whole);
+        if (batch.finish === undefined) {
+          yield { token_ids: whole.tokens, ...logprobs };
+          continue;
+        }
+        // The prefill ended at its one token (not at EOS or a stop): the decode worker goes on from its state.
+        const handoff = role.prefill && batch.finish === 'length' && whole.tokens.length > 0 && (await this.#stage(loaded, lane, slot, production, whole.tokens as Token[], logprobs));
+        yield { token_ids: whole.tokens, ...logprobs, finish_reason: batch.finish, completion_usage: usageOf(produced), ...(handoff && { disaggregated_params: handoff }) };
         return;
       }
     } finally {
@@ -268,6 +371,17 @@ export class LlamaCppEngine extends LLMEngine {
       await lane.slots.release(slot, clean);
       this.#report();
     }
+  }
+
+  /** Stages the evaluated prompt in `slot` for the decode worker; returns the terminal chunk's `disaggregated_params`. */
+  async #stage(loaded: Loaded, lane: Lane, slot: Slot<LlamaContextSequence>, production: Promise<boolean>, made: Token[], logprobs: ChunkLogprobs | undefined): Promise<Record<string, unknown>> {
+    const transfer = this.#transfer;
+    if (!transfer || !loaded.handoff) throw new InvalidArgument('prefill worker has no KV transfer (attachKvTransfer was not called)');
+    // The sequence is still: its llama.cpp loop ended with the one token.
+    if (!(await production)) throw new InvalidArgument('llama.cpp failed while evaluating the prompt; nothing to hand over');
+    const layout = stateLayout(lane.context, loaded.handoff.digest, lane.slots.loraName);
+    const { id, bytes } = await loaded.handoff.store.stage(slot.sequence, layout, transfer.maxBytes);
+    return { kv_transfer: transfer.handle(id, bytes), completed_tokens: made, ...(logprobs && { completed_logprobs: logprobs }) };
   }
 
   /**
@@ -303,6 +417,24 @@ export class LlamaCppEngine extends LLMEngine {
     if (!loaded) throw new InvalidArgument('embed() before start()');
     if (!loaded.embedder) throw new InvalidArgument(`this worker generates with ${this.modelName}; start it with --embedding to compute embeddings`);
     return loaded.embedder.embed(request);
+  }
+
+  /** Prefill and decode workers: the transfer of prompts' KV states between them. */
+  override attachKvTransfer(transfer: KvTransfer): void {
+    this.#transfer = transfer;
+  }
+
+  /** A prefill worker: the staged state `id`, for the decode worker pulling it (once). */
+  override async exportKvState(id: string): Promise<ExportedKvState> {
+    const store = this.#loaded?.handoff?.store;
+    if (!store) throw new InvalidArgument(`this worker is not a prefill worker; it holds no KV state '${id}'`);
+    return store.export(id);
+  }
+
+  /** A prefill worker is quiescent once no staged state waits for its decode worker. */
+  override async isQuiescent(): Promise<boolean | null> {
+    const store = this.#loaded?.handoff?.store;
+    return store === undefined ? null : store.pending === 0;
   }
 
   /** The cached blocks, as KV events the engine pushes itself (with prefix caching). */
@@ -378,6 +510,7 @@ export class LlamaCppEngine extends LLMEngine {
     loaded: Loaded,
     slot: Slot<LlamaContextSequence>,
     request: GenerateRequest,
+    made: readonly Token[],
     context: Context,
     stream: TokenStream,
     grammar: LlamaGrammar | undefined,
@@ -388,29 +521,35 @@ export class LlamaCppEngine extends LLMEngine {
     const stop = request.stop_conditions ?? {};
     const num = numberOptions(request);
     const budget = this.contextSize - request.token_ids.length;
-    const maxTokens = Math.min(stop.max_tokens ?? budget, budget);
+    // A prefill worker makes one token whatever it is asked; tokens made before count against the rest.
+    const maxTokens = (this.disaggregationMode === 'prefill' ? 1 : Math.min(stop.max_tokens ?? budget, budget)) - made.length;
     const stopIds = new Set(stop.stop_token_ids ?? []);
     const ignoreEos = stop.ignore_eos === true;
     const minTokens = stop.min_tokens ?? 0;
     // Before min_tokens (or always, with ignore_eos) the end-of-generation tokens cannot be drawn.
     const noEog = ignoreEos || minTokens > 0 ? eogBan(model) : undefined;
     const noBias = new TokenBias(model.tokenizer);
-    let count = 0;
+    let count = made.length;
     let finish: FinishReason = 'length';
     try {
+      if (maxTokens <= 0) {
+        stream.end('length');
+        return true;
+      }
       if (context.isStopped()) {
         stream.end('cancelled');
         return true;
       }
-      // The sequence holds the first `reused` prompt tokens already; evaluation appends the rest.
-      const fresh = request.token_ids.slice(slot.reused) as Token[];
+      // The sequence holds the first `reused` prompt tokens already; evaluation appends the rest,
+      // and the answer's tokens made elsewhere.
+      const fresh = [...request.token_ids.slice(slot.reused), ...made] as Token[];
       this.#metrics.prompt(fresh.length);
       const topCount = logprobsWanted(request);
       const options = {
         ...samplerOptions(num, noEog !== undefined),
         ...repeatPenalty(num, () => sequence.contextTokens.slice(request.token_ids.length)),
         tokenBias: () => (noEog && (ignoreEos || count < minTokens) ? noEog : noBias),
-        ...(grammar && { grammarEvaluationState: new LlamaGrammarEvaluationState({ model, grammar }) }),
+        ...(grammar && { grammarEvaluationState: grammarState(loaded, grammar, made) }),
         yieldEogToken: true,
       };
       // With log probabilities asked for, every step also returns the distribution it drew from.
@@ -420,8 +559,10 @@ export class LlamaCppEngine extends LLMEngine {
               for await (const token of sequence.evaluate(fresh, options)) yield { token };
             })()
           : sequence.evaluateWithMetadata(fresh, { probabilities: true }, options);
+      let first = true;
       for await (const { token, probabilities } of steps) {
-        if (count === 0) evaluated();
+        if (first) evaluated();
+        first = false;
         if (stream.abandoned || context.isStopped()) {
           finish = 'cancelled';
           break;
@@ -436,7 +577,7 @@ export class LlamaCppEngine extends LLMEngine {
           finish = 'stop';
           break;
         }
-        if (count >= maxTokens) break;
+        if (count - made.length >= maxTokens) break;
       }
       stream.end(finish);
       return true;
@@ -467,6 +608,7 @@ export class LlamaCppEngine extends LLMEngine {
     if (!loading) return;
     const loaded = await loading.catch(() => undefined);
     if (!loaded) return;
+    await loaded.handoff?.store.close();
     await loaded.adapters?.dispose();
     await loaded.base?.context.dispose();
     await loaded.embedder?.context.dispose();
@@ -484,4 +626,17 @@ function prefixReusable(model: LlamaModel): boolean {
   if (!insights.isRecurrent && insights.swaSize === undefined) return true;
   log.warn({ architecture: model.fileInfo.metadata.general.architecture }, `prefix caching is off: the model ${insights.isRecurrent ? 'is recurrent' : 'uses sliding-window attention'}, so a cached prefix cannot be cut and extended`);
   return false;
+}
+
+/** A grammar's state for a request whose answer starts with `made` (drawn under the same grammar elsewhere). */
+function grammarState(loaded: Loaded, grammar: LlamaGrammar, made: readonly Token[]): LlamaGrammarEvaluationState {
+  const state = new LlamaGrammarEvaluationState({ model: loaded.model, grammar });
+  acceptGrammarTokens(loaded.llama, state, made);
+  return state;
+}
+
+/** The prompt's cached tokens the prefill worker reported with its result. */
+function cachedTokens(request: GenerateRequest): number {
+  const details = request.prefill_result?.prompt_tokens_details as { cached_tokens?: unknown } | undefined;
+  return typeof details?.cached_tokens === 'number' ? details.cached_tokens : 0;
 }

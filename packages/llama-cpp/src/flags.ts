@@ -79,6 +79,11 @@ export const llamaCppFlags = {
     boolean: true,
     description: "Serve the model's embeddings (/v1/embeddings) instead of generating: registers for embeddings, with llama.cpp's embedding context",
   },
+  kvTransferTimeout: {
+    schema: z.coerce.number().positive('must be more than 0').max(86_400).default(60),
+    description: 'With --disaggregation-mode prefill: seconds a prompt\'s KV state waits for its decode worker to pull it before it is dropped (the decode worker then evaluates the prompt itself)',
+    placeholder: 'SECS',
+  },
   ...workerFlags,
   component: { ...workerFlags.component, schema: workerFlags.component.schema.removeDefault().default('llama') },
 };

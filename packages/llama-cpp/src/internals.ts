@@ -1,7 +1,7 @@
 // Every place this package reaches into node-llama-cpp's private fields, each where no public API
 // does the job, with the reason. Each checks the field is as node-llama-cpp 3.21.1 has it and
 // throws otherwise, so an upgrade that moves one cannot go unnoticed.
-import type { LlamaContext, LlamaModel, Token, TokenBias } from 'node-llama-cpp';
+import type { Llama, LlamaContext, LlamaGrammarEvaluationState, LlamaModel, Token, TokenBias } from 'node-llama-cpp';
 
 const pinned = 'this engine is written for node-llama-cpp 3.21.1';
 
@@ -59,4 +59,21 @@ export async function freeLoraWeights(model: LlamaModel, file: string): Promise<
   const weights = cache.get(file);
   cache.delete(file);
   await weights?.dispose();
+}
+
+/** The native grammar call, as node-llama-cpp 3.21.1 makes it when a sampled token is accepted. */
+type NativeSampler = { acceptGrammarEvaluationStateToken: (state: unknown, token: Token) => void };
+
+/**
+ * Advances `state` over `tokens` as if it had sampled them. A decode worker continues an answer
+ * whose first tokens the prefill worker sampled under the grammar; node-llama-cpp moves a grammar
+ * state only over the tokens it samples itself, not over the tokens it is given to evaluate.
+ */
+export function acceptGrammarTokens(llama: Llama, state: LlamaGrammarEvaluationState, tokens: readonly Token[]): void {
+  const sampler = (llama as unknown as { _bindings?: { AddonSampler?: Partial<NativeSampler> } })._bindings?.AddonSampler;
+  const native = (state as unknown as { _state?: unknown })._state;
+  if (typeof sampler?.acceptGrammarEvaluationStateToken !== 'function' || native === undefined) {
+    throw new Error(`node-llama-cpp has no native grammar token acceptance: ${pinned}`);
+  }
+  for (const token of tokens) sampler.acceptGrammarEvaluationStateToken(native, token);
 }

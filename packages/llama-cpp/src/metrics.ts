@@ -35,6 +35,7 @@ export class EngineMetrics {
   readonly #generatedTotal: Counter;
   readonly #cacheQueries: Counter;
   readonly #cacheHits: Counter;
+  readonly #handoffFallbacks: Counter;
   #queried = 0;
   #hit = 0;
   readonly #promptRate = new RateWindow();
@@ -49,6 +50,7 @@ export class EngineMetrics {
     // In tokens, as vLLM counts its prefix cache.
     this.#cacheQueries = new Counter({ name: 'llamacpp:prefix_cache_queries_total', help: 'Prompt tokens looked up in the prefix cache', registers });
     this.#cacheHits = new Counter({ name: 'llamacpp:prefix_cache_hits_total', help: 'Prompt tokens found in the prefix cache (not evaluated again)', registers });
+    this.#handoffFallbacks = new Counter({ name: 'llamacpp:kv_transfer_fallbacks_total', help: 'Decode requests whose prompt was evaluated here because its KV state could not be pulled from the prefill worker', registers });
     const prompt = this.#promptRate;
     const generated = this.#generatedRate;
     new Gauge({ name: 'llamacpp:prompt_tokens_per_second', help: 'Prompt tokens evaluated per second, over the last 10 s', registers, collect() { this.set(prompt.perSecond()); } });
@@ -61,6 +63,11 @@ export class EngineMetrics {
     this.#cacheHits.inc(hits);
     this.#queried += tokens;
     this.#hit += hits;
+  }
+
+  /** A decode request evaluated its prompt itself: the prefill worker's state could not be pulled. */
+  handoffFallback(): void {
+    this.#handoffFallbacks.inc();
   }
 
   /** Cached prompt tokens over all prompt tokens looked up so far (0 before any). */

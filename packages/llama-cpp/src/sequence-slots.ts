@@ -109,6 +109,26 @@ export class SequenceSlots<S extends KvSequence> {
     }
   }
 
+  /**
+   * Replaces what the slot's sequence holds with a saved state (`load` restores it), which must
+   * hold exactly the slot's prompt: the prompt is then evaluated and nothing of it is left to do.
+   * Throws, leaving the sequence empty, when the state holds anything else.
+   */
+  async loadState(slot: Slot<S>, load: (sequence: S) => Promise<void>): Promise<void> {
+    const { sequence, prompt } = slot;
+    slot.reused = 0;
+    if (sequence.contextTokens.length > 0) await sequence.clearHistory();
+    await load(sequence);
+    const held = sequence.contextTokens;
+    if (held.length !== prompt.length || commonPrefixLength(held, prompt) !== prompt.length) {
+      await sequence.clearHistory();
+      this.#record(sequence);
+      throw new Error(`the loaded KV state holds ${held.length} tokens that are not this request's prompt of ${prompt.length}`);
+    }
+    slot.reused = prompt.length;
+    this.#record(sequence);
+  }
+
   /** The slot's prompt is evaluated: its blocks are reported now, for requests routed meanwhile. */
   evaluated(slot: Slot<S>): void {
     this.#record(slot.sequence);

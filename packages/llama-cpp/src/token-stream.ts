@@ -44,6 +44,14 @@ export class TokenStream {
     this.#notify();
   }
 
+  /** Adds a batch taken from another stream (its tokens, log probabilities and finish). */
+  pushBatch(batch: TokenBatch): void {
+    this.#tokens.push(...batch.tokens);
+    if (batch.logprobs) this.#logprobs.push(...batch.logprobs);
+    if (batch.finish !== undefined) this.#finish = batch.finish;
+    this.#notify();
+  }
+
   end(finish: FinishReason): void {
     this.#finish = finish;
     this.#notify();

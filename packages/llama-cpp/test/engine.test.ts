@@ -22,12 +22,13 @@ process.env.XDG_CACHE_HOME = join(tmp, 'cache');
 conformanceSuite('LlamaCppEngine on SmolLM2-135M', () => new LlamaCppEngine({ modelPath, parallel: 4, contextSize: 1024 }), { checkTimeoutMs: 120_000 });
 
 describe('LlamaCppEngine.fromArgs', () => {
-  it('refuses a disaggregated role, naming the flag', async () => {
-    for (const mode of ['prefill', 'decode', 'encode']) {
-      const made = LlamaCppEngine.fromArgs(['--model-path', modelPath, '--disaggregation-mode', mode], {});
-      await expect(made).rejects.toBeInstanceOf(InvalidArgument);
-      await expect(made).rejects.toThrow(`--disaggregation-mode ${mode}: dynamo-llama-cpp serves aggregated workers only (agg)`);
-    }
+  it('refuses the encode role, naming the flag, and the prefill and decode roles for an embedding worker', async () => {
+    const encode = LlamaCppEngine.fromArgs(['--model-path', modelPath, '--disaggregation-mode', 'encode'], {});
+    await expect(encode).rejects.toBeInstanceOf(InvalidArgument);
+    await expect(encode).rejects.toThrow('--disaggregation-mode encode: dynamo-llama-cpp has no multimodal encoder (agg, prefill or decode)');
+    await expect(LlamaCppEngine.fromArgs(['--model-path', modelPath, '--embedding', '--disaggregation-mode', 'prefill'], {})).rejects.toThrow(
+      '--embedding with --disaggregation-mode prefill: an embedding worker has no prefill or decode to split',
+    );
   });
 });
 

@@ -25,6 +25,7 @@ import { KvEventSourcesSchema } from '../protocol/kv-events.js';
 import { type WorkerConfig, type WorkerConfigInput, workerConfig } from '../protocol/worker-config.js';
 import { WorkerAdmin } from './admin-routes.js';
 import { LoraRoutes } from './lora-routes.js';
+import { DEFAULT_KV_TRANSFER_MAX_BYTES, KV_TRANSFER_ENDPOINT, kvTransferHandler, RuntimeKvTransfer } from './kv-transfer.js';
 import { engineHandler } from './engine-handler.js';
 import { EngineGate } from './engine-gate.js';
 import { resolveHealthCheck } from './health-payload.js';
@@ -230,6 +231,13 @@ export class Worker {
       await registered.unregister().catch(() => {});
       throw err;
     }
+    let transfer: { kv: RuntimeKvTransfer; served?: ServedEndpoint } | undefined;
+    try {
+      transfer = await this.#kvTransfer(runtime);
+    } catch (err) {
+      await Promise.all([registered.unregister().catch(() => {}), ...kvEvents.map((p) => p.close())]);
+      throw err;
+    }
     const healthCheck = await resolveHealthCheck(this.engine, this.config.healthCheckPayload, this.#env, log);
     const handler = engineHandler(this.engine, { log: runtime.log('backend.engine'), engineName: this.#name });
     let served: ServedEndpoint;
@@ -238,7 +246,7 @@ export class Worker {
       const mergeItems = (held: unknown, next: unknown) => mergeChunks(held as GenerateChunk, next as GenerateChunk);
       served = await endpoint.serveEndpoint(handler, { mergeItems, ...(healthCheck && { healthCheck }) });
     } catch (err) {
-      await registered.unregister().catch(() => {});
+      await Promise.all([registered.unregister().catch(() => {}), transfer?.served?.stop({ drainTimeoutMs: 0 })]);
       throw new Unknown(`serve: ${message(err)}`, { cause: err });
     }
     log.info({ model: registration.servedName, endpoint: `${namespace}.${component}.${endpointName}`, instance_id: runtime.instanceId.toString(16) }, `Serving ${registration.servedName} on ${namespace}.${component}.${endpointName}`);
@@ -269,7 +277,24 @@ export class Worker {
     admin?.close();
     loras?.close();
     await served.stop({ drainTimeoutMs: 0 });
-    await Promise.all([...kvEvents.map((p) => p.close()), load?.close()]);
+    await transfer?.served?.stop({ drainTimeoutMs: 0 });
+    await Promise.all([...kvEvents.map((p) => p.close()), load?.close(), transfer?.kv.close()]);
+  }
+
+  /**
+   * A prefill or decode worker's KV transfer, handed to the engine; a prefill worker whose engine
+   * exports states also serves them on the `kv_transfer` endpoint, up to the end of its shutdown
+   * (decode workers still pull what it prefilled while it drains).
+   */
+  async #kvTransfer(runtime: DistributedRuntime): Promise<{ kv: RuntimeKvTransfer; served?: ServedEndpoint } | undefined> {
+    const { disaggregationMode, namespace, component } = this.config;
+    if (disaggregationMode !== 'prefill' && disaggregationMode !== 'decode') return undefined;
+    const maxBytes = parseOrThrow(z.coerce.number().int().positive().default(DEFAULT_KV_TRANSFER_MAX_BYTES), this.#env.DYN_KV_TRANSFER_MAX_BYTES, 'DYN_KV_TRANSFER_MAX_BYTES');
+    const kv = new RuntimeKvTransfer(runtime, { namespace, component }, maxBytes);
+    this.engine.attachKvTransfer(kv);
+    if (disaggregationMode === 'decode' || this.engine.exportKvState === LLMEngine.prototype.exportKvState) return { kv };
+    const endpoint = runtime.namespace(namespace).component(component).endpoint(KV_TRANSFER_ENDPOINT);
+    return { kv, served: await endpoint.serveEndpoint(kvTransferHandler(this.engine, maxBytes)) };
   }
 
   /** Where the router keeps this worker's KV state: `kvStateEndpoint` when set, else the serving endpoint. */
