@@ -7,22 +7,19 @@
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-import { defaultThreads } from '@dynamo/llama-cpp';
 import { Ajv } from 'ajv';
-import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dynamo/llm';
-import { getLlama, type Token } from 'node-llama-cpp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { Deployment, post, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
 import { freePort, waitFor } from '@dynamo/testing/free-port';
 import { stockPython } from '@dynamo/testing/stock-dynamo';
 import { smolLm2 } from '../../scripts/test-model.mjs';
+import { referenceAnswers, startStockFrontend, SYSTEM } from './harness.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const llamaCli = join(here, '..', 'node_modules', '@dynamo', 'llama-cpp', 'dist', 'cli.cjs');
 const modelPath = await smolLm2();
 const stock = stockPython();
-const system = { role: 'system', content: 'You are a helpful assistant.' };
 const PROMPTS = [
   'What is the capital of France?',
   'Name three primary colors.',
@@ -69,37 +66,7 @@ async function pooled<T>(tasks: Array<() => Promise<T>>, limit: number): Promise
   return results;
 }
 
-/** What node-llama-cpp alone generates greedily from the same prompt ids, as text. */
-async function referenceAnswers(pre: Preprocessor): Promise<string[]> {
-  const llama = await getLlama({ gpu: false, build: 'never' });
-  const model = await llama.loadModel({ modelPath });
-  const context = await model.createContext({ contextSize: 1024, threads: defaultThreads() });
-  const sequence = context.getSequence();
-  const answers: string[] = [];
-  for (const content of PROMPTS) {
-    const { request } = await pre.preprocessChat({ model: 'smollm2', messages: [system, { role: 'user', content }] });
-    const ids: number[] = [];
-    for await (const token of sequence.evaluate(request.token_ids as Token[], { temperature: 0 })) {
-      ids.push(token);
-      if (ids.length >= MAX_TOKENS) break;
-    }
-    await sequence.clearHistory();
-    answers.push(pre.tokenizer.decode(Uint32Array.from(ids), true));
-  }
-  await context.dispose();
-  await model.dispose();
-  await llama.dispose();
-  return answers;
-}
-
-let pre: Preprocessor;
-let reference: string[];
-beforeAll(async () => {
-  if ('skip' in stock) return;
-  const model = await LocalModel.load(modelPath);
-  pre = await Preprocessor.create(model, buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat }));
-  reference = await referenceAnswers(pre);
-}, 120_000);
+const reference = 'skip' in stock ? [] : await referenceAnswers(modelPath, PROMPTS, MAX_TOKENS);
 
 for (const setup of SETUPS) {
   describe.skipIf('skip' in stock)(`SmolLM2 behind both frontends, ${setup.name}`, () => {
@@ -113,10 +80,7 @@ for (const setup of SETUPS) {
       metricsUrl = `http://127.0.0.1:${systemPort}/metrics`;
       deployment.nodeProcess([llamaCli, '--model-path', modelPath, '--model-name', 'smollm2', '--parallel', '4', '--max-queued', '12', '--context-size', '1024'], { DYN_SYSTEM_PORT: String(systemPort) });
       urls.ours = (await deployment.frontend()).url;
-      const port = await freePort();
-      urls.stock = `http://127.0.0.1:${port}`;
-      const discovery = setup.discovery === 'etcd' ? ['--discovery-backend', 'etcd'] : ['--discovery-backend', 'file'];
-      deployment.stockProcess((stock as { python: string }).python, ['-m', 'dynamo.frontend', '--http-host', '127.0.0.1', '--http-port', String(port), ...discovery, '--request-plane', setup.plane]);
+      urls.stock = await startStockFrontend(deployment, setup, (stock as { python: string }).python);
       await waitForModel(urls.ours, 'smollm2', 'llama', 1, 120_000);
       await waitFor('the stock frontend to list smollm2', async () => {
         const models = (await (await fetch(`${urls.stock}/v1/models`, { signal: AbortSignal.timeout(5000) })).json()) as { data: Array<{ id: string }> };
@@ -127,7 +91,7 @@ for (const setup of SETUPS) {
 
     it('answers ten prompts at temperature 0 with the same text through both frontends, the text llama.cpp generates alone', async () => {
       for (const [i, content] of PROMPTS.entries()) {
-        const body = { model: 'smollm2', messages: [system, { role: 'user', content }], temperature: 0, max_tokens: MAX_TOKENS };
+        const body = { model: 'smollm2', messages: [SYSTEM, { role: 'user', content }], temperature: 0, max_tokens: MAX_TOKENS };
         for (const frontend of ['ours', 'stock'] as const) {
           const res = await post(urls[frontend], '/v1/chat/completions', body);
           expect(res.status, `${frontend}: ${content}`).toBe(200);
@@ -138,7 +102,7 @@ for (const setup of SETUPS) {
       expect(reference[0]).toContain('Paris');
     }, 240_000);
 
-    const france = { model: 'smollm2', messages: [system, { role: 'user', content: PROMPTS[0] }], temperature: 0, max_tokens: MAX_TOKENS };
+    const france = { model: 'smollm2', messages: [SYSTEM, { role: 'user', content: PROMPTS[0] }], temperature: 0, max_tokens: MAX_TOKENS };
     /** A worker gauge from its /metrics (with the worker's dynamo_* labels). */
     const gauge = async (name: string) => {
       const text = await (await fetch(metricsUrl, { signal: AbortSignal.timeout(5000) })).text();
@@ -191,7 +155,7 @@ for (const setup of SETUPS) {
     it.runIf(setup.plane === 'tcp')('holds response_format json_schema at temperature 0.7: 20 of 20 answers parse and validate through ours, 4 of 4 through stock', async () => {
       const schema = { type: 'object', properties: { city: { type: 'string', maxLength: 40 }, country: { type: 'string', maxLength: 40 }, population: { type: 'integer' }, capital: { type: 'boolean' }, languages: { type: 'array', items: { type: 'string', maxLength: 20 }, maxItems: 3 } }, required: ['city', 'country', 'population', 'capital', 'languages'], additionalProperties: false };
       const validate = new Ajv().compile(schema);
-      const body = { model: 'smollm2', messages: [system, { role: 'user', content: 'Describe a city of your choice.' }], temperature: 0.7, max_tokens: 200, response_format: { type: 'json_schema', json_schema: { name: 'city', schema } } };
+      const body = { model: 'smollm2', messages: [SYSTEM, { role: 'user', content: 'Describe a city of your choice.' }], temperature: 0.7, max_tokens: 200, response_format: { type: 'json_schema', json_schema: { name: 'city', schema } } };
       const through = (frontend: Frontend, count: number) => Array.from({ length: count }, () => async () => ({ frontend, answer: (await (await post(urls[frontend], '/v1/chat/completions', body)).json()) as Chat }));
       const answers = await pooled([...through('ours', 20), ...through('stock', 4)], 8);
       for (const { frontend, answer } of answers) {

@@ -7,6 +7,7 @@ import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { GenerationSurface, ServedModel } from '../models/served-model.js';
 import { type AttemptDeps, attemptContext, attemptDeltas, attemptEvents } from '../pipeline/attempt-stream.js';
 import { type Attempt, planAttempts } from '../pipeline/plan.js';
+import { prefillHop } from '../pipeline/prefill-hop.js';
 import { textDeltas } from '../pipeline/text-stream.js';
 import { UsageCounter } from '../pipeline/usage.js';
 import { ClientRequest, type RouteDeps } from './client-request.js';
@@ -146,8 +147,30 @@ async function tokensPlan(r: Request, deps: GenerationDeps): Promise<TokensPlan>
       deps.metrics.migrationMaxSeqLenExceeded.inc({ model: model.name.toLowerCase() });
       deps.log.warn({ request_id: r.requestId, model: model.name, length }, 'the sequence is past the migration max sequence length: no more migrations for this request');
     },
+    ...((model.base ?? model).disaggregated && { prefill: prefillOf(r, deps) }),
   };
   return { pre, prompts, n, attempts, attemptDeps };
+}
+
+/** A disaggregated model's prefill hop: its prefill workers placed by their own router (KV-aware in kv mode). */
+function prefillOf(r: Request, deps: GenerationDeps): NonNullable<AttemptDeps['prefill']> {
+  const base = r.model.base ?? r.model;
+  const workers = () => base.prefillWorkers?.();
+  return (request, context, routeId) => {
+    const requestId = `${routeId}-prefill`;
+    return prefillHop(request, context, {
+      model: r.model.name,
+      required: base.needsPrefill,
+      route: (failed, prefill) => {
+        const pool = workers();
+        const candidates = pool?.candidates('prefill') ?? [];
+        if (!pool || candidates.length === 0) return undefined;
+        return pool.routing.place(candidates, { model: pool.name, requestId, tokenIds: prefill.token_ids, failed, signal: context.signal, ...(r.model.loraName !== undefined && { loraName: r.model.loraName }) }, undefined);
+      },
+      finished: () => workers()?.routing.finished(requestId),
+      onFailed: (err, instanceId) => deps.log.warn({ request_id: r.requestId, model: r.model.name, instance_id: instanceId.toString(16), err: err.message }, 'prefill worker failed; the request goes on without it'),
+    });
+  };
 }
 
 /** Whether a chat's output goes through the model's parsers (tool calls, reasoning). */
@@ -181,7 +204,8 @@ function tokensAnswer(r: Request, deps: GenerationDeps, plan: TokensPlan): Answe
 function eventsAnswer(r: Request, deps: GenerationDeps, plan: TokensPlan): EventsAnswer | undefined {
   const { attempts, prompts } = plan;
   const attempt = attempts[0]!;
-  if (attempts.length !== 1 || attempt.choices !== 1 || parsesOutput(r) || (r.surface === 'completions' && r.fields.echo === true)) return undefined;
+  // A disaggregated answer may come from its prefill worker whole: the JavaScript path carries it.
+  if (attempts.length !== 1 || attempt.choices !== 1 || parsesOutput(r) || (r.surface === 'completions' && r.fields.echo === true) || plan.attemptDeps.prefill) return undefined;
   const answer = answerOf(r, deps, { choices: 1, usage: new UsageCounter(attempts), promptTokens: prompts[0]!.token_ids.length, newParser: undefined, echo: undefined });
   if (answer.topLogprobs !== undefined || answer.continuousUsage) return undefined;
   const output = new EventOutput(streamProcessor(plan.pre.tokenizer, attempt.request, { surface: r.surface, ...answer.ids }), answer.tracker, answer.promptTokens);

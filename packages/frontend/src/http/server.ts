@@ -162,25 +162,31 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
     return entry;
   });
 
-  /** Stock's readiness body: the model, and per namespace whether an aggregated worker serves it. */
+  /**
+   * Stock's readiness body: the model, and per namespace whether its worker types are live: an
+   * aggregated worker, or decode workers and (when their card needs them) prefill workers.
+   */
   const readinessOf = (name: string) => {
     const model = registry.get(name);
     if (!model) return undefined;
-    const { ready, namespaces } = model.readiness();
+    const base = model.base ?? model;
+    const { namespaces } = model.readiness();
+    const prefill = base.disaggregated ? base.prefillWorkers?.()?.readiness().namespaces : undefined;
     const detail = Object.fromEntries(
       Object.entries(namespaces)
         .sort(([a], [b]) => a.localeCompare(b))
-        .map(([namespace, n]) => [
-          namespace,
-          {
-            ready: n.ready,
-            ...(!n.ready && { reason: n.workers > 0 ? "the model's files are not loaded yet" : 'missing worker types: aggregated' }),
-            worker_types: { aggregated: { workers: n.workers, needs: [] } },
-            present: n.workers > 0 ? ['aggregated'] : [],
-            missing_worker_types: n.workers > 0 ? [] : ['aggregated'],
-          },
-        ]),
+        .map(([namespace, n]) => {
+          const types: Record<string, { workers: number; needs: string[][] }> = base.disaggregated
+            ? { decode: { workers: n.workers, needs: base.card.needs }, prefill: { workers: prefill?.[namespace]?.workers ?? 0, needs: [['decode']] } }
+            : { aggregated: { workers: n.workers, needs: [] } };
+          const present = Object.keys(types).filter((type) => types[type]!.workers > 0);
+          const missing = (base.disaggregated ? ['decode', ...(base.needsPrefill ? ['prefill'] : [])] : ['aggregated']).filter((type) => !present.includes(type));
+          const ready = n.ready && missing.length === 0;
+          const reason = missing.length > 0 ? `missing worker types: ${missing.join(', ')}` : "the model's files are not loaded yet";
+          return [namespace, { ready, ...(!ready && { reason }), worker_types: types, present, missing_worker_types: missing }];
+        }),
     );
+    const ready = Object.values(detail).some((n) => n.ready);
     return { model: model.name, ready, ...(!ready && { reason: 'no namespace has all required worker types live' }), namespaces: detail };
   };
 

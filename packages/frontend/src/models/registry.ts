@@ -39,8 +39,13 @@ interface AdapterRecord {
 /**
  * The models the frontend serves, kept in step with discovery: a model appears with the first
  * worker that registers its card and disappears with the last one. Cards the frontend cannot
- * serve (disaggregated roles, embeddings, a card differing from the one already served under the
+ * serve (encode workers, Tensor input, a card differing from the one already served under the
  * same name) are logged once and left out.
+ *
+ * Prefill workers (`worker_type` prefill, or a card with only the legacy Prefill model type) are
+ * not served as models: they join the prefill workers of their model in their namespace, which
+ * the model's decode workers (`worker_type` decode) send each request to first, as stock 1.6.1 pairs
+ * them (by model name and namespace).
  *
  * A LoRA adapter's card (`lora` in the card, its key suffixed) is served, as stock 1.6.1 serves
  * it, as a view of the model whose base card the same endpoint instance registered: it is
@@ -51,6 +56,9 @@ export class ModelRegistry {
   readonly #models = new Map<string, ServedModel>();
   readonly #byKey = new Map<string, ServedModel>();
   readonly #adapters = new Map<string, AdapterRecord>();
+  /** Prefill workers by `namespace/model`: not served themselves, they take the prefill of the model's decode workers. */
+  readonly #prefill = new Map<string, ServedModel>();
+  readonly #prefillByKey = new Map<string, ServedModel>();
   readonly #clients = new Map<string, Promise<Client>>();
   readonly #connected = new Set<Client>();
   readonly #closing = new AbortController();
@@ -99,9 +107,18 @@ export class ModelRegistry {
     return this.#models.get(name);
   }
 
-  /** Every model, ready or not. */
+  /** Every model, ready or not, but those whose decode workers still wait for a prefill worker. */
   all(): ServedModel[] {
-    return [...this.#models.values()];
+    return [...this.#models.values()].filter((model) => this.#paired(model));
+  }
+
+  /**
+   * Whether a model's workers have what they need: decode workers that need a prefill worker are
+   * not listed until one registers (their requests are answered 503), as stock 1.6.1 leaves them.
+   */
+  #paired(model: ServedModel): boolean {
+    const base = model.base ?? model;
+    return !base.needsPrefill || this.#prefillOf(base) !== undefined;
   }
 
   /** The live endpoint instances behind the served models, as discovery lists them. */
@@ -119,7 +136,7 @@ export class ModelRegistry {
     this.#closing.abort();
     await this.#watching;
     // Adapter views share their base model's routing.
-    await Promise.all([...this.#models.values()].flatMap((m) => (m.base ? [] : [m.routing.close()])));
+    await Promise.all([...this.#models.values(), ...this.#prefill.values()].flatMap((m) => (m.base ? [] : [m.routing.close()])));
     for (const client of this.#clients.values()) (await client.catch(() => undefined))?.close();
   }
 
@@ -133,6 +150,17 @@ export class ModelRegistry {
   }
 
   #remove(key: string): void {
+    const prefill = this.#prefillByKey.get(key);
+    if (prefill) {
+      this.#prefillByKey.delete(key);
+      const poolKey = [...this.#prefill].find(([, pool]) => pool === prefill)?.[0];
+      if (!prefill.removeRecord(key) && poolKey !== undefined) {
+        this.#prefill.delete(poolKey);
+        void prefill.routing.close();
+        this.#options.log.info({ model: prefill.name, prefill: poolKey }, 'prefill workers removed: the last one is gone; its decode workers serve alone');
+      }
+      return;
+    }
     const adapter = this.#adapters.get(key);
     if (adapter) {
       this.#adapters.delete(key);
@@ -170,10 +198,10 @@ export class ModelRegistry {
       return this.#refuse(key, 'LoRA discovery identity and card metadata disagree', { model_suffix: record.model_suffix ?? null, lora: card.lora?.name ?? null }, 'error');
     }
     const types = modelTypeFromWire(card.model_type);
+    const legacyPrefill = (record.card_json as { worker_type?: unknown }).worker_type == null && (types & ModelType.Prefill) !== 0;
+    if (card.worker_type === 'prefill' || legacyPrefill) return this.#addPrefill(key, record, card, types | ModelType.Prefill);
     if ((types & SERVABLE) === 0) return this.#refuse(key, `model ${card.display_name} not served: model_type '${card.model_type}' has no chat, completions or embeddings`);
-    if (card.worker_type !== 'aggregated' && card.worker_type !== '') {
-      return this.#refuse(key, `model ${card.display_name} not served: disaggregated ${card.worker_type} workers are not supported by this frontend yet`);
-    }
+    if (card.worker_type === 'encode') return this.#refuse(key, `model ${card.display_name} not served: encode workers (multimodal encoders) are not supported by this frontend`);
     if (card.model_input === 'Tensor') return this.#refuse(key, `model ${card.display_name} not served: Tensor input is not supported`);
     const checksum = mdcsum(card);
     const generatesChoices = card.runtime_config.runtime_data?.[N_CHOICES_KEY] === true;
@@ -216,11 +244,37 @@ export class ModelRegistry {
         model.setPreprocessor(loading);
       }
       this.#models.set(card.display_name, model);
+      const served = model;
+      if (served.disaggregated) served.prefillWorkers = () => this.#prefillOf(served);
       this.#options.log.info({ model: card.display_name, input: card.model_input, model_type: card.model_type }, 'model added');
     }
     model.addRecord(key, instance, client);
     this.#byKey.set(key, model);
     for (const [adapterKey, adapter] of this.#adapters) if (adapter.baseKey === key) this.#attach(adapterKey, adapter);
+  }
+
+  /** A prefill worker's card: it joins its model's prefill workers in its namespace. */
+  async #addPrefill(key: string, record: ModelRecord, card: ModelDeploymentCard, types: number): Promise<void> {
+    if (this.#prefillByKey.has(key)) return;
+    const poolKey = `${record.namespace}/${card.display_name}`;
+    const client = await this.#client(record.namespace, record.component, record.endpoint);
+    let pool = this.#prefill.get(poolKey);
+    if (!pool) {
+      pool = new ServedModel(card, mdcsum(card), this.#options.routing(card.display_name, card));
+      this.#prefill.set(poolKey, pool);
+      this.#options.log.info({ model: card.display_name, namespace: record.namespace }, 'prefill workers added: decode workers of the model send requests to them first');
+    }
+    pool.addRecord(key, { instanceId: record.instance_id, endpoint: `${record.namespace}/${record.component}/${record.endpoint}`, generatesChoices: false, types }, client);
+    this.#prefillByKey.set(key, pool);
+  }
+
+  /** The prefill workers of a decode model: those of its name in the first of its namespaces that has some. */
+  #prefillOf(model: ServedModel): ServedModel | undefined {
+    for (const instance of model.instances()) {
+      const pool = this.#prefill.get(`${instance.endpoint.split('/')[0]}/${model.name}`);
+      if (pool) return pool;
+    }
+    return undefined;
   }
 
   /** Serves an adapter on its instance, if the instance's base card is served. */

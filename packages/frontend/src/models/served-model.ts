@@ -10,7 +10,10 @@ export type Surface = 'chat' | 'completions' | 'embeddings';
 /** The surfaces that generate text. */
 export type GenerationSurface = Exclude<Surface, 'embeddings'>;
 
-const SURFACE_TYPE: Record<Surface, number> = { chat: ModelType.Chat, completions: ModelType.Completions, embeddings: ModelType.Embedding };
+/** What an instance serves: an OpenAI surface, or the prefill of a disaggregated model. */
+export type Role = Surface | 'prefill';
+
+const SURFACE_TYPE: Record<Role, number> = { chat: ModelType.Chat, completions: ModelType.Completions, embeddings: ModelType.Embedding, prefill: ModelType.Prefill };
 
 /** One instance's model record: which endpoint of which instance serves the model. */
 export interface ModelInstance {
@@ -54,6 +57,11 @@ export class ServedModel {
   #preprocessor: Promise<Preprocessor> | undefined;
   #loadError: Error | undefined;
   #loaded: boolean;
+  /**
+   * A disaggregated model's prefill workers (in the namespace of its decode workers), once any
+   * registered: the registry keeps them.
+   */
+  prefillWorkers: (() => ServedModel | undefined) | undefined;
 
   constructor(card: ModelDeploymentCard, checksum: string, routing: ModelRouting, defaultParsers: ModelParsers = {}, adapter?: { base: ServedModel; name: string }) {
     this.name = adapter?.name ?? card.display_name;
@@ -94,6 +102,17 @@ export class ServedModel {
     return this.card.model_input === 'Tokens' ? 'Tokens' : 'Text';
   }
 
+  /** Whether its workers are decode workers: requests go to a prefill worker first. */
+  get disaggregated(): boolean {
+    return (this.#base?.card ?? this.card).worker_type === 'decode';
+  }
+
+  /** Whether its decode workers need a prefill worker to serve (every clause of their card's `needs` names one). */
+  get needsPrefill(): boolean {
+    const { needs } = this.card;
+    return this.disaggregated && needs.length > 0 && needs.every((clause) => clause.includes('prefill'));
+  }
+
   /** Whether an instance of the model serves `surface`. */
   serves(surface: Surface): boolean {
     for (const instance of this.#records.values()) if ((instance.types & SURFACE_TYPE[surface]) !== 0) return true;
@@ -101,7 +120,7 @@ export class ServedModel {
   }
 
   /** The ids of the instances whose cards serve `surface`. */
-  #servingIds(surface: Surface): Set<bigint> {
+  #servingIds(surface: Role): Set<bigint> {
     const ids = new Set<bigint>();
     for (const instance of this.#records.values()) if ((instance.types & SURFACE_TYPE[surface]) !== 0) ids.add(instance.instanceId);
     return ids;
@@ -179,7 +198,7 @@ export class ServedModel {
   }
 
   /** The instances that registered this model for `surface` and whose endpoints are live and reachable now. */
-  candidates(surface: Surface): Candidate[] {
+  candidates(surface: Role): Candidate[] {
     const serving = this.#servingIds(surface);
     const out: Candidate[] = [];
     for (const { client, instances } of this.#endpoints.values()) {

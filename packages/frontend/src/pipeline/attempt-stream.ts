@@ -5,6 +5,7 @@ import { Context, type DynamoException } from '@dynamo/runtime';
 import type { Candidate } from '../routing/router.js';
 import { type MigrationOptions, migratingStream, type OutputReader } from './migration.js';
 import type { Attempt } from './plan.js';
+import type { PrefillOutcome } from './prefill-hop.js';
 
 /** What running one attempt needs from the request around it. */
 export interface AttemptDeps {
@@ -20,6 +21,8 @@ export interface AttemptDeps {
   route(failed: ReadonlySet<bigint>, request: PreprocessedRequest, routeId: string): Candidate | Promise<Candidate>;
   onMigrate(error: DynamoException, instanceId: bigint): void;
   onFirstOutput(routeId: string): void;
+  /** The prefill hop of a disaggregated model's attempts (each try runs its own). */
+  prefill?(request: PreprocessedRequest, context: Context, routeId: string): Promise<PrefillOutcome>;
 }
 
 /**
@@ -55,6 +58,7 @@ function migrationOptions(attempt: Attempt, routeId: string, context: Context, d
     maxSeqLen: deps.maxSeqLen,
     onMaxSeqLen: deps.onMaxSeqLen,
     onFirstOutput: () => deps.onFirstOutput(routeId),
+    ...(deps.prefill && { prepare: (request: PreprocessedRequest) => deps.prefill!(request, context, routeId) }),
   };
 }
 

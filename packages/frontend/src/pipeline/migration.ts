@@ -2,6 +2,7 @@ import type { PreprocessedRequest } from '@dynamo/llm';
 import { ConnectionTimeout, type Context, DynamoException, dynamoExceptionOf, type StreamReader } from '@dynamo/runtime';
 
 import type { Candidate } from '../routing/router.js';
+import type { PrefillOutcome } from './prefill-hop.js';
 
 /**
  * Failures that mean the worker, not the request, went wrong: another worker may finish it. As in
@@ -43,6 +44,11 @@ export interface MigrationOptions {
    * the generated ids come from it rather than from the chunks.
    */
   reader?: OutputReader | undefined;
+  /**
+   * Readies each attempt's request before it is sent (disaggregated serving: the prefill hop), or
+   * answers it outright (the prefill ended the answer).
+   */
+  prepare?(request: PreprocessedRequest): Promise<PrefillOutcome>;
 }
 
 /** A {@link StreamReader} that keeps the output's generated ids (`@dynamo/core`'s `StreamProcessor`). */
@@ -137,9 +143,18 @@ export async function* migratingStream(request: PreprocessedRequest, options: Mi
     options.onMaxSeqLen?.(length);
   };
   for (;;) {
+    let sent = current;
+    if (options.prepare) {
+      const prepared = await options.prepare(current);
+      if ('answer' in prepared) {
+        yield prepared.answer;
+        return;
+      }
+      sent = prepared.request;
+    }
     const target = await options.route(failed);
     const stop = new AbortController();
-    const attempt = target.client.directBatches(current, target.instanceId, { context: options.context, signal: stop.signal, ...(reader && { reader }) })[Symbol.asyncIterator]();
+    const attempt = target.client.directBatches(sent, target.instanceId, { context: options.context, signal: stop.signal, ...(reader && { reader }) })[Symbol.asyncIterator]();
     try {
       for (;;) {
         const next = await nextWithin(attempt, options.responseTimeoutMs ?? 0, stop, reader && (() => reader.lastOutputAt));
