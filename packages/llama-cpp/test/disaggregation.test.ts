@@ -28,7 +28,9 @@ interface Running {
 const running: Running[] = [];
 
 /** A dynamo-llama-cpp worker in this process, on the shared in-memory discovery and a real TCP request plane. */
-async function startWorker(component: string, args: string[], env: Record<string, string> = {}): Promise<Running> {
+async function startWorker(component: string, args: string[], extraEnv: Record<string, string> = {}): Promise<Running> {
+  // No router grace period: nothing routes to these workers but the test itself.
+  const env = { DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS: '0', ...extraEnv };
   const runtime = await DistributedRuntime.create({ config, memSpace: space });
   const [engine, workerConfig] = await LlamaCppEngine.fromArgs([...common, '--component', component, ...args], env);
   const worker = new Worker(engine, workerConfig, { runtime, handleSignals: false, env });
@@ -83,11 +85,13 @@ beforeAll(async () => {
 }, 180_000);
 
 afterAll(async () => {
-  for (const { worker, done } of running) {
-    worker.shutdown();
-    await done.catch(() => {});
-  }
-  for (const { runtime } of running) await runtime.shutdown();
+  await Promise.all(
+    running.map(async ({ worker, done, runtime }) => {
+      worker.shutdown();
+      await done.catch(() => {});
+      await runtime.shutdown();
+    }),
+  );
   await caller?.shutdown();
   await aggregated?.cleanup();
 }, 60_000);
@@ -147,6 +151,35 @@ describe('dynamo-llama-cpp prefill and decode workers', () => {
     const request = greedy(prompts[0]!, 6);
     const prefilled = (await call('prefill-short', { ...request, stop_conditions: { max_tokens: 1 } }))[0]!;
     await new Promise((resolve) => setTimeout(resolve, 800));
+    const answer = tokensOf(await call('decode', { ...request, prefill_result: { disaggregated_params: prefilled.disaggregated_params } }));
+    expect(answer).toEqual(await alone(request));
+  }, 120_000);
+
+  it('shuts a prefill worker down only once its staged state is pulled, serving the pull while it drains', async () => {
+    const draining = await startWorker('prefill-drain', ['--disaggregation-mode', 'prefill']);
+    const request = greedy(prompts[0]!, 6);
+    const prefilled = (await call('prefill-drain', { ...request, stop_conditions: { max_tokens: 1 } }))[0]!;
+    expect(await draining.engine.isQuiescent()).toBe(false);
+    draining.worker.shutdown();
+    let stopped = false;
+    void draining.done.then(() => (stopped = true));
+    await new Promise((resolve) => setTimeout(resolve, 1500));
+    expect(stopped).toBe(false);
+    const answer = tokensOf(await call('decode', { ...request, prefill_result: { disaggregated_params: prefilled.disaggregated_params } }));
+    expect(answer).toEqual(await alone(request));
+    await draining.done;
+  }, 120_000);
+
+  it('evaluates the prompt on the decode worker, with the same answer, when the prefill worker left before the pull', async () => {
+    const leaving = await startWorker('prefill-gone', ['--disaggregation-mode', 'prefill'], { DYN_PREFILL_DRAIN_TIMEOUT_S: '0.5' });
+    const request = greedy(prompts[1]!, 6);
+    const prefilled = (await call('prefill-gone', { ...request, stop_conditions: { max_tokens: 1 } }))[0]!;
+    leaving.worker.shutdown();
+    await leaving.done;
+    await leaving.runtime.shutdown();
+    const transfers = await caller.namespace('dynamo').component('prefill-gone').endpoint('kv_transfer').client();
+    expect(transfers.instanceIds()).toEqual([]);
+    transfers.close();
     const answer = tokensOf(await call('decode', { ...request, prefill_result: { disaggregated_params: prefilled.disaggregated_params } }));
     expect(answer).toEqual(await alone(request));
   }, 120_000);
