@@ -33,6 +33,7 @@ for (const setup of SETUPS) {
     const urls: Record<Frontend, string> = { ours: '', stock: '' };
     let decodeMetrics: string;
     let ours: Child;
+    let decodeChild: Child;
     const prefills: Child[] = [];
     const worker = ['--model-path', modelPath, '--model-name', 'smollm2', '--parallel', '2', '--context-size', '1024', '--threads', '1'];
 
@@ -43,7 +44,7 @@ for (const setup of SETUPS) {
       const systemPort = await freePort();
       decodeMetrics = `http://127.0.0.1:${systemPort}/metrics`;
       startPrefill();
-      deployment.nodeProcess([llamaCli, ...worker, '--disaggregation-mode', 'decode', '--component', 'decode'], { DYN_SYSTEM_PORT: String(systemPort) });
+      decodeChild = deployment.nodeProcess([llamaCli, ...worker, '--disaggregation-mode', 'decode', '--component', 'decode'], { DYN_SYSTEM_PORT: String(systemPort) });
       const frontend = await deployment.frontend(['--migration-limit', '2']);
       [ours, urls.ours] = [frontend.child, frontend.url];
       urls.stock = await startStockFrontend(deployment, setup, (stock as { python: string }).python);
@@ -96,6 +97,28 @@ for (const setup of SETUPS) {
       }
       // The killed worker stays in file discovery for its TTL (10 s): requests routed to it went on to the other.
       expect(ours.stderr()).toContain('prefill worker failed; the request goes on without it');
+    }, 180_000);
+
+    it.runIf(setup.plane === 'tcp')('finishes a request through our frontend when its decode worker is killed mid-answer: it migrates, prefilled again', async () => {
+      const port = await freePort();
+      const second = { child: deployment.nodeProcess([llamaCli, ...worker, '--disaggregation-mode', 'decode', '--component', 'decode'], { DYN_SYSTEM_PORT: String(port) }), metrics: `http://127.0.0.1:${port}/metrics` };
+      const first = { child: decodeChild, metrics: decodeMetrics };
+      await waitForModel(urls.ours, 'smollm2', 'decode', 2, 120_000);
+      const running = async (metrics: string) => counter(metrics, 'llamacpp:num_requests_running').catch(() => 0);
+      const body = { model: 'smollm2', messages: [SYSTEM, { role: 'user', content: PROMPTS[2] }], temperature: 0, max_tokens: 160, min_tokens: 160 };
+      const answer = post(urls.ours, '/v1/chat/completions', body);
+      let victim: typeof first | undefined;
+      await waitFor('a decode worker to run the request', async () => {
+        for (const decode of [first, second]) if ((await running(decode.metrics)) === 1) victim = decode;
+        return victim !== undefined;
+      }, 60_000);
+      victim!.child.kill();
+      const res = await answer;
+      expect(res.status).toBe(200);
+      const whole = (await res.json()) as Chat;
+      expect(whole.choices[0]!.finish_reason).toBe('length');
+      expect(whole.usage.completion_tokens).toBe(160);
+      expect(ours.stderr()).toContain('worker failed mid-request; migrating');
     }, 180_000);
   });
 }
