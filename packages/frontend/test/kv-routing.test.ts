@@ -7,7 +7,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { frontendFlags, frontendOptionsFromFlags } from '../src/flags.js';
 import type { Child } from '@dynamo/testing/child';
-import { waitFor } from '@dynamo/testing/free-port';
+import { freePort, waitFor } from '@dynamo/testing/free-port';
+import { counter } from '@dynamo/testing/interop-stack';
 import { Deployment, post, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
 
 const MODEL = 'sample-model';
@@ -132,6 +133,43 @@ describe('KV-aware routing (file + tcp, KV events on ZMQ, the default)', () => {
     expect(await cachedTokens(url, p)).toBe(0);
     await waitFor('the KV events to arrive', async () => (await cachedTokens(url, [...p, 1])) === 10 * BLOCK);
     for (let i = 0; i < 4; i++) expect(await cachedTokens(url, [...p, 50 + i])).toBe(10 * BLOCK);
+  });
+});
+
+describe('KV-aware prefill routing (disaggregated, file + tcp, KV events on ZMQ)', () => {
+  let deployment: Deployment;
+  let url: string;
+  const prefills: string[] = [];
+
+  beforeAll(async () => {
+    deployment = await Deployment.start(SETUPS[0]!, { DYN_EVENT_PLANE_HOST: '127.0.0.1' });
+    for (let i = 0; i < 2; i++) {
+      const port = await freePort();
+      prefills.push(`http://127.0.0.1:${port}/metrics`);
+      deployment.sampleWorker(simulated(['--disaggregation-mode', 'prefill', '--component', 'prefill']), { DYN_SYSTEM_PORT: String(port) });
+    }
+    deployment.sampleWorker(['--disaggregation-mode', 'decode', '--component', 'decode', '--delay-ms', '1']);
+    ({ url } = await deployment.frontend(['--router-mode', 'kv']));
+    await waitForModel(url, MODEL, 'decode', 1);
+    await waitFor('both prefill workers behind the frontend', async () => ((await (await fetch(`${url}/health`)).json()) as { instances: Array<{ component: string }> }).instances.filter((i) => i.component === 'prefill').length === 2);
+  }, 120_000);
+  afterAll(() => deployment.stop());
+
+  /** Requests each prefill worker has received so far. */
+  const received = () => Promise.all(prefills.map(async (metrics) => counter(metrics, 'dynamo_component_requests_total')));
+
+  it('sends the prefill of a repeated prefix to the prefill worker that cached it, from the prefill workers\' KV events', async () => {
+    const p = prompt(21, 10);
+    const before = await received();
+    await cachedTokens(url, p);
+    const served = (await received()).findIndex((n, i) => n > before[i]!);
+    expect(served).toBeGreaterThanOrEqual(0);
+    // Once its KV events reached the router, every repeat goes to the same prefill worker.
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    const start = await received();
+    for (let i = 0; i < 4; i++) await cachedTokens(url, [...p, 70 + i]);
+    const after = await received();
+    expect(after.map((n, i) => n - start[i]!)).toEqual(served === 0 ? [4, 0] : [0, 4]);
   });
 });
 
