@@ -3,9 +3,8 @@ import { postprocessChoices } from '@dynamo/llm/internal';
 import { Context, type DynamoException } from '@dynamo/runtime';
 
 import type { Candidate } from '../routing/router.js';
-import { type MigrationOptions, migratingStream, type OutputReader } from './migration.js';
+import { type MigrationOptions, migratingStream, type OutputReader, type PreparedAttempt } from './migration.js';
 import type { Attempt } from './plan.js';
-import type { PrefillOutcome } from './prefill-hop.js';
 
 /** What running one attempt needs from the request around it. */
 export interface AttemptDeps {
@@ -22,7 +21,7 @@ export interface AttemptDeps {
   onMigrate(error: DynamoException, instanceId: bigint): void;
   onFirstOutput(routeId: string): void;
   /** The prefill hop of a disaggregated model's attempts (each try runs its own). */
-  prefill?(request: PreprocessedRequest, context: Context, routeId: string): Promise<PrefillOutcome>;
+  prefill?(request: PreprocessedRequest, context: Context, routeId: string): Promise<PreparedAttempt>;
 }
 
 /**

@@ -2,7 +2,6 @@ import type { PreprocessedRequest } from '@dynamo/llm';
 import { ConnectionTimeout, type Context, DynamoException, dynamoExceptionOf, type StreamReader } from '@dynamo/runtime';
 
 import type { Candidate } from '../routing/router.js';
-import type { PrefillOutcome } from './prefill-hop.js';
 
 /**
  * Failures that mean the worker, not the request, went wrong: another worker may finish it. As in
@@ -48,8 +47,11 @@ export interface MigrationOptions {
    * Readies each attempt's request before it is sent (disaggregated serving: the prefill hop), or
    * answers it outright (the prefill ended the answer).
    */
-  prepare?(request: PreprocessedRequest): Promise<PrefillOutcome>;
+  prepare?(request: PreprocessedRequest): Promise<PreparedAttempt>;
 }
+
+/** What {@link MigrationOptions.prepare} makes of an attempt: the request to send, or the answer itself. */
+export type PreparedAttempt = { request: PreprocessedRequest } | { answer: Record<string, unknown>[] };
 
 /** A {@link StreamReader} that keeps the output's generated ids (`@dynamo/core`'s `StreamProcessor`). */
 export interface OutputReader extends StreamReader {

@@ -2,7 +2,7 @@ import type { PreprocessedRequest } from '@dynamo/llm';
 import { CannotConnect, type Context, type DynamoException, Unknown } from '@dynamo/runtime';
 
 import type { Candidate } from '../routing/router.js';
-import { isMigratable } from './migration.js';
+import { isMigratable, type PreparedAttempt } from './migration.js';
 
 /** What a request's prefill hop needs from the model it is for. */
 export interface PrefillHopDeps {
@@ -20,9 +20,6 @@ export interface PrefillHopDeps {
   /** A prefill worker failed; the hop goes on without it. */
   onFailed(error: DynamoException, instanceId: bigint): void;
 }
-
-/** The end of a prefill hop: the request for the decode worker, or the whole answer when the prefill ended it. */
-export type PrefillOutcome = { request: PreprocessedRequest } | { answer: Record<string, unknown>[] };
 
 /** An engine's output item, as far as the hop reads it. */
 interface PrefillOutput {
@@ -46,7 +43,7 @@ interface PrefillOutput {
  * without a prefill result (a decode worker then evaluates the prompt itself, as ours do). With no
  * prefill worker at all, a model whose decode workers need one answers 503 as stock's does.
  */
-export async function prefillHop(request: PreprocessedRequest, context: Context, deps: PrefillHopDeps): Promise<PrefillOutcome> {
+export async function prefillHop(request: PreprocessedRequest, context: Context, deps: PrefillHopDeps): Promise<PreparedAttempt> {
   const failed = new Set<bigint>();
   let lastError: DynamoException | undefined;
   for (;;) {
@@ -71,7 +68,7 @@ export async function prefillHop(request: PreprocessedRequest, context: Context,
   }
 }
 
-async function prefillOn(target: Candidate, request: PreprocessedRequest, context: Context): Promise<PrefillOutcome> {
+async function prefillOn(target: Candidate, request: PreprocessedRequest, context: Context): Promise<PreparedAttempt> {
   const worker = target.instanceId.toString(16);
   const prefillRequest = { ...request, stop_conditions: { ...request.stop_conditions, max_tokens: 1 } };
   let first: PrefillOutput | undefined;
