@@ -1,4 +1,5 @@
-import { type Flags, type FlagValues, formatHelp } from '@dynamo/runtime';
+import { type Flags, type FlagValues, formatHelp, parseOrThrow } from '@dynamo/runtime';
+import { envFlag } from '@dynamo/runtime/internal';
 import { z } from 'zod';
 
 import type { FrontendOptions } from './options.js';
@@ -178,11 +179,6 @@ export function frontendHelp(): string {
   );
 }
 
-/** Whether an environment switch is on (`1`, `true`, `yes`, `on`). */
-function truthy(value: string | undefined): boolean {
-  return value !== undefined && ['1', 'true', 'yes', 'on'].includes(value.trim().toLowerCase());
-}
-
 /** The {@link FrontendOptions} that parsed flags describe; `env` feeds the runtime. */
 export function frontendOptionsFromFlags(values: FrontendFlagValues, env: Readonly<Record<string, string | undefined>> = process.env): FrontendOptions {
   const optional = <K extends string, V>(key: K, value: V | undefined) => (value === undefined ? {} : ({ [key]: value } as Record<K, V>));
@@ -212,7 +208,7 @@ export function frontendOptionsFromFlags(values: FrontendFlagValues, env: Readon
       ...optional('activePrefillTokensThresholdFrac', values.activePrefillTokensThresholdFrac),
     },
     ...optional('sessionAffinity', values.routerSessionAffinityTtlSecs === undefined ? undefined : { ttlSecs: values.routerSessionAffinityTtlSecs, mode: values.routerSessionAffinityMode }),
-    adminApi: !truthy(env.DYN_DISABLE_FRONTEND_ADMIN_API),
+    adminApi: !parseOrThrow(envFlag.default(false), env.DYN_DISABLE_FRONTEND_ADMIN_API, 'DYN_DISABLE_FRONTEND_ADMIN_API'),
     ...optional('migrationLimit', values.migrationLimit),
     ...optional('migrationMaxSeqLen', values.migrationMaxSeqLen),
     backendStreamTimeoutMs: values.httpBackendStreamTimeoutSecs * 1000,

@@ -47,6 +47,7 @@ const envSchema = z.object({
   NATS_TLS_CA_CERT_PATH: z.string().optional(),
   NATS_TLS_CLIENT_CERT_PATH: z.string().optional(),
   NATS_TLS_CLIENT_KEY_PATH: z.string().optional(),
+  NATS_TLS_INSECURE: envFlag.default(false),
   DYN_NATS_REQUEST_TIMEOUT_SECS: positiveSecs.default(10),
   DYN_EVENT_PLANE: z.enum(['zmq', 'nats'], { error: (i) => `Invalid DYN_EVENT_PLANE value '${String(i.input)}'. Valid values: 'nats', 'zmq'` }).default('zmq'),
   DYN_EVENT_PLANE_HOST: z
@@ -102,6 +103,8 @@ export interface RuntimeConfig {
     tlsCaCert?: string;
     tlsClientCert?: string;
     tlsClientKey?: string;
+    /** `NATS_TLS_INSECURE`: do not verify the server's certificate (development only). */
+    tlsInsecure: boolean;
     requestTimeoutSecs: number;
   };
   tcp: {
@@ -191,6 +194,7 @@ export function loadRuntimeConfig(
       tlsCaCert: e.NATS_TLS_CA_CERT_PATH,
       tlsClientCert: e.NATS_TLS_CLIENT_CERT_PATH,
       tlsClientKey: e.NATS_TLS_CLIENT_KEY_PATH,
+      tlsInsecure: e.NATS_TLS_INSECURE,
       requestTimeoutSecs: e.DYN_NATS_REQUEST_TIMEOUT_SECS,
     },
     tcp: {

@@ -16,7 +16,21 @@ export type DynamoErrorKind =
   | 'StreamIncomplete'
   | 'WorkerOverloaded';
 
-/** Base class of every Dynamo error; `kind` says which one without an `instanceof` chain. */
+/**
+ * What every Dynamo error carries, whichever copy of this package made it: an app often ends up with
+ * two copies of `@dynamo/runtime` (a dependency pinning another version), and each copy's classes
+ * are different objects, so a plain `instanceof` would miss the other copy's errors.
+ */
+const BRAND = Symbol.for('@dynamo/runtime:DynamoException');
+
+/** The family's classes and the kind each stands for (`*`: any kind); filled below. */
+const familyKinds = new Map<unknown, DynamoErrorKind | '*'>();
+
+/**
+ * Base class of every Dynamo error; `kind` says which one without an `instanceof` chain.
+ * `instanceof` works across copies of the package: an error from another copy is an instance of
+ * this copy's class of its kind (classes you derive from them keep the plain prototype check).
+ */
 export class DynamoException extends Error {
   /** The Dynamo error kind; `Unknown` for a bare `DynamoException`. */
   readonly kind: DynamoErrorKind = 'Unknown';
@@ -25,6 +39,23 @@ export class DynamoException extends Error {
     super(message, options);
     this.name = new.target.name;
   }
+
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    if (Function.prototype[Symbol.hasInstance].call(this, value)) return true;
+    const kind = familyKinds.get(this);
+    return kind !== undefined && isDynamoError(value) && (kind === '*' || value.kind === kind);
+  }
+}
+Object.defineProperty(DynamoException.prototype, BRAND, { value: true });
+
+/** Whether `value` is a Dynamo error, from this copy of the package or any other. */
+export function isDynamoError(value: unknown): value is DynamoException {
+  return typeof value === 'object' && value !== null && (value as Record<symbol, unknown>)[BRAND] === true;
+}
+
+/** The Dynamo error kind of `value`, from any copy of the package; undefined for anything else. */
+export function kindOf(value: unknown): DynamoErrorKind | undefined {
+  return isDynamoError(value) ? value.kind : undefined;
 }
 
 function kindClass(kind: DynamoErrorKind) {
@@ -66,6 +97,8 @@ const byKind = {
   StreamIncomplete,
   WorkerOverloaded,
 } satisfies Record<DynamoErrorKind, ErrorClass>;
+familyKinds.set(DynamoException, '*');
+for (const [kind, cls] of Object.entries(byKind)) familyKinds.set(cls, kind as DynamoErrorKind);
 
 /** Builds the error class for a kind name received from the wire; unknown names become `Unknown`. */
 export function dynamoExceptionOf(kind: string, message: string, options?: { cause?: unknown }): DynamoException {
@@ -92,7 +125,7 @@ function httpStatus(err: object): number | undefined {
  * become `Disconnected`; anything else is `Unknown`. The original is kept as `cause`.
  */
 export function toDynamoException(err: unknown): DynamoException {
-  if (err instanceof DynamoException) return err;
+  if (isDynamoError(err)) return err;
   if (!(err instanceof Error)) {
     return new Unknown(typeof err === 'string' ? err : `non-Error value thrown: ${describe(err)}`, { cause: err });
   }

@@ -1,7 +1,8 @@
 import { parseArgs } from 'node:util';
 import type { z } from 'zod';
+import { envFlag } from './config.js';
 import { InvalidArgument } from './errors.js';
-import { describeIssues } from './validate.js';
+import { describeIssues, parseOrThrow } from './validate.js';
 
 /**
  * One command-line option. The key it is stored under is camelCase; the flag is its kebab-case
@@ -63,7 +64,7 @@ export function parseFlags<F extends Flags>(
     let raw: unknown = given === undefined ? undefined : parsed.values[given];
     let source = `--${given ?? kebab(key)}`;
     if (raw === undefined && flag.env !== undefined && env[flag.env] !== undefined && env[flag.env] !== '') {
-      raw = flag.boolean ? parseEnvBoolean(flag.env, env[flag.env] as string) : env[flag.env];
+      raw = flag.boolean ? parseOrThrow(envFlag, env[flag.env], flag.env) : env[flag.env];
       source = flag.env;
     }
     const result = flag.schema.safeParse(raw);
@@ -73,12 +74,6 @@ export function parseFlags<F extends Flags>(
   return { help: false, values: values as FlagValues<F> };
 }
 
-function parseEnvBoolean(name: string, value: string): boolean {
-  const v = value.trim().toLowerCase();
-  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
-  if (['0', 'false', 'no', 'off'].includes(v)) return false;
-  throw new InvalidArgument(`${name}: expected a boolean (true/false/1/0), got '${value}'`);
-}
 
 /** Renders `--help` text for `flags`, with each default taken from its schema. */
 export function formatHelp(usage: string, summary: string, flags: Flags): string {

@@ -2,12 +2,14 @@ import { randomBytes } from 'node:crypto';
 import { nkeys } from '@nats-io/transport-node';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { CannotConnect, InvalidArgument } from '../src/errors.js';
+import { loadRuntimeConfig } from '../src/config.js';
+import { MemKvSpace } from '../src/discovery/mem.js';
+import { DistributedRuntime } from '../src/runtime.js';
 import type { Log } from '../src/logger.js';
 import {
   type NatsConnection,
   type NatsConnectionOptionsInput,
   connectNats,
-  natsConnectionOptionsFromEnv,
   parseNatsConnectionOptions,
 } from '../src/request-plane/nats-connection.js';
 import { NatsRequestPlaneClient, NatsRequestPlaneServer, natsEndpointSubject } from '../src/request-plane/nats.js';
@@ -333,6 +335,38 @@ describe('NATS connection', () => {
     }
   });
 
+  it('serves a worker over a NATS server whose certificate it cannot verify only with NATS_TLS_INSECURE=true', async () => {
+    const tls = makeTestTlsFiles();
+    const runtimes: DistributedRuntime[] = [];
+    try {
+      const server = await nats({ tls: { certFile: tls.certFile, keyFile: tls.keyFile } });
+      // No NATS_TLS_CA_CERT_PATH: the worker has nothing to verify the server's certificate with.
+      const env = { DYN_DISCOVERY_BACKEND: 'mem', DYN_REQUEST_PLANE: 'nats', NATS_SERVER: server.url, DYN_LOG: 'error' };
+      const space = new MemKvSpace();
+      const runtime = async (extra: Record<string, string>) => {
+        const made = await DistributedRuntime.create({ config: loadRuntimeConfig({ ...env, ...extra }), memSpace: space });
+        runtimes.push(made);
+        return made;
+      };
+      const strict = runtime({});
+      await expect(strict).rejects.toBeInstanceOf(CannotConnect);
+      await expect(strict).rejects.toThrow(/unable to verify the first certificate/);
+      const worker = await runtime({ NATS_TLS_INSECURE: 'true' });
+      await worker.endpoint('tls.worker.generate').serveEndpoint(async function* (request: { n: number }) {
+        yield { n: request.n + 1 };
+      });
+      const caller = await runtime({ NATS_TLS_INSECURE: '1' });
+      const client = await caller.endpoint('tls.worker.generate').client();
+      await client.waitForInstances({ timeoutMs: 10_000 });
+      const items: unknown[] = [];
+      for await (const item of client.generate({ n: 41 })) items.push(item);
+      expect(items).toEqual([{ n: 42 }]);
+    } finally {
+      await Promise.all(runtimes.map((r) => r.shutdown()));
+      tls.remove();
+    }
+  });
+
   it('fails at startup with CannotConnect naming the server (without credentials) when nothing listens', async () => {
     const port = await freePort();
     const err = await connectNats({ server: `nats://bob:hunter2-pw@127.0.0.1:${port}` }, captureLog().log).catch((e: unknown) => e);
@@ -349,7 +383,9 @@ describe('NATS connection', () => {
     expect(() => parseNatsConnectionOptions({ tlsCaCert: '/ca.pem' })).toThrow(/need tls:\/\/ URLs/);
     expect(() => parseNatsConnectionOptions({ server: 'tls://h:1', tlsClientCert: '/c.pem' })).toThrow(/must be set together/);
 
-    const o = natsConnectionOptionsFromEnv({
+    // What a worker connects with: the runtime config's NATS settings, read from Dynamo's variable names.
+    const fromEnv = (env: Record<string, string>) => parseNatsConnectionOptions(loadRuntimeConfig(env).nats);
+    const o = fromEnv({
       NATS_SERVER: 'tls://nats.example:4222',
       NATS_AUTH_TOKEN: 't',
       NATS_AUTH_NKEY: '',
@@ -358,9 +394,10 @@ describe('NATS connection', () => {
     });
     expect(o).toMatchObject({ server: 'tls://nats.example:4222', token: 't', tlsCaCert: '/etc/ca.pem', tlsInsecure: false });
     expect(o.nkeySeed).toBeUndefined();
-    expect(natsConnectionOptionsFromEnv({}).server).toBe('nats://localhost:4222');
+    expect(fromEnv({}).server).toBe('nats://localhost:4222');
+    expect(fromEnv({ NATS_SERVER: 'tls://h:1', NATS_TLS_INSECURE: 'yes' }).tlsInsecure).toBe(true);
     expect(parseNatsConnectionOptions({ token: '', username: '', password: '' })).toMatchObject({ token: undefined, username: undefined });
-    expect(() => natsConnectionOptionsFromEnv({ NATS_TLS_INSECURE: 'maybe' })).toThrow(/NATS_TLS_INSECURE/);
+    expect(() => fromEnv({ NATS_TLS_INSECURE: 'maybe' })).toThrow(/NATS_TLS_INSECURE/);
   });
 
   it('rejects an unreadable credentials file or a bad nkey seed without echoing secrets', async () => {

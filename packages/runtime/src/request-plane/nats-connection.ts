@@ -153,27 +153,6 @@ export function parseNatsConnectionOptions(input: NatsConnectionOptionsInput = {
   return parseOrThrow(natsConnectionOptionsSchema, input, 'nats');
 }
 
-function parseBool(name: string, value: string): boolean {
-  const v = value.trim().toLowerCase();
-  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
-  if (['0', 'false', 'no', 'off'].includes(v)) return false;
-  throw new InvalidArgument(`${name} must be true or false, got '${value}'`);
-}
-
-/**
- * Builds connection options from Dynamo's environment variable names ({@link NATS_ENV}); empty
- * values count as unset. Pure: the caller passes the environment (the config module owns `process.env`).
- */
-export function natsConnectionOptionsFromEnv(env: Readonly<Record<string, string | undefined>>): NatsConnectionOptions {
-  const input: Record<string, unknown> = {};
-  for (const [field, name] of Object.entries(NATS_ENV)) {
-    const value = env[name];
-    if (value === undefined || value === '') continue;
-    input[field] = field === 'tlsInsecure' ? parseBool(name, value) : value;
-  }
-  return parseNatsConnectionOptions(input as NatsConnectionOptionsInput);
-}
-
 /** The authentication method in use, by name only (safe to log). */
 export type NatsAuthMethod = 'user/password' | 'token' | 'nkey' | 'credentials file' | 'url user/password' | 'url token' | 'default user/password';
 

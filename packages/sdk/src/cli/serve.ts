@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { fileURLToPath } from 'node:url';
-import { createLogging, DynamoException, formatHelp, type Flags, InvalidArgument, loadRuntimeConfig, type RuntimeConfigOverrides, toDynamoException } from '@dynamo/runtime';
+import { createLogging, DynamoException, formatHelp, type Flags, InvalidArgument, loadRuntimeConfig, parseOrThrow, type RuntimeConfigOverrides, toDynamoException } from '@dynamo/runtime';
+import { envFlag } from '@dynamo/runtime/internal';
 import { z } from 'zod';
 
 import { serviceSpec } from '../clients.js';
@@ -32,7 +33,17 @@ parse; --Class.ServiceArgs.workers=2 changes a service's worker count). SIGINT o
 every process and exits 0.`;
 
 async function main(argv: string[]): Promise<number> {
-  const logging = createLogging({ filter: process.env.DYN_LOG, jsonl: process.env.DYN_LOGGING_JSONL === '1' || process.env.DYN_LOGGING_JSONL === 'true' });
+  let switches: { jsonl: boolean; noGpus: boolean };
+  try {
+    switches = {
+      jsonl: parseOrThrow(envFlag.default(false), process.env.DYN_LOGGING_JSONL, 'DYN_LOGGING_JSONL'),
+      noGpus: parseOrThrow(envFlag.default(false), process.env.DYN_DISABLE_AUTO_GPU_ALLOCATION, 'DYN_DISABLE_AUTO_GPU_ALLOCATION'),
+    };
+  } catch (err) {
+    process.stderr.write(`dynamo-serve: ${(err as Error).message}\n`);
+    return 2;
+  }
+  const logging = createLogging({ filter: process.env.DYN_LOG, jsonl: switches.jsonl });
   let log = logging.child('sdk.serve');
   let parsed;
   try {
@@ -79,8 +90,7 @@ async function main(argv: string[]): Promise<number> {
     }
   }
 
-  const disableGpus = ['1', 'true'].includes((process.env.DYN_DISABLE_AUTO_GPU_ALLOCATION ?? '').toLowerCase());
-  const needsGpus = !disableGpus && services.some((s) => Number(s.resources.gpu) > 0);
+  const needsGpus = !switches.noGpus && services.some((s) => Number(s.resources.gpu) > 0);
   const gpuPlan = !needsGpus ? { devices: new Map<string, string[]>(), warnings: [] } : planGpus(services.map((s) => ({ service: s.name, workers: s.workers, gpu: Number(s.resources.gpu) })), visibleGpus());
   if (f.dryRun) {
     const plan = services.map((s) => ({ ...s, devices: gpuPlan.devices.get(s.name) ?? null, dependsOn: graph.edges.get(s.name) ?? [] }));
