@@ -2,6 +2,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { InvalidArgument } from './errors.js';
+import { DEFAULT_MAX_FRAME_BYTES } from './request-plane/envelope.js';
 import { describeIssues } from './validate.js';
 
 const port = z.coerce.number().int().min(0).max(65535);
@@ -57,7 +58,7 @@ const envSchema = z.object({
   DYN_TCP_RPC_HOST: z.string().min(1).default('127.0.0.1'),
   DYN_TCP_RPC_PORT: port.default(0),
   DYN_TCP_RPC_ADVERTISE_HOST: z.string().optional(),
-  DYN_TCP_MAX_MESSAGE_SIZE: z.coerce.number().int().positive().default(32 * 1024 * 1024),
+  DYN_TCP_MAX_MESSAGE_SIZE: z.coerce.number().int().positive().default(DEFAULT_MAX_FRAME_BYTES),
   DYN_TCP_REQUEST_TIMEOUT: positiveSecs.default(5),
   DYN_TCP_CONNECT_TIMEOUT: positiveSecs.default(5),
   DYN_TCP_RESPONSE_STREAM_HOST: z.string().min(1).default('127.0.0.1'),

@@ -13,7 +13,7 @@ import { InvalidArgument } from '../errors.js';
 /** Size of the fixed prefix in front of every two-part message. */
 export const TWO_PART_PREFIX_BYTES = 24;
 
-/** Default cap on `header_len + body_len`, matching Dynamo's 32 MiB TCP message limit. */
+/** Dynamo's cap on one message, `header_len + body_len` (32 MiB; `DYN_TCP_MAX_MESSAGE_SIZE` changes the request plane's). */
 export const DEFAULT_MAX_FRAME_BYTES = 32 * 1024 * 1024;
 
 const U32 = 2 ** 32;

@@ -8,8 +8,6 @@ import { InvalidArgument } from '../errors.js';
 /** Longest endpoint path a request frame may name. */
 export const MAX_PATH_BYTES = 1024;
 
-/** Dynamo's default cap on one request-plane message (`DYN_TCP_MAX_MESSAGE_SIZE`). */
-export const DEFAULT_MAX_MESSAGE_SIZE = 32 * 1024 * 1024;
 
 /** Reply prefix the client classifies as "worker overloaded" (queue full). */
 export const SERVER_OVERLOADED = 'Server overloaded: ';

@@ -3,9 +3,9 @@
 
 import { connect, type Socket } from 'node:net';
 import { CannotConnect, InvalidArgument } from '../errors.js';
-import { ChunkBuffer } from './envelope.js';
+import { ChunkBuffer, DEFAULT_MAX_FRAME_BYTES } from './envelope.js';
 import type { RequestPlaneClient, Transport } from './request-plane.js';
-import { type BatchedWriter, DEFAULT_MAX_MESSAGE_SIZE, MAX_PATH_BYTES, setPeerTimeout, splitHostPort, tickBatchedWriter } from './socket-helpers.js';
+import { type BatchedWriter, MAX_PATH_BYTES, setPeerTimeout, splitHostPort, tickBatchedWriter } from './socket-helpers.js';
 import { type Log, silentLog } from '../logger.js';
 
 /** Options of {@link TcpRequestPlaneClient}; the runtime fills them from `DYN_TCP_*`. */
@@ -186,7 +186,7 @@ export class TcpRequestPlaneClient implements RequestPlaneClient {
       connectTimeoutMs: options.connectTimeoutMs ?? 5000,
       requestTimeoutMs: options.requestTimeoutMs ?? 5000,
       poolSize: Math.max(1, options.poolSize ?? 100),
-      maxMessageSize: options.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE,
+      maxMessageSize: options.maxMessageSize ?? DEFAULT_MAX_FRAME_BYTES,
     };
     this.#log = options.log ?? silentLog;
   }

@@ -12,9 +12,9 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { CannotConnect, InvalidArgument } from '../errors.js';
 import { hexId } from '../json.js';
-import { ChunkBuffer, decodeTwoPart } from './envelope.js';
+import { ChunkBuffer, DEFAULT_MAX_FRAME_BYTES, decodeTwoPart } from './envelope.js';
 import type { RequestAcceptor, RequestPlaneServer, Transport } from './request-plane.js';
-import { advertisedHost, type BatchedWriter, DEFAULT_MAX_MESSAGE_SIZE, formatHostPort, MAX_PATH_BYTES, SERVER_UNAVAILABLE, tickBatchedWriter } from './socket-helpers.js';
+import { advertisedHost, type BatchedWriter, formatHostPort, MAX_PATH_BYTES, SERVER_UNAVAILABLE, tickBatchedWriter } from './socket-helpers.js';
 import { type Log, silentLog } from '../logger.js';
 
 const ACK = Buffer.alloc(4); // u32 0: accepted. Never mutated, so one instance serves all replies.
@@ -83,7 +83,7 @@ export class TcpRequestPlaneServer implements RequestPlaneServer, Dispatcher {
     this.#host = options.host ?? '127.0.0.1';
     this.#port = options.port ?? 0;
     this.#advertiseHost = options.advertiseHost;
-    this.maxMessageSize = options.maxMessageSize ?? DEFAULT_MAX_MESSAGE_SIZE;
+    this.maxMessageSize = options.maxMessageSize ?? DEFAULT_MAX_FRAME_BYTES;
     this.log = options.log ?? silentLog;
   }
 
