@@ -61,7 +61,14 @@ function exportLines(program, typesFile) {
 export function currentReports(root = ROOT) {
   const packages = publicPackages(root);
   const files = packages.flatMap((p) => p.entries.map((e) => e.types));
-  const program = ts.createProgram(files, { module: ts.ModuleKind.NodeNext, moduleResolution: ts.ModuleResolutionKind.NodeNext, target: ts.ScriptTarget.ES2022, skipLibCheck: true, noEmit: true, types: ['node'] });
+  const program = ts.createProgram(files, {
+    module: ts.ModuleKind.NodeNext,
+    moduleResolution: ts.ModuleResolutionKind.NodeNext,
+    target: ts.ScriptTarget.ES2022,
+    skipLibCheck: true,
+    noEmit: true,
+    types: ['node'],
+  });
   return packages.flatMap((p) =>
     p.entries.map((e) => {
       const lines = exportLines(program, e.types);

@@ -6,7 +6,10 @@ const [base, model, question, system] = process.argv.slice(2);
 const started = Date.now();
 
 for (;;) {
-  const models = await fetch(`${base}/v1/models`).then((r) => r.json(), () => undefined);
+  const models = await fetch(`${base}/v1/models`).then(
+    (r) => r.json(),
+    () => undefined,
+  );
   if (models?.data?.some((m) => m.id === model)) break;
   if (Date.now() - started > 120_000) {
     console.error(`demo: ${model} did not appear at ${base}/v1/models within 120 s`);
@@ -28,7 +31,9 @@ if (!res.ok) {
   process.exit(1);
 }
 const choice = answer.choices[0];
-console.log(`\ndemo: ${model} answered in ${((Date.now() - started) / 1000).toFixed(1)} s (finish_reason ${choice.finish_reason}, ${answer.usage.completion_tokens} tokens):`);
+console.log(
+  `\ndemo: ${model} answered in ${((Date.now() - started) / 1000).toFixed(1)} s (finish_reason ${choice.finish_reason}, ${answer.usage.completion_tokens} tokens):`,
+);
 console.log(JSON.stringify(choice.message.content));
 const next = { ...body, messages: [...messages.slice(0, -1), { role: 'user', content: 'Tell me a story' }] };
 console.log(`\nTry next:\n  curl -s ${base}/v1/chat/completions -H 'content-type: application/json' \\\n    -d '${JSON.stringify(next)}'\n`);

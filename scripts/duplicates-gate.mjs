@@ -36,7 +36,10 @@ for (const line of out.split('\n')) {
 
 if (process.argv.includes('--write')) {
   const lines = [...pairs].sort(([a], [b]) => a.localeCompare(b)).map(([key, n]) => `${n} ${key}`);
-  writeFileSync(baselinePath, `# Pairs of files that repeat six or more lines today (count, pair); scripts/duplicates-gate.mjs --write.\n${lines.join('\n')}\n`);
+  writeFileSync(
+    baselinePath,
+    `# Pairs of files that repeat six or more lines today (count, pair); scripts/duplicates-gate.mjs --write.\n${lines.join('\n')}\n`,
+  );
   console.log(`duplicates gate: recorded ${pairs.size} pairs`);
   process.exit(0);
 }

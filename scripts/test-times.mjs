@@ -83,7 +83,10 @@ for (const [name, row] of files) {
   small.set(pkg, sum);
 }
 shown.sort((a, b) => rank(b[1]) - rank(a[1]));
-const rows = [...shown, ...[...small].sort((a, b) => rank(b[1].row) - rank(a[1].row)).map(([pkg, { count, row }]) => [`${pkg}: ${count} files under ${minSeconds} s`, row])];
+const rows = [
+  ...shown,
+  ...[...small].sort((a, b) => rank(b[1].row) - rank(a[1].row)).map(([pkg, { count, row }]) => [`${pkg}: ${count} files under ${minSeconds} s`, row]),
+];
 const everything = new Map();
 for (const row of packages.values()) addInto(everything, row);
 const packageRows = [...[...packages].sort((a, b) => rank(b[1]) - rank(a[1])), ['all packages', everything]];

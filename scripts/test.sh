@@ -55,6 +55,7 @@ after_install() {
   gate "cargo fmt --all --check" cargo fmt --all --check
   gate "cargo clippy --workspace --all-targets -- -D warnings" cargo clippy --workspace --all-targets --locked --quiet -- -D warnings
   gate "biome lint (TypeScript, JavaScript)" pnpm exec biome lint --error-on-warnings .
+  gate "biome format: the tree as the formatter writes it (pnpm exec biome format --write .)" pnpm exec biome format .
   gate "duplicates: no new repeats of six lines or more" node scripts/duplicates-gate.mjs
   if [ "${#gate_failures[@]}" -gt 0 ]; then
     kill "$fetching" 2>/dev/null

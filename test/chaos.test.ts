@@ -10,11 +10,25 @@ import { expect, it } from 'vitest';
 import { startChild } from '@dynamo/testing/child';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..');
-type PhaseReport = { phase: string; requests: number; exact: number; inexact: number; failed: number; migrations: number; disruptions: number; samples: string[] };
+type PhaseReport = {
+  phase: string;
+  requests: number;
+  exact: number;
+  inexact: number;
+  failed: number;
+  migrations: number;
+  disruptions: number;
+  samples: string[];
+};
 
 it('pnpm chaos (short form): every answer exact while workers are killed and restarted, then replaced one by one', async () => {
   const out = join(tmpdir(), `chaos-${process.pid}.json`);
-  const run = startChild(process.execPath, ['--import', 'tsx', join(repo, 'bench', 'chaos', 'main.ts'), '--requests', '200', '--every-min-ms', '1500', '--every-max-ms', '3000', '--json', out], {}, { cwd: join(repo, 'bench'), group: true });
+  const run = startChild(
+    process.execPath,
+    ['--import', 'tsx', join(repo, 'bench', 'chaos', 'main.ts'), '--requests', '200', '--every-min-ms', '1500', '--every-max-ms', '3000', '--json', out],
+    {},
+    { cwd: join(repo, 'bench'), group: true },
+  );
   expect(await run.exited).toBe(0);
   const reports = JSON.parse(readFileSync(out, 'utf8')) as PhaseReport[];
   const [kill, sigterm] = reports;

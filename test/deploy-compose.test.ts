@@ -45,7 +45,7 @@ describe('deploy/docker-compose.yml', () => {
     expect(etcd.image).toBe(`quay.io/coreos/etcd:v${installedVersion('etcd', /etcd Version: (\d+\.\d+\.\d+)/)}`);
   });
 
-  it("publishes the ports the runtime dials by default, and the README says how to use it", () => {
+  it('publishes the ports the runtime dials by default, and the README says how to use it', () => {
     const defaults = loadRuntimeConfig({});
     expect(published(nats)).toContain(Number(new URL(defaults.nats.server).port));
     expect(published(etcd)).toContain(Number(new URL(defaults.etcd.endpoints[0]!).port));
@@ -62,7 +62,10 @@ describe('deploy/docker-compose.yml', () => {
     try {
       const varz = await waitFor(
         'nats-server monitoring',
-        async () => (await fetch(`http://127.0.0.1:${monitor}/varz`).catch(() => undefined))?.json() as Promise<{ port: number; jetstream?: { config?: unknown } }> | undefined,
+        async () =>
+          (await fetch(`http://127.0.0.1:${monitor}/varz`).catch(() => undefined))?.json() as
+            | Promise<{ port: number; jetstream?: { config?: unknown } }>
+            | undefined,
         20_000,
       );
       expect(varz.port).toBe(client);
@@ -74,15 +77,15 @@ describe('deploy/docker-compose.yml', () => {
 
   it("the etcd service's command starts etcd serving its client URL", async () => {
     const [client, peer] = [await freePort(), await freePort()];
-    const args = etcd.command.slice(1).map((a) =>
-      a
-        .replace('/etcd-data', join(temp, 'etcd-data'))
-        .replace('0.0.0.0', '127.0.0.1')
-        .replace(':2379', `:${client}`)
-        .replace(':2380', `:${peer}`),
-    );
+    const args = etcd.command
+      .slice(1)
+      .map((a) => a.replace('/etcd-data', join(temp, 'etcd-data')).replace('0.0.0.0', '127.0.0.1').replace(':2379', `:${client}`).replace(':2380', `:${peer}`));
     // etcd also advertises a peer URL; on its own it defaults to localhost:2380, which another etcd may hold.
-    const child = startChild(etcd.command[0]!, [...args, `--initial-advertise-peer-urls=http://127.0.0.1:${peer}`, `--initial-cluster=dynamo-etcd=http://127.0.0.1:${peer}`]);
+    const child = startChild(etcd.command[0]!, [
+      ...args,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${peer}`,
+      `--initial-cluster=dynamo-etcd=http://127.0.0.1:${peer}`,
+    ]);
     try {
       const version = await waitFor(
         'etcd',

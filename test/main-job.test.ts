@@ -31,7 +31,7 @@ afterAll(async () => {
   rmSync(kvDir, { recursive: true, force: true });
 });
 
-it('the README main job prints SmolLM2\'s answer (Paris), serves the sample engine beside it and its curl line, and stops on SIGTERM', async () => {
+it("the README main job prints SmolLM2's answer (Paris), serves the sample engine beside it and its curl line, and stops on SIGTERM", async () => {
   const firstBlock = /```bash\n([^\n]*)\n/.exec(readme)![1]!;
   const command = firstBlock.split('#')[0]!.trim();
   expect(command).toBe('bash scripts/demo.sh');

@@ -27,8 +27,16 @@ const chaosFlags = {
   delayMs: { schema: z.coerce.number().min(0).max(10_000).default(20), description: "The workers' delay before each token", placeholder: 'MS' },
   everyMinMs: { schema: count(3_600_000).default(2000), description: 'Shortest time between two kills (or replacements)', placeholder: 'MS' },
   everyMaxMs: { schema: count(3_600_000).default(5000), description: 'Longest time between two kills (or replacements)', placeholder: 'MS' },
-  phases: { schema: z.enum(['both', 'kill', 'sigterm']).default('both'), description: 'kill (kill -9 and restart), sigterm (rolling restart), or both, one after the other', placeholder: 'WHICH' },
-  setup: { schema: z.enum(['file', 'etcd']).default('file'), description: 'file (file discovery + tcp, the embedded default) or etcd (etcd + NATS, servers started here)', placeholder: 'KIND' },
+  phases: {
+    schema: z.enum(['both', 'kill', 'sigterm']).default('both'),
+    description: 'kill (kill -9 and restart), sigterm (rolling restart), or both, one after the other',
+    placeholder: 'WHICH',
+  },
+  setup: {
+    schema: z.enum(['file', 'etcd']).default('file'),
+    description: 'file (file discovery + tcp, the embedded default) or etcd (etcd + NATS, servers started here)',
+    placeholder: 'KIND',
+  },
   json: { schema: z.string().optional(), description: 'Also write the report as JSON to this file', placeholder: 'PATH' },
 };
 
@@ -54,7 +62,10 @@ const between = (min: number, max: number) => min + Math.random() * Math.max(0, 
 
 /** The text the workers answer prompt [first] with: tokens first+1 .. first+n. */
 export function expectedText(tokenizer: Tokenizer, first: number, n: number): string {
-  return tokenizer.decode(Uint32Array.from({ length: n }, (_, i) => (first + i + 1) % VOCAB), false);
+  return tokenizer.decode(
+    Uint32Array.from({ length: n }, (_, i) => (first + i + 1) % VOCAB),
+    false,
+  );
 }
 
 /** One streamed completion: its text, whether it ended with a finish reason and [DONE], and any error. */
@@ -77,10 +88,15 @@ async function stream(url: string, first: number, maxTokens: number): Promise<{ 
   return { text, complete: finished && done };
 }
 
-const migrations = async (url: string) => Number((await (await fetch(`${url}/metrics`)).text()).match(/^dynamo_frontend_model_migration_total\{[^}]*\} (\d+)/m)?.[1] ?? 0);
+const migrations = async (url: string) =>
+  Number((await (await fetch(`${url}/metrics`)).text()).match(/^dynamo_frontend_model_migration_total\{[^}]*\} (\d+)/m)?.[1] ?? 0);
 
 /** Runs one phase: the requests, and beside them the driver that disrupts the workers. */
-async function phase(name: 'kill' | 'sigterm', options: z.output<z.ZodObject<{ [K in keyof typeof chaosFlags]: (typeof chaosFlags)[K]['schema'] }>>, tokenizer: Tokenizer): Promise<PhaseReport> {
+async function phase(
+  name: 'kill' | 'sigterm',
+  options: z.output<z.ZodObject<{ [K in keyof typeof chaosFlags]: (typeof chaosFlags)[K]['schema'] }>>,
+  tokenizer: Tokenizer,
+): Promise<PhaseReport> {
   const deployment = await Deployment.start(SETUPS.find((s) => s.discovery === options.setup)!, { DYN_FILE_KV_TTL_SECS: '2', DYN_LOG: 'error' });
   const workers: Child[] = [];
   const startWorker = () => {
@@ -172,7 +188,10 @@ export async function chaos(argv: string[]): Promise<PhaseReport[]> {
   const tokenizer = await (await LocalModel.load(modelDir)).tokenizer();
   const reports: PhaseReport[] = [];
   for (const name of options.phases === 'both' ? (['kill', 'sigterm'] as const) : [options.phases]) reports.push(await phase(name, options, tokenizer));
-  const rows = reports.map((r) => `| ${r.phase} | ${r.requests} | ${r.exact} | ${r.inexact} | ${r.failed} | ${r.migrations} | ${r.disruptions} | ${r.p50Ms} | ${r.p99Ms} | ${r.seconds} |`);
+  const rows = reports.map(
+    (r) =>
+      `| ${r.phase} | ${r.requests} | ${r.exact} | ${r.inexact} | ${r.failed} | ${r.migrations} | ${r.disruptions} | ${r.p50Ms} | ${r.p99Ms} | ${r.seconds} |`,
+  );
   process.stdout.write(
     [
       `chaos: ${options.workers} workers, --migration-limit ${options.migrationLimit}, concurrency ${options.concurrency}, ${options.maxTokens} tokens ${options.delayMs} ms apart, ${options.setup === 'file' ? 'file + tcp' : 'etcd + NATS'}`,

@@ -32,7 +32,12 @@ export async function renderChart(points: ChartPoint[], title: string): Promise<
       width: 170,
       height: 95,
       layer: [
-        { mark: 'bar', encoding: { color: { field: 'pairing', type: 'nominal', sort: order('pairing'), legend: { orient: 'bottom', title: 'frontend + worker', columns: 2 } } } },
+        {
+          mark: 'bar',
+          encoding: {
+            color: { field: 'pairing', type: 'nominal', sort: order('pairing'), legend: { orient: 'bottom', title: 'frontend + worker', columns: 2 } },
+          },
+        },
         { mark: { type: 'text', dy: -6, fontSize: 9 }, encoding: { text: { field: 'value', type: 'quantitative', format: '.3~r' } } },
       ],
       encoding: {
@@ -83,5 +88,11 @@ async function toPng(spec: TopLevelSpec): Promise<Buffer> {
   const svg = await view.toSVG();
   view.finalize();
   const fonts = ['DejaVuSans.ttf', 'DejaVuSans-Bold.ttf'].map((f) => join(fontDir, f));
-  return new Resvg(svg, { background: 'white', fitTo: { mode: 'zoom', value: 2 }, font: { fontFiles: fonts, loadSystemFonts: false, defaultFontFamily: 'DejaVu Sans' } }).render().asPng();
+  return new Resvg(svg, {
+    background: 'white',
+    fitTo: { mode: 'zoom', value: 2 },
+    font: { fontFiles: fonts, loadSystemFonts: false, defaultFontFamily: 'DejaVu Sans' },
+  })
+    .render()
+    .asPng();
 }

@@ -33,14 +33,47 @@ const scale = Number(process.env.BENCH_SCALE ?? 1);
 const count = (n: number) => Math.max(1, Math.round(n * scale));
 const ALL_SCENARIOS: Scenario[] = [
   { id: 'c64', title: 'Concurrency 64, engines at zero delay', concurrency: 64, requests: count(640), paced: false, pinned: false, fresh: false },
-  { id: 'c64-pinned', title: 'Concurrency 64, zero delay, stack pinned to cpu0 and aiperf to cpu1', concurrency: 64, requests: count(640), paced: false, pinned: true, fresh: false },
+  {
+    id: 'c64-pinned',
+    title: 'Concurrency 64, zero delay, stack pinned to cpu0 and aiperf to cpu1',
+    concurrency: 64,
+    requests: count(640),
+    paced: false,
+    pinned: true,
+    fresh: false,
+  },
   { id: 'c1', title: 'Concurrency 1, zero delay, kept connections', concurrency: 1, requests: count(100), paced: false, pinned: false, fresh: false },
-  { id: 'c1-fresh', title: 'Concurrency 1, zero delay, a new connection per request', concurrency: 1, requests: count(100), paced: false, pinned: false, fresh: true },
-  { id: 'c1-fresh-rated', title: 'Concurrency 1, zero delay, a new connection per request, 5 requests/s for every pairing', concurrency: 1, requests: count(100), paced: false, pinned: false, fresh: true, rate: 5 },
+  {
+    id: 'c1-fresh',
+    title: 'Concurrency 1, zero delay, a new connection per request',
+    concurrency: 1,
+    requests: count(100),
+    paced: false,
+    pinned: false,
+    fresh: true,
+  },
+  {
+    id: 'c1-fresh-rated',
+    title: 'Concurrency 1, zero delay, a new connection per request, 5 requests/s for every pairing',
+    concurrency: 1,
+    requests: count(100),
+    paced: false,
+    pinned: false,
+    fresh: true,
+    rate: 5,
+  },
   { id: 'c64-paced', title: 'Concurrency 64, engines paced at 10 ms a token', concurrency: 64, requests: count(128), paced: true, pinned: false, fresh: false },
   { id: 'c1-paced', title: 'Concurrency 1, engines paced at 10 ms a token', concurrency: 1, requests: count(8), paced: true, pinned: false, fresh: false },
   // How the frontend's cost grows with streams: four times c64-paced's.
-  { id: 'c256-paced', title: 'Concurrency 256, engines paced at 10 ms a token', concurrency: 256, requests: count(512), paced: true, pinned: false, fresh: false },
+  {
+    id: 'c256-paced',
+    title: 'Concurrency 256, engines paced at 10 ms a token',
+    concurrency: 256,
+    requests: count(512),
+    paced: true,
+    pinned: false,
+    fresh: false,
+  },
 ];
 const only = process.env.BENCH_ONLY?.split(',').filter(Boolean);
 const unknown = only?.filter((id) => !ALL_SCENARIOS.some((s) => s.id === id));
@@ -61,7 +94,14 @@ if ('skip' in stock) {
 const python = stock.python;
 
 /** aiperf's figures that the report shows. */
-const pickFigures = ({ requestsPerSec, outputTokensPerSec, ttftP50, ttftP99, itlP50, itlP99 }: AiperfResult) => ({ requestsPerSec, outputTokensPerSec, ttftP50, ttftP99, itlP50, itlP99 });
+const pickFigures = ({ requestsPerSec, outputTokensPerSec, ttftP50, ttftP99, itlP50, itlP99 }: AiperfResult) => ({
+  requestsPerSec,
+  outputTokensPerSec,
+  ttftP50,
+  ttftP99,
+  itlP50,
+  itlP99,
+});
 
 /** Sets the CPUs of every thread of each process. */
 function pin(pids: number[], cpuList: string): void {
@@ -91,7 +131,11 @@ try {
   const frontends: Record<Side, Frontend> = { stock: stockFe, ours: ourFe };
   const models = Object.values(workers).flatMap((w) => [w.fast.model, w.paced.model]);
   for (const fe of Object.values(frontends)) {
-    await waitFor(`the ${fe.name} frontend to list every model`, async () => ((listed) => models.every((m) => listed.includes(m)))(await listedModels(fe.url)), 120_000);
+    await waitFor(
+      `the ${fe.name} frontend to list every model`,
+      async () => ((listed) => models.every((m) => listed.includes(m)))(await listedModels(fe.url)),
+      120_000,
+    );
   }
 
   async function measure(s: Scenario, p: Pairing, round: number): Promise<Measurement> {
@@ -102,7 +146,17 @@ try {
     const sampler = new ProcessSampler(pids);
     try {
       const artifactDir = join(artifacts, `${s.id}-${p.frontend}-${p.worker}-${round}`);
-      const result = await runAiperf(python, { url: fe.url, model: worker.model, tokenizer: modelDir, concurrency: s.concurrency, requests: s.requests, artifactDir, ...(s.pinned ? { cpus: '1' } : {}), fresh: s.fresh, ...(s.rate === undefined ? {} : { rate: s.rate }) });
+      const result = await runAiperf(python, {
+        url: fe.url,
+        model: worker.model,
+        tokenizer: modelDir,
+        concurrency: s.concurrency,
+        requests: s.requests,
+        artifactDir,
+        ...(s.pinned ? { cpus: '1' } : {}),
+        fresh: s.fresh,
+        ...(s.rate === undefined ? {} : { rate: s.rate }),
+      });
       sampler.end();
       const usage = sampler.usage(result.startNs, result.endNs);
       if (result.errors > 0) console.warn(`\n${pairingName(p)}, ${s.id}: aiperf counted ${result.errors} failed requests`);
@@ -122,7 +176,9 @@ try {
 
   const runs: Array<{ round: number; scenario: string; pairing: string; measurement: Measurement }> = [];
   const total = rounds * SCENARIOS.length * PAIRINGS.length;
-  const bar = process.stdout.isTTY ? new SingleBar({ format: 'bench:compare [{bar}] {value}/{total} | ETA {eta_formatted} | {step}', hideCursor: true }) : undefined;
+  const bar = process.stdout.isTTY
+    ? new SingleBar({ format: 'bench:compare [{bar}] {value}/{total} | ETA {eta_formatted} | {step}', hideCursor: true })
+    : undefined;
   bar?.start(total, 0, { step: 'starting' });
   for (let round = 0; round < rounds; round++) {
     for (const s of SCENARIOS) {
@@ -139,7 +195,14 @@ try {
   }
   bar?.stop();
 
-  const results: Results = new Map(SCENARIOS.map((s) => [s.id, new Map(PAIRINGS.map((p) => [pairingName(p), medians(runs.filter((r) => r.scenario === s.id && r.pairing === pairingName(p)).map((r) => r.measurement))]))]));
+  const results: Results = new Map(
+    SCENARIOS.map((s) => [
+      s.id,
+      new Map(
+        PAIRINGS.map((p) => [pairingName(p), medians(runs.filter((r) => r.scenario === s.id && r.pairing === pairingName(p)).map((r) => r.measurement))]),
+      ),
+    ]),
+  );
   const when = new Date().toISOString().replace(/\.\d+Z$/, 'Z');
   const header = [
     '# bench:compare: stock Dynamo 1.6.1 and Dynamo for TypeScript, side by side',
@@ -147,7 +210,7 @@ try {
     `${when}, ${cpus().length} × ${cpus()[0]?.model.trim()}, Node ${process.version}. aiperf 0.13.0: streaming chat, ISL ${ISL}, OSL ${OSL} (ignore_eos, min_tokens),`,
     `server token counts; file discovery + tcp on loopback; both frontends round-robin at their default log level (info). Figures are medians over ${rounds} rounds;`,
     "CPU ms per request is each process's user+system CPU over aiperf's profiling window divided by the requests completed, which does not depend on",
-    "how fast the client is (aiperf itself needs about a core here). RSS is the peak in that window. Ratios in brackets are to the all-stock pairing.",
+    'how fast the client is (aiperf itself needs about a core here). RSS is the peak in that window. Ratios in brackets are to the all-stock pairing.',
     'Frontend + worker: `stock` is `python -m dynamo.frontend` / `dynamo.common.backend.sample_main`, `ours` is `dynamo-frontend` / `dynamo-sample-engine`.',
   ];
   const report = markdown(results, SCENARIOS, header);
@@ -165,9 +228,14 @@ try {
       ['itlP50', 'ITL p50 ms'],
     ];
     const points: ChartPoint[] = ['c64', 'c64-pinned', 'c1-fresh-rated', 'c64-paced'].flatMap((id) =>
-      charted.flatMap(([figure, metric]) => PAIRINGS.map((p) => ({ scenario: id, metric, pairing: pairingName(p), value: results.get(id)!.get(pairingName(p))![figure] }))),
+      charted.flatMap(([figure, metric]) =>
+        PAIRINGS.map((p) => ({ scenario: id, metric, pairing: pairingName(p), value: results.get(id)!.get(pairingName(p))![figure] })),
+      ),
     );
-    writeFileSync(join(resultsDir, 'compare.png'), await renderChart(points, `bench:compare, ${when}: stock Dynamo 1.6.1 vs ours (frontend + worker), medians of ${rounds} rounds`));
+    writeFileSync(
+      join(resultsDir, 'compare.png'),
+      await renderChart(points, `bench:compare, ${when}: stock Dynamo 1.6.1 vs ours (frontend + worker), medians of ${rounds} rounds`),
+    );
     console.log(`\n${report}\nwrote ${join(resultsDir, 'compare.md')}, compare.json and compare.png`);
   }
 } finally {

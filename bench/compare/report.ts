@@ -87,19 +87,61 @@ const ALL_OURS: Pairing = { frontend: 'ours', worker: 'ours' };
 
 /** Issue 32's targets, and the pinned throughput one before it. */
 export const TARGETS: Target[] = [
-  ...['c64', 'c64-paced', 'c256-paced', 'c1', 'c1-fresh'].map((scenario): Target => ({ what: "our frontend's CPU per request ≤ 0.6× the stock frontend's, both in front of the stock worker", scenario, pairing: OURS_FE_STOCK_WORKER, figure: 'feCpuMsPerRequest', bound: { max: 0.6 } })),
-  ...['c64', 'c64-paced'].map((scenario): Target => ({ what: "our worker's CPU per request ≤ 0.2× the stock sample engine's, both behind the stock frontend", scenario, pairing: STOCK_FE_OURS_WORKER, figure: 'workerCpuMsPerRequest', bound: { max: 0.2 } })),
+  ...['c64', 'c64-paced', 'c256-paced', 'c1', 'c1-fresh'].map(
+    (scenario): Target => ({
+      what: "our frontend's CPU per request ≤ 0.6× the stock frontend's, both in front of the stock worker",
+      scenario,
+      pairing: OURS_FE_STOCK_WORKER,
+      figure: 'feCpuMsPerRequest',
+      bound: { max: 0.6 },
+    }),
+  ),
+  ...['c64', 'c64-paced'].map(
+    (scenario): Target => ({
+      what: "our worker's CPU per request ≤ 0.2× the stock sample engine's, both behind the stock frontend",
+      scenario,
+      pairing: STOCK_FE_OURS_WORKER,
+      figure: 'workerCpuMsPerRequest',
+      bound: { max: 0.2 },
+    }),
+  ),
   ...['c64', 'c64-paced'].flatMap((scenario): Target[] => [
     { what: 'TTFT p50, our frontend + our worker, ≤ 1.0× stock', scenario, pairing: ALL_OURS, figure: 'ttftP50', bound: { max: 1 } },
     { what: 'TTFT p99, our frontend + our worker, ≤ 1.0× stock', scenario, pairing: ALL_OURS, figure: 'ttftP99', bound: { max: 1 } },
     { what: 'TTFT p50, the stock frontend + our worker, ≤ 1.0× stock', scenario, pairing: STOCK_FE_OURS_WORKER, figure: 'ttftP50', bound: { max: 1 } },
   ]),
-  ...[ALL_OURS, STOCK_FE_OURS_WORKER, OURS_FE_STOCK_WORKER].map((pairing): Target => ({ what: `TTFT p50 at c=1, fresh connections, 5 req/s, ${pairingName(pairing)}, ≤ 1.0× stock`, scenario: 'c1-fresh-rated', pairing, figure: 'ttftP50', bound: { max: 1 } })),
+  ...[ALL_OURS, STOCK_FE_OURS_WORKER, OURS_FE_STOCK_WORKER].map(
+    (pairing): Target => ({
+      what: `TTFT p50 at c=1, fresh connections, 5 req/s, ${pairingName(pairing)}, ≤ 1.0× stock`,
+      scenario: 'c1-fresh-rated',
+      pairing,
+      figure: 'ttftP50',
+      bound: { max: 1 },
+    }),
+  ),
   ...['c64', 'c64-paced'].flatMap((scenario): Target[] => [
-    { what: "our frontend's peak RSS under load ≤ 0.33× the stock frontend's (≤ ~180 MiB), our pipeline vs stock's", scenario, pairing: ALL_OURS, figure: 'feRssMiB', bound: { max: 0.33 } },
-    { what: "our worker's peak RSS under load ≤ 1.0× the stock sample engine's, our pipeline vs stock's", scenario, pairing: ALL_OURS, figure: 'workerRssMiB', bound: { max: 1 } },
+    {
+      what: "our frontend's peak RSS under load ≤ 0.33× the stock frontend's (≤ ~180 MiB), our pipeline vs stock's",
+      scenario,
+      pairing: ALL_OURS,
+      figure: 'feRssMiB',
+      bound: { max: 0.33 },
+    },
+    {
+      what: "our worker's peak RSS under load ≤ 1.0× the stock sample engine's, our pipeline vs stock's",
+      scenario,
+      pairing: ALL_OURS,
+      figure: 'workerRssMiB',
+      bound: { max: 1 },
+    },
   ]),
-  { what: "our pipeline's output tokens/s ≥ 1.0× stock's, stack pinned to one core", scenario: 'c64-pinned', pairing: ALL_OURS, figure: 'outputTokensPerSec', bound: { min: 1 } },
+  {
+    what: "our pipeline's output tokens/s ≥ 1.0× stock's, stack pinned to one core",
+    scenario: 'c64-pinned',
+    pairing: ALL_OURS,
+    figure: 'outputTokensPerSec',
+    bound: { min: 1 },
+  },
 ];
 
 const STOCK = pairingName({ frontend: 'stock', worker: 'stock' });
@@ -133,7 +175,13 @@ export function markdown(results: Results, scenarios: Scenario[], header: string
   for (const s of scenarios) {
     const row = results.get(s.id)!;
     const stock = row.get(STOCK)!;
-    lines.push('', `## ${s.title} (\`${s.id}\`, ${s.requests} requests a pairing a round)`, '', `| frontend + worker | ${COLUMNS.map((c) => c.head).join(' | ')} |`, `|---|${COLUMNS.map(() => '---:').join('|')}|`);
+    lines.push(
+      '',
+      `## ${s.title} (\`${s.id}\`, ${s.requests} requests a pairing a round)`,
+      '',
+      `| frontend + worker | ${COLUMNS.map((c) => c.head).join(' | ')} |`,
+      `|---|${COLUMNS.map(() => '---:').join('|')}|`,
+    );
     for (const p of PAIRINGS) {
       const f = row.get(pairingName(p))!;
       const cells = COLUMNS.map((c) => {

@@ -30,12 +30,22 @@ const sessionFlags = {
   sessions: { schema: count(64).default(8), description: 'Sessions running at once', placeholder: 'S' },
   turns: { schema: count(50).default(5), description: 'Turns per session', placeholder: 'T' },
   maxTokens: { schema: count(512).default(32), description: 'Tokens per answer (greedy, at most)', placeholder: 'N' },
-  rounds: { schema: count(20).default(3), description: 'Rounds of the pairings with caching, in alternating order (caching off runs in the first only)', placeholder: 'R' },
+  rounds: {
+    schema: count(20).default(3),
+    description: 'Rounds of the pairings with caching, in alternating order (caching off runs in the first only)',
+    placeholder: 'R',
+  },
   only: { schema: z.string().optional(), description: 'Run only these pairings (comma-separated: off, rr, kv, kv-affinity, stock-kv)', placeholder: 'LIST' },
 };
 const parsed = parseFlags(sessionFlags, process.argv.slice(2), process.env);
 if (parsed.help) {
-  process.stdout.write(formatHelp('pnpm --filter @dynamo/llama-cpp bench:sessions [options]', 'Multi-turn sessions on two dynamo-llama-cpp workers through five routing pairings; writes bench/results/sessions.{md,json,png}.', sessionFlags));
+  process.stdout.write(
+    formatHelp(
+      'pnpm --filter @dynamo/llama-cpp bench:sessions [options]',
+      'Multi-turn sessions on two dynamo-llama-cpp workers through five routing pairings; writes bench/results/sessions.{md,json,png}.',
+      sessionFlags,
+    ),
+  );
   process.exit(0);
 }
 const { sessions: SESSIONS, turns: TURNS, maxTokens: MAX_TOKENS, rounds: ROUNDS } = parsed.values;
@@ -59,16 +69,38 @@ const PAIRINGS: Pairing[] = [
   { id: 'off', label: 'caching off, ours round-robin', caching: false, frontend: 'ours', args: ['--router-mode', 'round-robin'] },
   { id: 'rr', label: 'ours round-robin', caching: true, frontend: 'ours', args: ['--router-mode', 'round-robin'] },
   { id: 'kv', label: 'ours kv', caching: true, frontend: 'ours', args: ['--router-mode', 'kv'] },
-  { id: 'kv-affinity', label: 'ours kv + session affinity', caching: true, frontend: 'ours', args: ['--router-mode', 'kv', '--router-session-affinity-ttl-secs', '600'], affinity: true },
+  {
+    id: 'kv-affinity',
+    label: 'ours kv + session affinity',
+    caching: true,
+    frontend: 'ours',
+    args: ['--router-mode', 'kv', '--router-session-affinity-ttl-secs', '600'],
+    affinity: true,
+  },
   { id: 'stock-kv', label: 'stock 1.6.1 kv', caching: true, frontend: 'stock', args: ['--router-mode', 'kv'] },
 ];
 
 /** About 1,000 tokens of instructions every session starts with, as an agent's system prompt. */
 const SYSTEM = [
   'You are the help desk of the Riverside public library. Follow these rules in every answer.',
-  ...Array.from({ length: 28 }, (_, i) => `Rule ${i + 1}: when a reader asks about ${['loans', 'opening hours', 'the reading room', 'printing', 'lost cards', 'events for children', 'e-books', 'fines', 'donations'][i % 9]}, answer politely in one or two short sentences, and point to desk ${(i % 4) + 1} if more help is needed.`),
+  ...Array.from(
+    { length: 28 },
+    (_, i) =>
+      `Rule ${i + 1}: when a reader asks about ${['loans', 'opening hours', 'the reading room', 'printing', 'lost cards', 'events for children', 'e-books', 'fines', 'donations'][i % 9]}, answer politely in one or two short sentences, and point to desk ${(i % 4) + 1} if more help is needed.`,
+  ),
 ].join('\n');
-const QUESTIONS = ['How many books may I borrow at once?', 'When do you open on Saturdays?', 'Can I print a document here?', 'I lost my card. What should I do?', 'Are there events for children this month?', 'Do you lend e-books?', 'How much is the fine for a late book?', 'Can I donate old books?', 'Is the reading room quiet?', 'Where is desk 3?'];
+const QUESTIONS = [
+  'How many books may I borrow at once?',
+  'When do you open on Saturdays?',
+  'Can I print a document here?',
+  'I lost my card. What should I do?',
+  'Are there events for children this month?',
+  'Do you lend e-books?',
+  'How much is the fine for a late book?',
+  'Can I donate old books?',
+  'Is the reading room quiet?',
+  'Where is desk 3?',
+];
 const question = (session: number, turn: number) => `Reader ${session + 1}, question ${turn + 1}: ${QUESTIONS[(session * 3 + turn) % QUESTIONS.length]}`;
 
 interface TurnResult {
@@ -80,7 +112,11 @@ interface TurnResult {
 }
 
 /** One streamed chat turn: its answer, time to first token and usage. */
-async function chatTurn(url: string, messages: Array<{ role: string; content: string }>, headers: Record<string, string>): Promise<{ answer: string; ttftMs: number; promptTokens: number; cachedTokens: number }> {
+async function chatTurn(
+  url: string,
+  messages: Array<{ role: string; content: string }>,
+  headers: Record<string, string>,
+): Promise<{ answer: string; ttftMs: number; promptTokens: number; cachedTokens: number }> {
   const began = performance.now();
   const res = await fetch(`${url}/v1/chat/completions`, {
     method: 'POST',
@@ -110,7 +146,12 @@ async function chatTurn(url: string, messages: Array<{ role: string; content: st
     }
   }
   if (!usage) throw new Error(`${url}: the stream carried no usage`);
-  return { answer, ttftMs: Number.isNaN(ttftMs) ? performance.now() - began : ttftMs, promptTokens: usage.prompt_tokens, cachedTokens: usage.prompt_tokens_details?.cached_tokens ?? 0 };
+  return {
+    answer,
+    ttftMs: Number.isNaN(ttftMs) ? performance.now() - began : ttftMs,
+    promptTokens: usage.prompt_tokens,
+    cachedTokens: usage.prompt_tokens_details?.cached_tokens ?? 0,
+  };
 }
 
 /** Runs every session through `url` at once; each turn waits for the session's previous answer. */
@@ -152,16 +193,45 @@ async function measure(pairing: Pairing, round: number): Promise<void> {
   try {
     const caching = pairing.caching ? [] : ['--no-enable-prefix-caching'];
     for (let i = 0; i < 2; i++) {
-      deployment.nodeProcess([llamaCli, '--model-path', modelPath, '--model-name', MODEL, '--parallel', String(PARALLEL), '--context-size', String(CONTEXT), '--threads', '1', ...caching]);
+      deployment.nodeProcess([
+        llamaCli,
+        '--model-path',
+        modelPath,
+        '--model-name',
+        MODEL,
+        '--parallel',
+        String(PARALLEL),
+        '--context-size',
+        String(CONTEXT),
+        '--threads',
+        '1',
+        ...caching,
+      ]);
     }
     let url: string;
     if (pairing.frontend === 'ours') url = (await deployment.frontend(pairing.args)).url;
     else {
       const port = await freePort();
-      deployment.stockProcess((stock as { python: string }).python, ['-m', 'dynamo.frontend', '--http-host', '127.0.0.1', '--http-port', String(port), '--discovery-backend', 'file', '--request-plane', 'tcp', ...pairing.args]);
+      deployment.stockProcess((stock as { python: string }).python, [
+        '-m',
+        'dynamo.frontend',
+        '--http-host',
+        '127.0.0.1',
+        '--http-port',
+        String(port),
+        '--discovery-backend',
+        'file',
+        '--request-plane',
+        'tcp',
+        ...pairing.args,
+      ]);
       url = `http://127.0.0.1:${port}`;
     }
-    await waitFor(`${pairing.label}: the model listed on both workers`, async () => (await healthInstances(url, 'llama')).length === 2 && (await listedModels(url)).includes(MODEL), 150_000);
+    await waitFor(
+      `${pairing.label}: the model listed on both workers`,
+      async () => (await healthInstances(url, 'llama')).length === 2 && (await listedModels(url)).includes(MODEL),
+      150_000,
+    );
     console.log(`round ${round + 1}, ${pairing.label}: ${SESSIONS} sessions x ${TURNS} turns ...`);
     const run = await runSessions(url, pairing);
     runs.push({ pairing, round, ...run });
@@ -188,10 +258,17 @@ const measured = chosen
   .map(({ pairing, rounds }) => ({ pairing, rounds, turns: rounds.flatMap((r) => r.turns), wallS: median(rounds.map((r) => r.wallS)) }));
 /** The median over rounds of the ratio of `a`'s turns >= 2 TTFT p50 to `b`'s in the same round (caching off: its one run). */
 const ratio = (a: PairingId, b: PairingId) => {
-  const ratios = runs.filter((r) => r.pairing.id === a).map((r) => p50Later(r) / p50Later(runs.find((x) => x.pairing.id === b && (x.round === r.round || b === 'off'))));
+  const ratios = runs
+    .filter((r) => r.pairing.id === a)
+    .map((r) => p50Later(r) / p50Later(runs.find((x) => x.pairing.id === b && (x.round === r.round || b === 'off'))));
   return ratios.length === 0 ? Number.NaN : median(ratios);
 };
-const cachedShare = (turns: TurnResult[]) => turns.reduce((s, t) => s + t.cachedTokens, 0) / Math.max(1, turns.reduce((s, t) => s + t.promptTokens, 0));
+const cachedShare = (turns: TurnResult[]) =>
+  turns.reduce((s, t) => s + t.cachedTokens, 0) /
+  Math.max(
+    1,
+    turns.reduce((s, t) => s + t.promptTokens, 0),
+  );
 const verdict = (ok: boolean) => (ok ? 'PASS' : 'FAIL');
 
 const lines = [
@@ -209,7 +286,13 @@ for (const { pairing, turns, wallS } of measured) {
   });
   lines.push(`| ${pairing.label} | ${byTurn.join(' | ')} | ${f(median(later(turns).map((t) => t.ttftMs)))} | ${f(wallS, 1)} |`);
 }
-lines.push('', '### Prompt tokens, turns >= 2', '', '| pairing | prompt tokens | served from cache | evaluated | from cache |', '| --- | ---: | ---: | ---: | ---: |');
+lines.push(
+  '',
+  '### Prompt tokens, turns >= 2',
+  '',
+  '| pairing | prompt tokens | served from cache | evaluated | from cache |',
+  '| --- | ---: | ---: | ---: | ---: |',
+);
 for (const { pairing, turns } of measured) {
   const xs = later(turns);
   const prompt = xs.reduce((s, t) => s + t.promptTokens, 0);
@@ -223,16 +306,37 @@ const targets: Array<[string, number, boolean]> = [
   ['ours kv, turns >= 2, >= 85% of prompt tokens from cache', cachedShare(later(kvTurns)), cachedShare(later(kvTurns)) >= 0.85],
   ['ours kv, turns >= 2, TTFT p50 <= 1.0x stock kv on the same workers', ratio('kv', 'stock-kv'), ratio('kv', 'stock-kv') <= 1],
 ];
-lines.push('', '### Turns >= 2, TTFT p50 (ms) by round', '', `| pairing | ${Array.from({ length: ROUNDS }, (_, r) => `round ${r + 1}`).join(' | ')} |`, `| --- | ${Array.from({ length: ROUNDS }, () => '---:').join(' | ')} |`);
-for (const { pairing, rounds } of measured) lines.push(`| ${pairing.label} | ${Array.from({ length: ROUNDS }, (_, r) => f(p50Later(rounds.find((x) => x.round === r)))).join(' | ')} |`);
+lines.push(
+  '',
+  '### Turns >= 2, TTFT p50 (ms) by round',
+  '',
+  `| pairing | ${Array.from({ length: ROUNDS }, (_, r) => `round ${r + 1}`).join(' | ')} |`,
+  `| --- | ${Array.from({ length: ROUNDS }, () => '---:').join(' | ')} |`,
+);
+for (const { pairing, rounds } of measured)
+  lines.push(`| ${pairing.label} | ${Array.from({ length: ROUNDS }, (_, r) => f(p50Later(rounds.find((x) => x.round === r)))).join(' | ')} |`);
 lines.push('', '### Targets', '', '| target | measured | verdict |', '| --- | ---: | --- |');
 for (const [name, value, ok] of targets) lines.push(`| ${name} | ${f(value, 3)} | ${Number.isNaN(value) ? 'not measured' : verdict(ok)} |`);
 const report = lines.join('\n');
 console.log(`\n${report}\n`);
 if (wanted) process.exit(0);
-writeFileSync(join(results, 'sessions.md'), `# Multi-turn sessions on dynamo-llama-cpp's prefix cache\n\nWritten by \`pnpm --filter @dynamo/llama-cpp bench:sessions\` (bench/sessions/main.ts); chart: sessions.png.\n\n${report}\n`);
-writeFileSync(join(results, 'sessions.json'), `${JSON.stringify({ sessions: SESSIONS, turns: TURNS, maxTokens: MAX_TOKENS, parallel: PARALLEL, rounds: ROUNDS, runs: runs.map((r) => ({ pairing: r.pairing.id, round: r.round, wallS: r.wallS, turns: r.turns })), targets: Object.fromEntries(targets.map(([name, value, ok]) => [name, { value, pass: ok }])) }, null, 1)}\n`);
-const points = measured.flatMap(({ pairing, turns }) =>
-  Array.from({ length: TURNS }, (_, t) => ({ scenario: `turn ${t + 1}`, metric: 'TTFT p50 (ms)', pairing: pairing.label, value: median(turns.filter((r) => r.turn === t).map((r) => r.ttftMs)) })),
+writeFileSync(
+  join(results, 'sessions.md'),
+  `# Multi-turn sessions on dynamo-llama-cpp's prefix cache\n\nWritten by \`pnpm --filter @dynamo/llama-cpp bench:sessions\` (bench/sessions/main.ts); chart: sessions.png.\n\n${report}\n`,
 );
-writeFileSync(join(results, 'sessions.png'), await renderChart(points, `${SESSIONS} sessions x ${TURNS} turns on two dynamo-llama-cpp workers: time to first token by turn`));
+writeFileSync(
+  join(results, 'sessions.json'),
+  `${JSON.stringify({ sessions: SESSIONS, turns: TURNS, maxTokens: MAX_TOKENS, parallel: PARALLEL, rounds: ROUNDS, runs: runs.map((r) => ({ pairing: r.pairing.id, round: r.round, wallS: r.wallS, turns: r.turns })), targets: Object.fromEntries(targets.map(([name, value, ok]) => [name, { value, pass: ok }])) }, null, 1)}\n`,
+);
+const points = measured.flatMap(({ pairing, turns }) =>
+  Array.from({ length: TURNS }, (_, t) => ({
+    scenario: `turn ${t + 1}`,
+    metric: 'TTFT p50 (ms)',
+    pairing: pairing.label,
+    value: median(turns.filter((r) => r.turn === t).map((r) => r.ttftMs)),
+  })),
+);
+writeFileSync(
+  join(results, 'sessions.png'),
+  await renderChart(points, `${SESSIONS} sessions x ${TURNS} turns on two dynamo-llama-cpp workers: time to first token by turn`),
+);

@@ -23,16 +23,48 @@ const resultsDir = fileURLToPath(new URL('../results/', import.meta.url));
 
 const count = (max: number) => z.coerce.number().int().min(1, 'must be at least 1').max(max);
 const soakFlags = {
-  minutes: { schema: z.coerce.number().min(0.5, 'must be at least 0.5').max(7 * 24 * 60).default(30), description: 'How long the traffic runs', placeholder: 'MIN' },
-  warmupMinutes: { schema: z.coerce.number().min(0).max(7 * 24 * 60).default(10), description: 'Minutes left out of the growth figures (a worker: the first fifth of its life)', placeholder: 'MIN' },
+  minutes: {
+    schema: z.coerce
+      .number()
+      .min(0.5, 'must be at least 0.5')
+      .max(7 * 24 * 60)
+      .default(30),
+    description: 'How long the traffic runs',
+    placeholder: 'MIN',
+  },
+  warmupMinutes: {
+    schema: z.coerce
+      .number()
+      .min(0)
+      .max(7 * 24 * 60)
+      .default(10),
+    description: 'Minutes left out of the growth figures (a worker: the first fifth of its life)',
+    placeholder: 'MIN',
+  },
   concurrency: { schema: count(4096).default(64), description: 'Requests in flight at once', placeholder: 'C' },
   workers: { schema: count(64).default(2), description: 'Workers serving the model', placeholder: 'N' },
-  restartEveryMinutes: { schema: z.coerce.number().min(0).max(24 * 60).default(5), description: 'A rolling restart of one worker this often (0: never)', placeholder: 'MIN' },
+  restartEveryMinutes: {
+    schema: z.coerce
+      .number()
+      .min(0)
+      .max(24 * 60)
+      .default(5),
+    description: 'A rolling restart of one worker this often (0: never)',
+    placeholder: 'MIN',
+  },
   sampleSecs: { schema: z.coerce.number().min(1).max(3600).default(10), description: 'How often every process is read', placeholder: 'SECS' },
   delayMs: { schema: z.coerce.number().min(0).max(10_000).default(5), description: "The workers' delay before each token", placeholder: 'MS' },
-  setup: { schema: z.enum(['file', 'etcd']).default('file'), description: 'file (file discovery + tcp, the embedded default) or etcd (etcd + NATS, servers started here)', placeholder: 'KIND' },
+  setup: {
+    schema: z.enum(['file', 'etcd']).default('file'),
+    description: 'file (file discovery + tcp, the embedded default) or etcd (etcd + NATS, servers started here)',
+    placeholder: 'KIND',
+  },
   out: { schema: z.string().default(resultsDir), description: 'Where soak.md, soak.png and soak.json go', placeholder: 'DIR' },
-  from: { schema: z.string().optional(), description: "Run nothing: write soak.md and soak.png from an earlier run's soak.json (its settings, this run's --warmup-minutes)", placeholder: 'PATH' },
+  from: {
+    schema: z.string().optional(),
+    description: "Run nothing: write soak.md and soak.png from an earlier run's soak.json (its settings, this run's --warmup-minutes)",
+    placeholder: 'PATH',
+  },
 };
 type SoakOptions = z.output<z.ZodObject<{ [K in keyof typeof soakFlags]: (typeof soakFlags)[K]['schema'] }>>;
 
@@ -117,10 +149,9 @@ async function goodRequest(url: string, tokenizer: Tokenizer, tally: Tally): Pro
   let text: string;
   let finish: string | undefined;
   if (streamed) {
-    const got = await readStream(
-      res,
-      hangUp ? once(1, () => stop.abort()) : undefined,
-    ).catch((err: Error) => (hangUp && err.name === 'AbortError' ? undefined : Promise.reject(err)));
+    const got = await readStream(res, hangUp ? once(1, () => stop.abort()) : undefined).catch((err: Error) =>
+      hangUp && err.name === 'AbortError' ? undefined : Promise.reject(err),
+    );
     if (got === undefined) {
       tally.disconnected += 1;
       return undefined;
@@ -130,7 +161,10 @@ async function goodRequest(url: string, tokenizer: Tokenizer, tally: Tally): Pro
     text = got.text;
     finish = got.finishes.at(-1);
   } else {
-    const answer = (await res.json()) as { choices: Array<{ text?: string; message?: { content: string }; finish_reason: string }>; usage: { completion_tokens: number } };
+    const answer = (await res.json()) as {
+      choices: Array<{ text?: string; message?: { content: string }; finish_reason: string }>;
+      usage: { completion_tokens: number };
+    };
     if (answer.usage.completion_tokens !== maxTokens) return `usage says ${answer.usage.completion_tokens} tokens, not ${maxTokens}`;
     text = answer.choices[0]!.text ?? answer.choices[0]!.message?.content ?? '';
     finish = answer.choices[0]!.finish_reason;
@@ -214,7 +248,10 @@ async function writeReport(run: Run, dir: string): Promise<void> {
   const md = report(options, readings, tally, restarts, when);
   writeFileSync(join(dir, 'soak.md'), md);
   const points: SeriesPoint[] = readings.flatMap((r) => SERIES.map(([key, metric]) => ({ metric, series: r.process, t: r.t, value: r[key] as number })));
-  writeFileSync(join(dir, 'soak.png'), await renderLines(points, `pnpm soak, ${when}: ${options.minutes} min at c=${options.concurrency}, ${restarts} worker restarts`));
+  writeFileSync(
+    join(dir, 'soak.png'),
+    await renderLines(points, `pnpm soak, ${when}: ${options.minutes} min at c=${options.concurrency}, ${restarts} worker restarts`),
+  );
   process.stdout.write(md);
 }
 
@@ -222,7 +259,9 @@ async function writeReport(run: Run, dir: string): Promise<void> {
 export async function soak(argv: string[]): Promise<boolean> {
   const parsed = parseFlags(soakFlags, argv, {});
   if (parsed.help) {
-    process.stdout.write(formatHelp('pnpm soak [options]', 'Run mixed traffic for a long time and watch every process for leaks; writes soak.{md,png,json}.', soakFlags));
+    process.stdout.write(
+      formatHelp('pnpm soak [options]', 'Run mixed traffic for a long time and watch every process for leaks; writes soak.{md,png,json}.', soakFlags),
+    );
     return true;
   }
   const options = parsed.values;
@@ -238,7 +277,10 @@ export async function soak(argv: string[]): Promise<boolean> {
   const startWorker = async () => {
     const port = await freePort();
     const name = `worker ${++started}`;
-    const child = deployment.sampleWorker(['--model-name', MODEL, '--component', MODEL, '--follow-prompt', '--delay-ms', String(options.delayMs)], { DYN_SYSTEM_PORT: String(port), DYN_SYSTEM_HOST: '127.0.0.1' });
+    const child = deployment.sampleWorker(['--model-name', MODEL, '--component', MODEL, '--follow-prompt', '--delay-ms', String(options.delayMs)], {
+      DYN_SYSTEM_PORT: String(port),
+      DYN_SYSTEM_HOST: '127.0.0.1',
+    });
     workers.push({ child, url: `http://127.0.0.1:${port}`, name });
   };
   try {
@@ -256,7 +298,10 @@ export async function soak(argv: string[]): Promise<boolean> {
       void Promise.all([read(url, 'frontend', t), ...workers.map((w) => read(w.url, w.name, t))]).then((rs) => {
         for (const r of rs) if (r) readings.push(r);
         const f = rs[0];
-        if (f) process.stdout.write(`${fmt(t)} min: frontend RSS ${fmt(f.rssMiB)} MiB, heap ${fmt(f.heapMiB)} MiB, fds ${f.fds}; ${tally.answered} answered, ${tally.failed} failed\n`);
+        if (f)
+          process.stdout.write(
+            `${fmt(t)} min: frontend RSS ${fmt(f.rssMiB)} MiB, heap ${fmt(f.heapMiB)} MiB, fds ${f.fds}; ${tally.answered} answered, ${tally.failed} failed\n`,
+          );
       });
     }, options.sampleSecs * 1000);
     let restarts = 0;

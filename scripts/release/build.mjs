@@ -89,6 +89,8 @@ await cli(async () => {
   for (const b of built) console.log(`  ${b.platform.padEnd(18)} ${b.mib.toFixed(1).padStart(5)} MiB  ${b.seconds.toFixed(0).padStart(4)} s`);
   if (targets.every((t) => built.some((b) => b.platform === t.platform))) {
     recordVerified(inputs);
-    console.log(`release: all six platforms built; recorded their inputs in ${relative(repoRoot, VERIFIED_FILE)} (commit it: CI then builds only its own platform until they change)`);
+    console.log(
+      `release: all six platforms built; recorded their inputs in ${relative(repoRoot, VERIFIED_FILE)} (commit it: CI then builds only its own platform until they change)`,
+    );
   }
 });

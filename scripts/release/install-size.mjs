@@ -48,7 +48,11 @@ await cli(async () => {
       const manifest = { name: 'size', private: true, dependencies: { '@dynamo/backend': specs['@dynamo/backend'] }, overrides: specs };
       writeFileSync(join(dir, 'package.json'), JSON.stringify(manifest));
       const flags = [`--os=${os}`, `--cpu=${cpu}`, ...(abi ? [`--libc=${abi === 'gnu' ? 'glibc' : 'musl'}`] : [])];
-      run('npm', ['install', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '--silent', ...flags], { cwd: dir, env: npmEnv(), what: `npm install for ${platform}` });
+      run('npm', ['install', '--omit=dev', '--ignore-scripts', '--no-audit', '--no-fund', '--silent', ...flags], {
+        cwd: dir,
+        env: npmEnv(),
+        what: `npm install for ${platform}`,
+      });
       const nodeModules = join(dir, 'node_modules');
       const sizes = packageSizes(nodeModules);
       rows.push({ platform, total: bytes(nodeModules), packages: sizes.length, top: sizes.slice(0, 4) });

@@ -25,7 +25,12 @@ pnpm release:build), and the rest. <dir>/packages.json lists the tarballs in pub
 /** Packs `dir` with `tool` (npm or pnpm) into `out`; returns the tarball's file name. */
 function pack(tool, dir, out) {
   const before = new Set(readdirSync(out));
-  run(tool, ['pack', '--pack-destination', out, ...(tool === 'npm' ? ['--loglevel=warn'] : [])], { cwd: dir, env: npmEnv(), what: `${tool} pack in ${relative(repoRoot, dir)}`, capture: true });
+  run(tool, ['pack', '--pack-destination', out, ...(tool === 'npm' ? ['--loglevel=warn'] : [])], {
+    cwd: dir,
+    env: npmEnv(),
+    what: `${tool} pack in ${relative(repoRoot, dir)}`,
+    capture: true,
+  });
   const added = readdirSync(out).filter((f) => f.endsWith('.tgz') && !before.has(f));
   if (added.length !== 1) throw new Error(`release: ${tool} pack in ${dir} made ${added.length} tarballs: ${added.join(', ')}`);
   return added[0];
@@ -47,13 +52,15 @@ function platformPackages(selected, version, binaryName) {
       return dir;
     }
     const want = expectedFormat(platform);
-    if (format.format !== want.format || format.arch !== want.arch) throw new Error(`release: ${binary} is ${format.format} ${format.arch}, not ${want.format} ${want.arch}`);
+    if (format.format !== want.format || format.arch !== want.arch)
+      throw new Error(`release: ${binary} is ${format.format} ${format.arch}, not ${want.format} ${want.arch}`);
     const manifest = readJson(join(dir, 'package.json'));
     if (manifest.version !== version) throw new Error(`release: ${dir}/package.json is ${manifest.version}, @dynamo/core is ${version}`);
     copyFileSync(join(coreDir, 'LICENSE'), join(dir, 'LICENSE'));
     return dir;
   });
-  if (missing.length > 0) throw new Error(`release: no native binary for ${missing.join(', ')} in ${relative(repoRoot, npmDir)}/: run pnpm release:build first`);
+  if (missing.length > 0)
+    throw new Error(`release: no native binary for ${missing.join(', ')} in ${relative(repoRoot, npmDir)}/: run pnpm release:build first`);
   return dirs;
 }
 
@@ -69,7 +76,13 @@ function stageCore(stage, manifest, selected) {
 }
 
 await cli(async () => {
-  const { values } = parseArgs({ options: { out: { type: 'string', default: 'release' }, target: { type: 'string', short: 't', multiple: true, default: [] }, help: { type: 'boolean', short: 'h' } } });
+  const { values } = parseArgs({
+    options: {
+      out: { type: 'string', default: 'release' },
+      target: { type: 'string', short: 't', multiple: true, default: [] },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
   if (values.help) return console.log(HELP);
   const unknown = values.target.filter((name) => !targets.some((t) => t.platform === name));
   if (unknown.length > 0) throw new Error(`release: unknown --target ${unknown.join(', ')}; the platforms are ${targets.map((t) => t.platform).join(', ')}`);
@@ -84,9 +97,11 @@ await cli(async () => {
   rmSync(out, { recursive: true, force: true });
   mkdirSync(out, { recursive: true });
   const packed = [];
-  for (const [i, dir] of platformDirs.entries()) packed.push({ name: `${core.name}-${selected[i].platform}`, version: core.version, platform: selected[i].platform, file: pack('npm', dir, out) });
+  for (const [i, dir] of platformDirs.entries())
+    packed.push({ name: `${core.name}-${selected[i].platform}`, version: core.version, platform: selected[i].platform, file: pack('npm', dir, out) });
   packed.push({ name: core.name, version: core.version, file: pack('npm', stageCore(join(out, 'stage', 'core'), core, selected), out) });
-  for (const p of packages.filter((p) => p.manifest.name !== core.name)) packed.push({ name: p.manifest.name, version: p.manifest.version, file: pack('pnpm', p.dir, out) });
+  for (const p of packages.filter((p) => p.manifest.name !== core.name))
+    packed.push({ name: p.manifest.name, version: p.manifest.version, file: pack('pnpm', p.dir, out) });
   rmSync(join(out, 'stage'), { recursive: true, force: true });
 
   const list = packed.map((p) => ({ ...p, bytes: statSync(join(out, p.file)).size }));

@@ -22,13 +22,27 @@ function version(cmd, args, env) {
  */
 export function crossEnv() {
   const env = { ...process.env, PATH: `${join(crossDir, 'bin')}:${join(crossDir, 'ziglang')}:${process.env.PATH}` };
-  const ready = () =>
-    version('zig', ['version'], env) === ZIG && version('cargo-zigbuild', ['--version'], env) === `cargo-zigbuild ${CARGO_ZIGBUILD}`;
+  const ready = () => version('zig', ['version'], env) === ZIG && version('cargo-zigbuild', ['--version'], env) === `cargo-zigbuild ${CARGO_ZIGBUILD}`;
   if (!ready()) {
     console.log(`release: installing zig ${ZIG} and cargo-zigbuild ${CARGO_ZIGBUILD} from PyPI into .tools/cross/`);
-    run('python3', ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '--upgrade', '--target', crossDir, `ziglang==${ZIG}`, `cargo-zigbuild==${CARGO_ZIGBUILD}`], {
-      what: 'pip install of zig and cargo-zigbuild (python3 with pip is needed)',
-    });
+    run(
+      'python3',
+      [
+        '-m',
+        'pip',
+        'install',
+        '--quiet',
+        '--disable-pip-version-check',
+        '--upgrade',
+        '--target',
+        crossDir,
+        `ziglang==${ZIG}`,
+        `cargo-zigbuild==${CARGO_ZIGBUILD}`,
+      ],
+      {
+        what: 'pip install of zig and cargo-zigbuild (python3 with pip is needed)',
+      },
+    );
     if (!ready()) throw new Error(`release: zig ${ZIG} or cargo-zigbuild ${CARGO_ZIGBUILD} still not usable from ${crossDir} after installing them`);
   }
   return env;

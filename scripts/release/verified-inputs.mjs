@@ -34,7 +34,9 @@ export function inputsHash() {
     .split('\n')
     .filter((f) => f !== '' && f !== verified)
     .sort();
-  const blobs = git(['hash-object', '--stdin-paths'], `${files.join('\n')}\n`).trim().split('\n');
+  const blobs = git(['hash-object', '--stdin-paths'], `${files.join('\n')}\n`)
+    .trim()
+    .split('\n');
   const hash = createHash('sha256');
   for (const [i, file] of files.entries()) hash.update(`${blobs[i]} ${file}\n`);
   return hash.digest('hex');
@@ -43,7 +45,9 @@ export function inputsHash() {
 /** The hash the last six-platform build recorded, or undefined. */
 export function verifiedHash() {
   try {
-    return readFileSync(VERIFIED_FILE, 'utf8').split('\n').find((l) => /^[0-9a-f]{64}$/.test(l));
+    return readFileSync(VERIFIED_FILE, 'utf8')
+      .split('\n')
+      .find((l) => /^[0-9a-f]{64}$/.test(l));
   } catch (error) {
     if (error.code === 'ENOENT') return undefined;
     throw error;

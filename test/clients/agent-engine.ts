@@ -9,7 +9,18 @@ import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
-import { type Context, type EngineConfig, type GenerateChunk, type GenerateRequest, LLMEngine, parseFlags, run, usage, workerConfigFromFlags, workerFlags } from '@dynamo/backend';
+import {
+  type Context,
+  type EngineConfig,
+  type GenerateChunk,
+  type GenerateRequest,
+  LLMEngine,
+  parseFlags,
+  run,
+  usage,
+  workerConfigFromFlags,
+  workerFlags,
+} from '@dynamo/backend';
 import { LocalModel, type Tokenizer } from '@dynamo/llm';
 import { z } from 'zod';
 
@@ -56,7 +67,9 @@ class AgentEngine extends LLMEngine {
     for (const [i, token] of tokens.entries()) {
       if (context.isStopped()) return;
       const last = i === tokens.length - 1;
-      yield last ? { token_ids: [token], finish_reason: tokens.length < reply.length ? 'length' : 'stop', completion_usage: usage(prompt.length, tokens.length) } : { token_ids: [token] };
+      yield last
+        ? { token_ids: [token], finish_reason: tokens.length < reply.length ? 'length' : 'stop', completion_usage: usage(prompt.length, tokens.length) }
+        : { token_ids: [token] };
     }
   }
 

@@ -41,7 +41,10 @@ interface Sent {
 
 /** A request's headers as they go on to another server: without those of its own connection. */
 const forwarded = (headers: IncomingHttpHeaders) =>
-  Object.fromEntries(Object.entries(headers).filter(([k]) => !['host', 'content-length', 'accept-encoding', 'connection'].includes(k))) as Record<string, string>;
+  Object.fromEntries(Object.entries(headers).filter(([k]) => !['host', 'content-length', 'accept-encoding', 'connection'].includes(k))) as Record<
+    string,
+    string
+  >;
 
 /**
  * A proxy in front of a frontend that records every request and passes it on (the response
@@ -64,8 +67,15 @@ class RecordingProxy {
         this.corrupt(json);
         body = JSON.stringify(json);
       }
-      const answer = await fetch(`${target}${req.url}`, { method: req.method!, headers: forwarded(req.headers), ...(req.method !== 'GET' && req.method !== 'HEAD' && { body }) });
-      res.writeHead(answer.status, Object.fromEntries([...answer.headers].filter(([k]) => !['content-length', 'content-encoding', 'transfer-encoding', 'connection'].includes(k))));
+      const answer = await fetch(`${target}${req.url}`, {
+        method: req.method!,
+        headers: forwarded(req.headers),
+        ...(req.method !== 'GET' && req.method !== 'HEAD' && { body }),
+      });
+      res.writeHead(
+        answer.status,
+        Object.fromEntries([...answer.headers].filter(([k]) => !['content-length', 'content-encoding', 'transfer-encoding', 'connection'].includes(k))),
+      );
       if (answer.body) Readable.fromWeb(answer.body as ReadableStream).pipe(res);
       else res.end();
     });
@@ -171,9 +181,21 @@ describe.skipIf(!ready)('coding agents with their default settings through our f
 
 /** What each agent sends that no frontend can serve, made by rewriting one of its requests. */
 const BREAKS: Record<AgentName, { what: string; corrupt: (body: Record<string, unknown>) => void; says: RegExp }> = {
-  claude: { what: 'a tool of an unknown type', corrupt: (b) => (b.tools as unknown[]).push({ type: 'teleport_20990101', name: 'teleport' }), says: /API Error: 400 request\.tools\.\d+\.type: / },
-  codex: { what: 'a tool of an unknown type', corrupt: (b) => (b.tools as unknown[]).push({ type: 'teleport' }), says: /request\.tools\.\d+\.type: must be a function, namespace or custom tool/ },
-  opencode: { what: 'a malformed message', corrupt: (b) => (b.messages as unknown[]).push({ role: 'wizard', content: 'abracadabra' }), says: /request\.messages\.\d+\.role/ },
+  claude: {
+    what: 'a tool of an unknown type',
+    corrupt: (b) => (b.tools as unknown[]).push({ type: 'teleport_20990101', name: 'teleport' }),
+    says: /API Error: 400 request\.tools\.\d+\.type: /,
+  },
+  codex: {
+    what: 'a tool of an unknown type',
+    corrupt: (b) => (b.tools as unknown[]).push({ type: 'teleport' }),
+    says: /request\.tools\.\d+\.type: must be a function, namespace or custom tool/,
+  },
+  opencode: {
+    what: 'a malformed message',
+    corrupt: (b) => (b.messages as unknown[]).push({ role: 'wizard', content: 'abracadabra' }),
+    says: /request\.messages\.\d+\.role/,
+  },
 };
 
 describe.skipIf(!ready)('a request no frontend can serve', () => {
@@ -232,13 +254,19 @@ describe.skipIf(!ready)("the agents' requests through stock 1.6.1's frontend", (
         const [mine, theirs] = [await replay(ours.url), await replay(stockFrontend.url)];
         expect(mine.status, mine.text).toBe(200);
         const same = theirs.prompt !== undefined && mine.prompt!.length === theirs.prompt.length && mine.prompt!.every((t, i) => t === theirs.prompt![i]);
-        const outcome = theirs.status !== 200 ? `stock ${theirs.status}: ${theirs.text.slice(0, 200)}` : same ? `same ${mine.prompt!.length} tokens` : `differ: ours ${mine.prompt!.length}, stock ${theirs.prompt!.length} tokens`;
+        const outcome =
+          theirs.status !== 200
+            ? `stock ${theirs.status}: ${theirs.text.slice(0, 200)}`
+            : same
+              ? `same ${mine.prompt!.length} tokens`
+              : `differ: ours ${mine.prompt!.length}, stock ${theirs.prompt!.length} tokens`;
         outcomes.push(`${sent.agent} ${sent.path} ${label}: ${outcome}`);
       }
     }
     console.log(outcomes.join('\n'));
     expect(outcomes.filter((o) => !o.includes(': same ') && !STOCK_REFUSALS.some((r) => r.test(o)))).toEqual([]);
     // Each agent's first turn is one stock answers.
-    for (const agent of AGENTS) expect(outcomes.filter((o) => o.startsWith(`${agent} `) && o.includes(': same ')).length, outcomes.join('\n')).toBeGreaterThan(0);
+    for (const agent of AGENTS)
+      expect(outcomes.filter((o) => o.startsWith(`${agent} `) && o.includes(': same ')).length, outcomes.join('\n')).toBeGreaterThan(0);
   });
 });

@@ -164,7 +164,8 @@ describe.each(ENGINES)('the OpenAI Node SDK, $name', (engine: Engine) => {
     const echoed = await client.completions.create({ model: engine.model, prompt, max_tokens: 4, temperature: 0, echo: true });
     expect(echoed.choices[0]!.text).toBe(prompt + plain.choices[0]!.text);
     let streamed = '';
-    for await (const chunk of await client.completions.create({ model: engine.model, prompt, max_tokens: 4, temperature: 0, echo: true, stream: true })) streamed += chunk.choices[0]?.text ?? '';
+    for await (const chunk of await client.completions.create({ model: engine.model, prompt, max_tokens: 4, temperature: 0, echo: true, stream: true }))
+      streamed += chunk.choices[0]?.text ?? '';
     expect(streamed).toBe(echoed.choices[0]!.text);
   });
 });
@@ -182,7 +183,14 @@ async function engineFirstTokens(engine: Engine, count: number): Promise<{ ids: 
   }
   const model = await LocalModel.load(stack.modelPath);
   const pre = await Preprocessor.create(model, buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat }));
-  const { request } = await pre.preprocessChat({ model: SMOLLM2.model, messages: SMOLLM2.messages(FRANCE), logprobs: true, top_logprobs: 3, max_tokens: count, temperature: 0 });
+  const { request } = await pre.preprocessChat({
+    model: SMOLLM2.model,
+    messages: SMOLLM2.messages(FRANCE),
+    logprobs: true,
+    top_logprobs: 3,
+    max_tokens: count,
+    temperature: 0,
+  });
   const local = new LlamaCppEngine({ modelPath: stack.modelPath, parallel: 1, contextSize: 1024 });
   await local.start(1n);
   try {
@@ -203,15 +211,43 @@ describe.skipIf('skip' in stock)(`n choices and embeddings behind either fronten
     const python = (stock as { python: string }).python;
     const port = await freePort();
     stockUrl = `http://127.0.0.1:${port}`;
-    stack.deployment.stockProcess(python, ['-m', 'dynamo.frontend', '--http-host', '127.0.0.1', '--http-port', String(port), '--discovery-backend', 'file', '--request-plane', 'tcp']);
+    stack.deployment.stockProcess(python, [
+      '-m',
+      'dynamo.frontend',
+      '--http-host',
+      '127.0.0.1',
+      '--http-port',
+      String(port),
+      '--discovery-backend',
+      'file',
+      '--request-plane',
+      'tcp',
+    ]);
     // Stock's sample engine serves the model under its folder's path, and ignores n.
     stockWorkerModel = modelDir;
-    stack.deployment.stockProcess(python, ['-m', 'dynamo.common.backend.sample_main', '--model-name', modelDir, '--component', 'stocksample', '--discovery-backend', 'file', '--request-plane', 'tcp', '--delay', '0']);
+    stack.deployment.stockProcess(python, [
+      '-m',
+      'dynamo.common.backend.sample_main',
+      '--model-name',
+      modelDir,
+      '--component',
+      'stocksample',
+      '--discovery-backend',
+      'file',
+      '--request-plane',
+      'tcp',
+      '--delay',
+      '0',
+    ]);
     await waitForModel(stack.url, stockWorkerModel, 'stocksample', 1, 120_000);
-    await waitFor('the stock frontend to list our models', async () => {
-      const models = (await (await fetch(`${stockUrl}/v1/models`, { signal: AbortSignal.timeout(5000) })).json()) as { data: Array<{ id: string }> };
-      return ENGINES.flatMap((e) => [e.model, e.embedModel]).every((m) => models.data.some((d) => d.id === m));
-    }, 150_000);
+    await waitFor(
+      'the stock frontend to list our models',
+      async () => {
+        const models = (await (await fetch(`${stockUrl}/v1/models`, { signal: AbortSignal.timeout(5000) })).json()) as { data: Array<{ id: string }> };
+        return ENGINES.flatMap((e) => [e.model, e.embedModel]).every((m) => models.data.some((d) => d.id === m));
+      },
+      150_000,
+    );
   }, 300_000);
 
   it.each(ENGINES)('the stock frontend gets n: 3 choices from our $name (our worker makes them)', async (engine) => {
@@ -263,7 +299,13 @@ describe.each(ENGINES)('embeddings through the OpenAI Node SDK, $name', (engine:
   });
 
   it('embeds token ids, cuts vectors to dimensions, and names a bad input', async () => {
-    const ids = await client.embeddings.create({ model: engine.embedModel, input: [[1, 2, 3], [4, 5]] });
+    const ids = await client.embeddings.create({
+      model: engine.embedModel,
+      input: [
+        [1, 2, 3],
+        [4, 5],
+      ],
+    });
     expect(ids.data).toHaveLength(2);
     expect(ids.usage.prompt_tokens).toBe(5);
     if (engine === SAMPLE) expect(ids.data[0]!.embedding).toEqual(Array.from(sampleEmbedding([1, 2, 3])));
@@ -300,14 +342,27 @@ describe.each(ENGINES)('the Responses API through the OpenAI Node SDK, $name', (
       if (event.type === 'response.completed' || event.type === 'response.incomplete') final = event.response;
     }
     expect(text).toBe(whole.output_text);
-    expect(final!.output_text ?? final!.output.flatMap((o) => (o.type === 'message' ? o.content.map((c) => (c.type === 'output_text' ? c.text : '')) : [])).join('')).toBe(whole.output_text);
+    expect(
+      final!.output_text ?? final!.output.flatMap((o) => (o.type === 'message' ? o.content.map((c) => (c.type === 'output_text' ? c.text : '')) : [])).join(''),
+    ).toBe(whole.output_text);
     expect(types.slice(0, 4)).toEqual(['response.created', 'response.in_progress', 'response.output_item.added', 'response.content_part.added']);
-    expect(types.slice(-4)).toEqual(['response.output_text.done', 'response.content_part.done', 'response.output_item.done', final!.status === 'completed' ? 'response.completed' : 'response.incomplete']);
+    expect(types.slice(-4)).toEqual([
+      'response.output_text.done',
+      'response.content_part.done',
+      'response.output_item.done',
+      final!.status === 'completed' ? 'response.completed' : 'response.incomplete',
+    ]);
   });
 
   it.runIf(engine === SMOLLM2)('makes a function call and answers from its output (a round trip; the sample engine makes no calls)', async () => {
     const tools: OpenAI.Responses.FunctionTool[] = [
-      { type: 'function', name: 'get_weather', description: 'Get the weather of a city', strict: true, parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 20 } }, required: ['city'], additionalProperties: false } },
+      {
+        type: 'function',
+        name: 'get_weather',
+        description: 'Get the weather of a city',
+        strict: true,
+        parameters: { type: 'object', properties: { city: { type: 'string', maxLength: 20 } }, required: ['city'], additionalProperties: false },
+      },
     ];
     const ask = { model: engine.model, instructions: 'You are a helpful assistant.', temperature: 0, max_output_tokens: 60, tools };
     const first = await client.responses.create({ ...ask, input: 'What is the weather in Paris?', tool_choice: { type: 'function', name: 'get_weather' } });
@@ -316,7 +371,12 @@ describe.each(ENGINES)('the Responses API through the OpenAI Node SDK, $name', (
     expect(JSON.parse(call.arguments)).toEqual({ city: 'Paris' });
     // Streamed, the call comes as its item and its arguments.
     let args = '';
-    for await (const event of await client.responses.create({ ...ask, input: 'What is the weather in Paris?', tool_choice: { type: 'function', name: 'get_weather' }, stream: true })) {
+    for await (const event of await client.responses.create({
+      ...ask,
+      input: 'What is the weather in Paris?',
+      tool_choice: { type: 'function', name: 'get_weather' },
+      stream: true,
+    })) {
       if (event.type === 'response.function_call_arguments.done') args = event.arguments;
     }
     expect(JSON.parse(args)).toEqual({ city: 'Paris' });

@@ -64,13 +64,21 @@ describe.each(ENGINES)('the Vercel AI SDK, $name', (engine: Engine) => {
 
   it.runIf(engine === SMOLLM2)('generateObject returns an object that fits a zod schema', async () => {
     const schema = z.object({ city: z.string().max(30), country: z.string().max(30), population: z.number().int() });
-    const { object } = await generateObject({ model: model(), system: SYSTEM, prompt: 'Describe Paris as JSON.', schema, temperature: 0.7, maxOutputTokens: 80 });
+    const { object } = await generateObject({
+      model: model(),
+      system: SYSTEM,
+      prompt: 'Describe Paris as JSON.',
+      schema,
+      temperature: 0.7,
+      maxOutputTokens: 80,
+    });
     expect(schema.safeParse(object).success).toBe(true);
   });
 });
 
 describe.each(ENGINES)('LangChain ChatOpenAI, $name', (engine: Engine) => {
-  const chat = () => new ChatOpenAI({ model: engine.model, apiKey: 'unused', configuration: { baseURL: `${stack.url}/v1` }, temperature: 0, maxTokens: 12, maxRetries: 0 });
+  const chat = () =>
+    new ChatOpenAI({ model: engine.model, apiKey: 'unused', configuration: { baseURL: `${stack.url}/v1` }, temperature: 0, maxTokens: 12, maxRetries: 0 });
   const messages = (engine: Engine) => [...(engine === SMOLLM2 ? [{ role: 'system', content: SYSTEM }] : []), { role: 'user', content: FRANCE }];
 
   it('invoke and stream give the same answer', async () => {
@@ -84,7 +92,13 @@ describe.each(ENGINES)('LangChain ChatOpenAI, $name', (engine: Engine) => {
 
 describe.each(ENGINES)('the Anthropic SDK, $name', (engine: Engine) => {
   const client = () => new Anthropic({ baseURL: stack.url, apiKey: 'unused', maxRetries: 0 });
-  const ask = (engine: Engine) => ({ model: engine.model, max_tokens: 12, temperature: 0, messages: [{ role: 'user' as const, content: FRANCE }], ...(system(engine) && { system: SYSTEM }) });
+  const ask = (engine: Engine) => ({
+    model: engine.model,
+    max_tokens: 12,
+    temperature: 0,
+    messages: [{ role: 'user' as const, content: FRANCE }],
+    ...(system(engine) && { system: SYSTEM }),
+  });
 
   it('messages.create answers whole and streamed alike, with the stop reason', async () => {
     const whole = await client().messages.create(ask(engine));
@@ -102,20 +116,30 @@ describe.each(ENGINES)('the Anthropic SDK, $name', (engine: Engine) => {
   });
 
   it('stops at a stop sequence and names it', async () => {
-    const whole = await client().messages.create({ ...ask(engine), max_tokens: 40, stop_sequences: [engine === SAMPLE ? stack.sampleText(5).slice(-1) : 'Paris'] });
+    const whole = await client().messages.create({
+      ...ask(engine),
+      max_tokens: 40,
+      stop_sequences: [engine === SAMPLE ? stack.sampleText(5).slice(-1) : 'Paris'],
+    });
     expect(whole.stop_reason).toBe('stop_sequence');
     expect(whole.stop_sequence).toBe(engine === SAMPLE ? stack.sampleText(5).slice(-1) : 'Paris');
   });
 
   it('countTokens counts the prompt as the model sees it', async () => {
-    const { input_tokens } = await client().messages.countTokens({ model: engine.model, messages: ask(engine).messages, ...(system(engine) && { system: SYSTEM }) });
+    const { input_tokens } = await client().messages.countTokens({
+      model: engine.model,
+      messages: ask(engine).messages,
+      ...(system(engine) && { system: SYSTEM }),
+    });
     const whole = await client().messages.create(ask(engine));
     // Anthropic's input_tokens leaves out what was read from the cache (dynamo-llama-cpp's prefix cache).
     expect(input_tokens).toBe(whole.usage.input_tokens + (whole.usage.cache_read_input_tokens ?? 0));
   });
 
-  it('names an unknown model in a NotFoundError of Anthropic\'s shape', async () => {
-    const err = await client().messages.create({ ...ask(engine), model: `${engine.model}-nope` }).catch((e: unknown) => e);
+  it("names an unknown model in a NotFoundError of Anthropic's shape", async () => {
+    const err = await client()
+      .messages.create({ ...ask(engine), model: `${engine.model}-nope` })
+      .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.NotFoundError);
     expect((err as APIError).message).toContain(`${engine.model}-nope`);
     expect((err as APIError).error).toMatchObject({ type: 'error', error: { type: 'not_found_error' } });
@@ -123,17 +147,39 @@ describe.each(ENGINES)('the Anthropic SDK, $name', (engine: Engine) => {
 
   it.runIf(engine === SMOLLM2)('runs a tool_use round trip: the model calls get_weather, then answers from its result', async () => {
     const tools: Anthropic.Tool[] = [
-      { name: 'get_weather', description: 'Get the weather of a city', input_schema: { type: 'object', properties: { city: { type: 'string', maxLength: 20 } }, required: ['city'], additionalProperties: false } },
+      {
+        name: 'get_weather',
+        description: 'Get the weather of a city',
+        input_schema: { type: 'object', properties: { city: { type: 'string', maxLength: 20 } }, required: ['city'], additionalProperties: false },
+      },
     ];
     const question = { role: 'user' as const, content: 'What is the weather in Paris?' };
     // The frontend maps temperature as stock does; this SDK's types no longer list it.
     const greedy = { temperature: 0 };
-    const first = await client().messages.create({ model: engine.model, system: SYSTEM, max_tokens: 60, ...greedy, tools, tool_choice: { type: 'tool', name: 'get_weather' }, messages: [question] });
+    const first = await client().messages.create({
+      model: engine.model,
+      system: SYSTEM,
+      max_tokens: 60,
+      ...greedy,
+      tools,
+      tool_choice: { type: 'tool', name: 'get_weather' },
+      messages: [question],
+    });
     expect(first.stop_reason).toBe('tool_use');
     const call = first.content.find((b): b is Anthropic.ToolUseBlock => b.type === 'tool_use')!;
     expect(call).toMatchObject({ name: 'get_weather', input: { city: 'Paris' } });
     // Streamed, the call arrives as a tool_use block with its input.
-    const streamed = await client().messages.stream({ model: engine.model, system: SYSTEM, max_tokens: 60, ...greedy, tools, tool_choice: { type: 'tool', name: 'get_weather' }, messages: [question] }).finalMessage();
+    const streamed = await client()
+      .messages.stream({
+        model: engine.model,
+        system: SYSTEM,
+        max_tokens: 60,
+        ...greedy,
+        tools,
+        tool_choice: { type: 'tool', name: 'get_weather' },
+        messages: [question],
+      })
+      .finalMessage();
     expect(streamed.content.find((b) => b.type === 'tool_use')).toMatchObject({ name: 'get_weather', input: { city: 'Paris' } });
     const second = await client().messages.create({
       model: engine.model,
@@ -141,8 +187,17 @@ describe.each(ENGINES)('the Anthropic SDK, $name', (engine: Engine) => {
       max_tokens: 60,
       ...greedy,
       tools,
-      messages: [question, { role: 'assistant', content: first.content }, { role: 'user', content: [{ type: 'tool_result', tool_use_id: call.id, content: '{"temperature_c": 21, "sky": "sunny"}' }] }],
+      messages: [
+        question,
+        { role: 'assistant', content: first.content },
+        { role: 'user', content: [{ type: 'tool_result', tool_use_id: call.id, content: '{"temperature_c": 21, "sky": "sunny"}' }] },
+      ],
     });
-    expect(second.content.map((b) => (b.type === 'text' ? b.text : '')).join('').toLowerCase()).toContain('sunny');
+    expect(
+      second.content
+        .map((b) => (b.type === 'text' ? b.text : ''))
+        .join('')
+        .toLowerCase(),
+    ).toContain('sunny');
   });
 });

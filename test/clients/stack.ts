@@ -25,7 +25,13 @@ export interface Engine {
   messages(question: string): Array<{ role: 'system' | 'user'; content: string }>;
 }
 
-export const SAMPLE: Engine = { name: 'sample engine', kind: 'sample', model: 'qwen3-sample', embedModel: 'qwen3-sample-embed', messages: (q) => [{ role: 'user', content: q }] };
+export const SAMPLE: Engine = {
+  name: 'sample engine',
+  kind: 'sample',
+  model: 'qwen3-sample',
+  embedModel: 'qwen3-sample-embed',
+  messages: (q) => [{ role: 'user', content: q }],
+};
 export const SMOLLM2: Engine = {
   name: 'SmolLM2 on dynamo-llama-cpp',
   kind: 'llama',
@@ -87,14 +93,30 @@ export async function startClientStack(options: ClientStackOptions = {}): Promis
     url,
     deployment,
     modelPath,
-    sampleText: (n) => tokenizer.decode(Uint32Array.from({ length: n }, (_, i) => i + 1), false),
+    sampleText: (n) =>
+      tokenizer.decode(
+        Uint32Array.from({ length: n }, (_, i) => i + 1),
+        false,
+      ),
     sampleTokens: (text) => Array.from(tokenizer.encodeSync(text, true)),
     async victim(engine, name) {
       const model = `${engine.model}-${name}`;
       const child =
         engine.kind === 'sample'
           ? deployment.sampleWorker(['--model-name', model, '--component', model, '--delay-ms', '50'])
-          : deployment.nodeProcess([llamaCli, '--model-path', modelPath, '--model-name', model, '--component', model, '--parallel', '1', '--context-size', '1024']);
+          : deployment.nodeProcess([
+              llamaCli,
+              '--model-path',
+              modelPath,
+              '--model-name',
+              model,
+              '--component',
+              model,
+              '--parallel',
+              '1',
+              '--context-size',
+              '1024',
+            ]);
       children.push(child);
       await waitForModel(url, model, model, 1, 120_000);
       const body = { model, messages: engine.messages('Tell me a long story.'), max_tokens: 400, min_tokens: 400, stream: true };

@@ -20,7 +20,12 @@ const modelDir = qwen3ModelDir();
 const STOCK_MODEL = modelDir;
 const OUR_MODEL = 'qwen3-disagg';
 const LONELY = 'qwen3-decode-only';
-type Completion = { choices?: Array<{ text: string; finish_reason: string }>; usage?: { completion_tokens: number }; message?: string; error?: { message?: string } };
+type Completion = {
+  choices?: Array<{ text: string; finish_reason: string }>;
+  usage?: { completion_tokens: number };
+  message?: string;
+  error?: { message?: string };
+};
 
 async function complete(url: string, model: string): Promise<{ status: number; body: Completion }> {
   const res = await post(url, '/v1/completions', { model, prompt: 'Tell me a story', max_tokens: 6 });
@@ -40,20 +45,26 @@ describe.skipIf('skip' in stock)('prefill and decode workers of either side behi
     stack.ourSample(LONELY, 'lonely', ['--disaggregation-mode', 'decode', '--delay-ms', '0']);
     frontends.push(await stack.ourFrontend(), await stack.stockFrontend());
     for (const { name, url } of frontends) {
-      await waitFor(`the ${name} frontend to list both disaggregated models`, async () => {
-        const listed = await listedModels(url);
-        return listed.includes(OUR_MODEL) && listed.includes(STOCK_MODEL);
-      }, 120_000);
+      await waitFor(
+        `the ${name} frontend to list both disaggregated models`,
+        async () => {
+          const listed = await listedModels(url);
+          return listed.includes(OUR_MODEL) && listed.includes(STOCK_MODEL);
+        },
+        120_000,
+      );
     }
   }, 300_000);
   afterAll(() => stack?.stop());
 
-  it('answers through each frontend with each side\'s pair: the prefill worker first, then the decode worker with its prefill_result', async () => {
+  it("answers through each frontend with each side's pair: the prefill worker first, then the decode worker with its prefill_result", async () => {
     for (const frontend of frontends) {
       for (const model of [OUR_MODEL, STOCK_MODEL]) {
         // A frontend may list the decode workers a moment before it has paired them with their prefill workers.
         let answer: { status: number; body: Completion } | undefined;
-        await waitFor(`${frontend.name} frontend to answer ${model}`, async () => (answer = await complete(frontend.url, model)).status === 200, 60_000).catch(() => {});
+        await waitFor(`${frontend.name} frontend to answer ${model}`, async () => (answer = await complete(frontend.url, model)).status === 200, 60_000).catch(
+          () => {},
+        );
         expect(answer?.status, `${frontend.name} frontend, ${model}: ${JSON.stringify(answer?.body)}`).toBe(200);
         expect(answer!.body.usage?.completion_tokens, `${frontend.name} frontend, ${model}`).toBe(6);
         expect(answer!.body.choices?.[0]?.finish_reason, `${frontend.name} frontend, ${model}`).toBe('length');
@@ -65,15 +76,29 @@ describe.skipIf('skip' in stock)('prefill and decode workers of either side behi
     for (const frontend of frontends) {
       // 404 until the frontend has seen the decode worker's card.
       let answer: { status: number; body: Completion } | undefined;
-      await waitFor(`${frontend.name} frontend to answer 503 for ${LONELY}`, async () => (answer = await complete(frontend.url, LONELY)).status === 503, 60_000).catch(() => {});
+      await waitFor(
+        `${frontend.name} frontend to answer 503 for ${LONELY}`,
+        async () => (answer = await complete(frontend.url, LONELY)).status === 503,
+        60_000,
+      ).catch(() => {});
       expect(answer?.status, `${frontend.name} frontend: ${JSON.stringify(answer?.body)}`).toBe(503);
       expect(JSON.stringify(answer!.body), frontend.name).toContain(`Model \`${LONELY}\` is not ready to serve requests yet`);
       expect(await listedModels(frontend.url), frontend.name).not.toContain(LONELY);
       const ready = await fetch(`${frontend.url}/v1/models/${LONELY}/ready`);
       const readiness = (await ready.json()) as { ready: boolean; namespaces: Record<string, { missing_worker_types: string[] }> };
-      expect({ status: ready.status, ready: readiness.ready, missing: readiness.namespaces.dynamo?.missing_worker_types }, frontend.name).toEqual({ status: 503, ready: false, missing: ['prefill'] });
-      const paired = (await (await fetch(`${frontend.url}/v1/models/${OUR_MODEL}/ready`)).json()) as { ready: boolean; namespaces: Record<string, { present: string[] }> };
-      expect({ ready: paired.ready, present: [...(paired.namespaces.dynamo?.present ?? [])].sort() }, frontend.name).toEqual({ ready: true, present: ['decode', 'prefill'] });
+      expect({ status: ready.status, ready: readiness.ready, missing: readiness.namespaces.dynamo?.missing_worker_types }, frontend.name).toEqual({
+        status: 503,
+        ready: false,
+        missing: ['prefill'],
+      });
+      const paired = (await (await fetch(`${frontend.url}/v1/models/${OUR_MODEL}/ready`)).json()) as {
+        ready: boolean;
+        namespaces: Record<string, { present: string[] }>;
+      };
+      expect({ ready: paired.ready, present: [...(paired.namespaces.dynamo?.present ?? [])].sort() }, frontend.name).toEqual({
+        ready: true,
+        present: ['decode', 'prefill'],
+      });
     }
   }, 150_000);
 });

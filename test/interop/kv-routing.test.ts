@@ -65,9 +65,19 @@ describe.skipIf('skip' in stock)('KV-aware routing interop (file + tcp, ZMQ even
     await cachedTokens(ourFe.url, 'ts-kv', p);
     await waitFor('the prefix cached', async () => (await cachedTokens(ourFe.url, 'ts-kv', [...p, 1])) === 5 * 16, 20_000);
     const late = await stack.stockFrontend(['--router-mode', 'kv']);
-    await waitFor('the late frontend to serve our workers', async () => (await healthInstances(late.url, 'tskv')).length === 2 && (await listedModels(late.url)).includes('ts-kv'), 120_000);
+    await waitFor(
+      'the late frontend to serve our workers',
+      async () => (await healthInstances(late.url, 'tskv')).length === 2 && (await listedModels(late.url)).includes('ts-kv'),
+      120_000,
+    );
     const metrics = `${late.url}/metrics`;
-    await waitFor('the late router to recover the prefix', async () => (await cachedTokens(late.url, 'ts-kv', [...p, 2])) === 5 * 16 && (await counter(metrics, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total')) >= 5 * 16, 30_000);
+    await waitFor(
+      'the late router to recover the prefix',
+      async () =>
+        (await cachedTokens(late.url, 'ts-kv', [...p, 2])) === 5 * 16 &&
+        (await counter(metrics, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total')) >= 5 * 16,
+      30_000,
+    );
     // Our sources are complete: each names its recovery endpoint, as the card's enable_local_indexer promises.
     const text = await (await fetch(metrics)).text();
     expect(text).toMatch(/dynamo_component_router_kv_event_source_mismatch_workers\{[^}]*model="ts-kv"[^}]*\} 0/);
@@ -78,11 +88,15 @@ describe.skipIf('skip' in stock)('KV-aware routing interop (file + tcp, ZMQ even
     const p = prompt(2, 4, 64);
     await cachedTokens(ourFe.url, 'stock-kv', p);
     // Our router's only source of overlap is the mocker's events: a repeat must find all 4 blocks.
-    await waitFor('our router to index the mocker events', async () => {
-      const before = await counter(metrics, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total');
-      await cachedTokens(ourFe.url, 'stock-kv', [...p, 7]);
-      return (await counter(metrics, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total')) - before === 4 * 64;
-    }, 20_000);
+    await waitFor(
+      'our router to index the mocker events',
+      async () => {
+        const before = await counter(metrics, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total');
+        await cachedTokens(ourFe.url, 'stock-kv', [...p, 7]);
+        return (await counter(metrics, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total')) - before === 4 * 64;
+      },
+      20_000,
+    );
     for (let i = 0; i < 4; i++) {
       const before = await counter(metrics, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total');
       await cachedTokens(ourFe.url, 'stock-kv', [...p, 20 + i]);
@@ -94,8 +108,20 @@ describe.skipIf('skip' in stock)('KV-aware routing interop (file + tcp, ZMQ even
     const p = prompt(4, 3, 64);
     await cachedTokens(ourFe.url, 'stock-kv', p);
     const late = await stack.ourFrontend(['--router-mode', 'kv'], { DYN_LOG: 'info' });
-    await waitFor('the late frontend to serve the mockers', async () => (await healthInstances(late.url, 'backend')).length === 2 && (await listedModels(late.url)).includes('stock-kv'), 60_000);
-    await waitFor('both mockers recovered', () => late.child.stderr().split('\n').filter((l) => l.includes('KV state recovered from the worker')).length >= 2, 30_000);
+    await waitFor(
+      'the late frontend to serve the mockers',
+      async () => (await healthInstances(late.url, 'backend')).length === 2 && (await listedModels(late.url)).includes('stock-kv'),
+      60_000,
+    );
+    await waitFor(
+      'both mockers recovered',
+      () =>
+        late.child
+          .stderr()
+          .split('\n')
+          .filter((l) => l.includes('KV state recovered from the worker')).length >= 2,
+      30_000,
+    );
     const metrics = `${late.url}/metrics`;
     await cachedTokens(late.url, 'stock-kv', [...p, 9]);
     expect(await counter(metrics, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total')).toBe(3 * 64);

@@ -22,7 +22,12 @@ const adapterDir = mkdtempSync(join(tmpdir(), 'lora-interop-'));
 afterAll(() => rmSync(adapterDir, { recursive: true, force: true }));
 
 async function complete(url: string, model: string, requestId?: string): Promise<{ status: number; text: string }> {
-  const res = await post(url, '/v1/completions', { model, prompt: 'Tell me a story', max_tokens: 6 }, requestId === undefined ? {} : { headers: { 'x-request-id': requestId } });
+  const res = await post(
+    url,
+    '/v1/completions',
+    { model, prompt: 'Tell me a story', max_tokens: 6 },
+    requestId === undefined ? {} : { headers: { 'x-request-id': requestId } },
+  );
   const body = (await res.json()) as { choices?: Array<{ text: string }>; message?: string; error?: unknown };
   return { status: res.status, text: body.choices?.[0]?.text ?? JSON.stringify(body) };
 }
@@ -30,7 +35,11 @@ async function complete(url: string, model: string, requestId?: string): Promise
 /** A worker's /v1/loras (its system port): load `name` from the adapter folder, or unload it. */
 function loras(admin: string, action: 'load' | 'unload', name: string): Promise<Response> {
   return action === 'load'
-    ? fetch(`${admin}/v1/loras`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ lora_name: name, source: { uri: `file://${adapterDir}` } }) })
+    ? fetch(`${admin}/v1/loras`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ lora_name: name, source: { uri: `file://${adapterDir}` } }),
+      })
     : fetch(`${admin}/v1/loras/${name}`, { method: 'DELETE' });
 }
 
@@ -86,7 +95,8 @@ describe.skipIf('skip' in stock)('LoRA adapters of a stock 1.6.1 worker behind o
   afterAll(() => stack?.stop());
 
   /** The `model` and `routing` the stock worker got with the request `requestId`. */
-  const received = async (requestId: string) => JSON.parse((await worker.waitForLine(new RegExp(`^REQUEST ${requestId} `), 10_000)).split(' ').slice(2).join(' ')) as unknown;
+  const received = async (requestId: string) =>
+    JSON.parse((await worker.waitForLine(new RegExp(`^REQUEST ${requestId} `), 10_000)).split(' ').slice(2).join(' ')) as unknown;
 
   it("load → our frontend lists it → the stock worker gets the adapter's name and answers with its output → unload → 404", async () => {
     const loaded = await loras(admin, 'load', 'captain');

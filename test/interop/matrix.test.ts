@@ -39,13 +39,21 @@ const WORKERS: Worker[] = [
 
 /** The golden requests whose PreprocessedRequest stock 1.6.1 sent to a worker (captured by capture-llm.sh). */
 const GOLDEN = (
-  JSON.parse(readFileSync(join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'llm-1.6.1', 'preprocessed-requests.json'), 'utf8')) as Array<{ name: string; path: string; request: Record<string, unknown>; status: number }>
+  JSON.parse(readFileSync(join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'llm-1.6.1', 'preprocessed-requests.json'), 'utf8')) as Array<{
+    name: string;
+    path: string;
+    request: Record<string, unknown>;
+    status: number;
+  }>
 ).filter((c) => c.status === 200 && c.request.model === 'qwen3');
 
 /** The mixed pool's model: a folder of its own, because the stock sample engine serves its folder's path as the name. */
 const mixedDir = qwen3ModelDir();
 
-type Chunk = { choices: Array<{ delta?: { content?: string }; text?: string; finish_reason: string | null }>; usage?: { prompt_tokens: number; completion_tokens: number } };
+type Chunk = {
+  choices: Array<{ delta?: { content?: string }; text?: string; finish_reason: string | null }>;
+  usage?: { prompt_tokens: number; completion_tokens: number };
+};
 
 describe.skipIf('skip' in stock).each(MATRIX_SETUPS)('interop matrix, $name', (setup) => {
   let stack: InteropStack;
@@ -59,7 +67,10 @@ describe.skipIf('skip' in stock).each(MATRIX_SETUPS)('interop matrix, $name', (s
     workers.set('stock-sample', stack.stockSample(modelDir, 'sample', ['--delay', '0.005']));
     workers.set('stock-mocker', stack.stockMocker('stock-mocker'));
     workers.set('recorder', stack.stockLlmWorker(['--model-name', 'recorder', '--endpoint', 'dynamo.recorder.generate', '--delay-ms', '5', '--cycle']));
-    [frontends.stock, frontends.our] = await Promise.all([stack.stockFrontend(['--migration-limit', '3']), stack.ourFrontend(['--migration-limit', '3'], { DYN_LOG: 'info' })]);
+    [frontends.stock, frontends.our] = await Promise.all([
+      stack.stockFrontend(['--migration-limit', '3']),
+      stack.ourFrontend(['--migration-limit', '3'], { DYN_LOG: 'info' }),
+    ]);
     await Promise.all([startMixed('stock'), startMixed('our')]);
     const wanted = [...WORKERS.map((w) => w.model()), 'recorder', mixedDir];
     // Both frontends at once, so the waits add up to less than the hook's time and a timeout
@@ -67,13 +78,21 @@ describe.skipIf('skip' in stock).each(MATRIX_SETUPS)('interop matrix, $name', (s
     await Promise.all(
       Object.values(frontends).map(async (fe) => {
         let listed: string[] = [];
-        await waitFor(`the ${fe.name} frontend to list ${wanted.join(', ')}`, async () => {
-          listed = await listedModels(fe.url);
-          return wanted.every((m) => listed.includes(m));
-        }, 150_000).catch((err: Error) => {
+        await waitFor(
+          `the ${fe.name} frontend to list ${wanted.join(', ')}`,
+          async () => {
+            listed = await listedModels(fe.url);
+            return wanted.every((m) => listed.includes(m));
+          },
+          150_000,
+        ).catch((err: Error) => {
           throw new Error(`${err.message}; it lists ${listed.join(', ') || 'none (or did not answer GET /v1/models)'}`);
         });
-        await waitFor(`the ${fe.name} frontend to see both workers of the mixed pool`, async () => (await healthInstances(fe.url, 'mixed')).length === 2, 60_000);
+        await waitFor(
+          `the ${fe.name} frontend to see both workers of the mixed pool`,
+          async () => (await healthInstances(fe.url, 'mixed')).length === 2,
+          60_000,
+        );
       }),
     );
   }, 400_000);
@@ -83,65 +102,114 @@ describe.skipIf('skip' in stock).each(MATRIX_SETUPS)('interop matrix, $name', (s
   async function startMixed(kind: 'stock' | 'our'): Promise<void> {
     const port = await freePort(); // below the ephemeral range, so below 32768: stock reads DYN_SYSTEM_PORT as an i16
     const env = { DYN_SYSTEM_PORT: String(port) };
-    const child = kind === 'stock' ? stack.stockSample(mixedDir, 'mixed', ['--delay', '0.02'], env) : stack.ourSample(mixedDir, 'mixed', ['--delay-ms', '20'], env, mixedDir);
+    const child =
+      kind === 'stock'
+        ? stack.stockSample(mixedDir, 'mixed', ['--delay', '0.02'], env)
+        : stack.ourSample(mixedDir, 'mixed', ['--delay-ms', '20'], env, mixedDir);
     mixed.set(kind, { child, metrics: `http://127.0.0.1:${port}/metrics` });
   }
   afterAll(() => stack?.stop());
 
-  const pairings = (['stock', 'our'] as const).flatMap((frontend) => WORKERS.map((worker) => ({ frontend, worker, label: `${frontend} frontend → ${worker.name}` })));
+  const pairings = (['stock', 'our'] as const).flatMap((frontend) =>
+    WORKERS.map((worker) => ({ frontend, worker, label: `${frontend} frontend → ${worker.name}` })),
+  );
 
-  for (const { frontend, worker, label } of pairings) describe(label, () => {
-    it('chat, whole and streamed with usage', async () => {
-      const url = frontends[frontend].url;
-      const body = { model: worker.model(), messages: [{ role: 'user', content: USER }], max_tokens: 8 };
-      const res = await post(url, '/v1/chat/completions', body);
-      expect(res.status, await res.clone().text()).toBe(200);
-      const whole = (await res.json()) as { choices: Array<{ message: { content: string }; finish_reason: string }>; usage: { prompt_tokens: number; completion_tokens: number } };
-      expect(whole.choices[0]!.finish_reason).toBe('length');
-      expect(whole.choices[0]!.message.content.length).toBeGreaterThan(0);
-      if (worker.text) expect(whole.choices[0]!.message.content).toBe(worker.text(8));
-      expect(whole.usage.completion_tokens).toBe(8);
-      // The Qwen3 chat template around the five-word message.
-      expect(whole.usage.prompt_tokens).toBe(13);
+  for (const { frontend, worker, label } of pairings)
+    describe(label, () => {
+      it('chat, whole and streamed with usage', async () => {
+        const url = frontends[frontend].url;
+        const body = { model: worker.model(), messages: [{ role: 'user', content: USER }], max_tokens: 8 };
+        const res = await post(url, '/v1/chat/completions', body);
+        expect(res.status, await res.clone().text()).toBe(200);
+        const whole = (await res.json()) as {
+          choices: Array<{ message: { content: string }; finish_reason: string }>;
+          usage: { prompt_tokens: number; completion_tokens: number };
+        };
+        expect(whole.choices[0]!.finish_reason).toBe('length');
+        expect(whole.choices[0]!.message.content.length).toBeGreaterThan(0);
+        if (worker.text) expect(whole.choices[0]!.message.content).toBe(worker.text(8));
+        expect(whole.usage.completion_tokens).toBe(8);
+        // The Qwen3 chat template around the five-word message.
+        expect(whole.usage.prompt_tokens).toBe(13);
 
-      const events = await sseEvents(await post(url, '/v1/chat/completions', { ...body, stream: true, stream_options: { include_usage: true } }));
-      expect(events.at(-1)).toBe('[DONE]');
-      const chunks = events.slice(0, -1) as Chunk[];
-      const text = chunks.flatMap((c) => c.choices).map((c) => c.delta?.content ?? '').join('');
-      expect(text.length).toBeGreaterThan(0);
-      if (worker.text) expect(text).toBe(worker.text(8));
-      expect(chunks.flatMap((c) => c.choices).map((c) => c.finish_reason).filter(Boolean)).toEqual(['length']);
-      expect(chunks.at(-1)!.usage).toMatchObject({ prompt_tokens: 13, completion_tokens: 8 });
+        const events = await sseEvents(await post(url, '/v1/chat/completions', { ...body, stream: true, stream_options: { include_usage: true } }));
+        expect(events.at(-1)).toBe('[DONE]');
+        const chunks = events.slice(0, -1) as Chunk[];
+        const text = chunks
+          .flatMap((c) => c.choices)
+          .map((c) => c.delta?.content ?? '')
+          .join('');
+        expect(text.length).toBeGreaterThan(0);
+        if (worker.text) expect(text).toBe(worker.text(8));
+        expect(
+          chunks
+            .flatMap((c) => c.choices)
+            .map((c) => c.finish_reason)
+            .filter(Boolean),
+        ).toEqual(['length']);
+        expect(chunks.at(-1)!.usage).toMatchObject({ prompt_tokens: 13, completion_tokens: 8 });
+      });
+
+      it('completions, whole and streamed, text and token prompts', async () => {
+        const url = frontends[frontend].url;
+        const res = await post(url, '/v1/completions', { model: worker.model(), prompt: USER, max_tokens: 5 });
+        expect(res.status, await res.clone().text()).toBe(200);
+        const whole = (await res.json()) as {
+          choices: Array<{ text: string; finish_reason: string }>;
+          usage: { prompt_tokens: number; completion_tokens: number };
+        };
+        expect(whole.choices[0]!.finish_reason).toBe('length');
+        if (worker.text) expect(whole.choices[0]!.text).toBe(worker.text(5));
+        else expect(whole.choices[0]!.text.length).toBeGreaterThan(0);
+        expect(whole.usage).toMatchObject({ prompt_tokens: 5, completion_tokens: 5 });
+
+        const events = await sseEvents(
+          await post(url, '/v1/completions', { model: worker.model(), prompt: [9707, 1879, 374, 2244], max_tokens: 3, stream: true }),
+        );
+        expect(events.at(-1)).toBe('[DONE]');
+        const chunks = events.slice(0, -1) as Chunk[];
+        const text = chunks
+          .flatMap((c) => c.choices)
+          .map((c) => c.text ?? '')
+          .join('');
+        if (worker.text) expect(text).toBe(worker.text(3));
+        else expect(text.length).toBeGreaterThan(0);
+        expect(
+          chunks
+            .flatMap((c) => c.choices)
+            .map((c) => c.finish_reason)
+            .filter(Boolean),
+        ).toEqual(['length']);
+      });
+
+      // Only an engine with known output has a stop string that is sure to come.
+      if (worker.text)
+        it('a stop string ends the output early with finish_reason stop', async () => {
+          const url = frontends[frontend].url;
+          const events = await sseEvents(
+            await post(url, '/v1/chat/completions', {
+              model: worker.model(),
+              messages: [{ role: 'user', content: USER }],
+              max_tokens: 20,
+              stop: ['&'],
+              stream: true,
+            }),
+          );
+          const chunks = events.slice(0, -1) as Chunk[];
+          expect(
+            chunks
+              .flatMap((c) => c.choices)
+              .map((c) => c.delta?.content ?? '')
+              .join(''),
+          ).toBe('"#$%');
+          expect(
+            chunks
+              .flatMap((c) => c.choices)
+              .map((c) => c.finish_reason)
+              .filter(Boolean),
+          ).toEqual(['stop']);
+        });
     });
-
-    it('completions, whole and streamed, text and token prompts', async () => {
-      const url = frontends[frontend].url;
-      const res = await post(url, '/v1/completions', { model: worker.model(), prompt: USER, max_tokens: 5 });
-      expect(res.status, await res.clone().text()).toBe(200);
-      const whole = (await res.json()) as { choices: Array<{ text: string; finish_reason: string }>; usage: { prompt_tokens: number; completion_tokens: number } };
-      expect(whole.choices[0]!.finish_reason).toBe('length');
-      if (worker.text) expect(whole.choices[0]!.text).toBe(worker.text(5));
-      else expect(whole.choices[0]!.text.length).toBeGreaterThan(0);
-      expect(whole.usage).toMatchObject({ prompt_tokens: 5, completion_tokens: 5 });
-
-      const events = await sseEvents(await post(url, '/v1/completions', { model: worker.model(), prompt: [9707, 1879, 374, 2244], max_tokens: 3, stream: true }));
-      expect(events.at(-1)).toBe('[DONE]');
-      const chunks = events.slice(0, -1) as Chunk[];
-      const text = chunks.flatMap((c) => c.choices).map((c) => c.text ?? '').join('');
-      if (worker.text) expect(text).toBe(worker.text(3));
-      else expect(text.length).toBeGreaterThan(0);
-      expect(chunks.flatMap((c) => c.choices).map((c) => c.finish_reason).filter(Boolean)).toEqual(['length']);
-    });
-
-    // Only an engine with known output has a stop string that is sure to come.
-    if (worker.text) it('a stop string ends the output early with finish_reason stop', async () => {
-      const url = frontends[frontend].url;
-      const events = await sseEvents(await post(url, '/v1/chat/completions', { model: worker.model(), messages: [{ role: 'user', content: USER }], max_tokens: 20, stop: ['&'], stream: true }));
-      const chunks = events.slice(0, -1) as Chunk[];
-      expect(chunks.flatMap((c) => c.choices).map((c) => c.delta?.content ?? '').join('')).toBe('"#$%');
-      expect(chunks.flatMap((c) => c.choices).map((c) => c.finish_reason).filter(Boolean)).toEqual(['stop']);
-    });
-  });
 
   it('our runtime client streams from a stock dynamo_worker endpoint, and gets its errors typed', async () => {
     const worker = runStock(stack.python, 'worker.py', ['-n', 'interop', '-c', 'stockrt'], stack.deployment.stockEnv());
@@ -179,7 +247,12 @@ describe.skipIf('skip' in stock).each(MATRIX_SETUPS)('interop matrix, $name', (s
       expect(await client.exited, client.stderr()).toBe(0);
       expect(client.lines.map((l) => JSON.parse(l) as unknown)).toEqual([0, 1, 2, 3].map((i) => ({ i, instance: worker.instanceId.toString(16) })));
 
-      const stopper = runStock(stack.python, 'client.py', ['-n', 'interop', '-c', 'tsrt', '--request', '{"mode":"forever","delayMs":5}', '--stop-after', '2'], stack.deployment.stockEnv());
+      const stopper = runStock(
+        stack.python,
+        'client.py',
+        ['-n', 'interop', '-c', 'tsrt', '--request', '{"mode":"forever","delayMs":5}', '--stop-after', '2'],
+        stack.deployment.stockEnv(),
+      );
       expect(await stopper.exited, stopper.stderr()).toBe(0);
       await worker.waitForLine(/^STOPPED /, 10_000);
     } finally {
@@ -205,7 +278,12 @@ describe.skipIf('skip' in stock).each(MATRIX_SETUPS)('interop matrix, $name', (s
   /** Starts a long stream, reads its first event, and drops the connection. */
   async function disconnectMidStream(url: string, model: string): Promise<void> {
     const controller = new AbortController();
-    const res = await post(url, '/v1/chat/completions', { model, messages: [{ role: 'user', content: USER }], max_tokens: 5000, stream: true }, { signal: controller.signal });
+    const res = await post(
+      url,
+      '/v1/chat/completions',
+      { model, messages: [{ role: 'user', content: USER }], max_tokens: 5000, stream: true },
+      { signal: controller.signal },
+    );
     expect(res.status).toBe(200);
     await res.body!.getReader().read();
     controller.abort();
@@ -213,7 +291,11 @@ describe.skipIf('skip' in stock).each(MATRIX_SETUPS)('interop matrix, $name', (s
 
   it('cancellation, stock frontend → our engine: a client that disconnects mid-stream stops our engine', async () => {
     const worker = workers.get('ts-sample')!;
-    const aborted = () => worker.stderr().split('\n').filter((l) => l.includes('"msg":"request aborted"')).length;
+    const aborted = () =>
+      worker
+        .stderr()
+        .split('\n')
+        .filter((l) => l.includes('"msg":"request aborted"')).length;
     const before = aborted();
     await disconnectMidStream(frontends.stock.url, 'ts-sample');
     await waitFor('our engine to see the abort', () => aborted() > before, 15_000);
@@ -245,7 +327,9 @@ describe.skipIf('skip' in stock).each(MATRIX_SETUPS)('interop matrix, $name', (s
       const N = 60;
       // Four streams at once, so that the victim surely holds one when it is SIGKILLed.
       const counts = [0, 0, 0, 0];
-      const streams = counts.map(async (_, i) => readStream(await post(url, '/v1/completions', { model: mixedDir, prompt: USER, max_tokens: N, stream: true }), (n) => (counts[i] = n)));
+      const streams = counts.map(async (_, i) =>
+        readStream(await post(url, '/v1/completions', { model: mixedDir, prompt: USER, max_tokens: N, stream: true }), (n) => (counts[i] = n)),
+      );
       await waitFor('every stream to be under way', () => counts.every((n) => n >= 5), 30_000);
       const dead = mixed.get(victim)!.child;
       dead.kill();
@@ -266,7 +350,11 @@ describe.skipIf('skip' in stock).each(MATRIX_SETUPS)('interop matrix, $name', (s
       const survivors = new Set((await healthInstances(url, 'mixed')).map(String));
       await startMixed(victim);
       for (const fe of Object.values(frontends)) {
-        await waitFor(`the restarted ${victim} worker behind the ${fe.name} frontend`, async () => (await healthInstances(fe.url, 'mixed')).some((id) => !survivors.has(String(id))), 60_000);
+        await waitFor(
+          `the restarted ${victim} worker behind the ${fe.name} frontend`,
+          async () => (await healthInstances(fe.url, 'mixed')).some((id) => !survivors.has(String(id))),
+          60_000,
+        );
       }
     });
   });

@@ -44,7 +44,18 @@ const RECORDER = 'replay-plain';
 /** Workers whose cards turn structural tags on (stock has tags for hermes and qwen3_coder only). */
 const STRUCTURAL_TAG_WORKERS: ParserWorker[] = [
   { model: 'replay-tags-hermes', args: ['--dyn-tool-call-parser', 'hermes', '--dyn-enable-structural-tag'] },
-  { model: 'replay-tags-coder', args: ['--dyn-tool-call-parser', 'qwen3_coder', '--dyn-enable-structural-tag', '--dyn-structural-tag-scope', 'always', '--dyn-structural-tag-schema', 'strict'] },
+  {
+    model: 'replay-tags-coder',
+    args: [
+      '--dyn-tool-call-parser',
+      'qwen3_coder',
+      '--dyn-enable-structural-tag',
+      '--dyn-structural-tag-scope',
+      'always',
+      '--dyn-structural-tag-schema',
+      'strict',
+    ],
+  },
   { model: 'replay-tags-mistral', args: ['--dyn-tool-call-parser', 'mistral', '--dyn-enable-structural-tag'] },
 ];
 /** A worker registered with a custom chat template (`--custom-jinja-template`). */
@@ -56,7 +67,13 @@ const CUSTOM_TEMPLATE = [
 ].join('');
 
 const TOOLS = [
-  { type: 'function', function: { name: 'get_weather', parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' }, unit: { type: 'string' } } } } },
+  {
+    type: 'function',
+    function: {
+      name: 'get_weather',
+      parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' }, unit: { type: 'string' } } },
+    },
+  },
   { type: 'function', function: { name: 'get_time', parameters: { type: 'object', properties: { zone: { type: 'string' }, exact: { type: 'boolean' } } } } },
 ];
 
@@ -88,7 +105,10 @@ const args = (text: string | undefined): unknown => {
 async function whole(url: string, body: Record<string, unknown>): Promise<Said> {
   const res = await post(url, '/v1/chat/completions', body);
   expect(res.status, await res.clone().text()).toBe(200);
-  const json = (await res.json()) as { choices: Array<{ message: { content: string | null; reasoning_content?: string; tool_calls?: ToolCallJson[] }; finish_reason: string }>; usage: UsageJson };
+  const json = (await res.json()) as {
+    choices: Array<{ message: { content: string | null; reasoning_content?: string; tool_calls?: ToolCallJson[] }; finish_reason: string }>;
+    usage: UsageJson;
+  };
   const { message, finish_reason } = json.choices[0]!;
   for (const call of message.tool_calls ?? []) expect(call).toMatchObject({ id: expect.stringMatching(CALL_ID), type: 'function' });
   return {
@@ -110,7 +130,10 @@ async function streamed(url: string, body: Record<string, unknown>): Promise<Sai
   const finishes: string[] = [];
   const calls = new Map<number, { name: string; arguments: string }>();
   let usage: UsageJson;
-  for (const event of events.slice(0, -1) as Array<{ choices: Array<{ delta: { content?: string | null; reasoning_content?: string | null; tool_calls?: ToolCallJson[] }; finish_reason: string | null }>; usage?: UsageJson }>) {
+  for (const event of events.slice(0, -1) as Array<{
+    choices: Array<{ delta: { content?: string | null; reasoning_content?: string | null; tool_calls?: ToolCallJson[] }; finish_reason: string | null }>;
+    usage?: UsageJson;
+  }>) {
     usage = event.usage ?? usage;
     for (const choice of event.choices) {
       content += choice.delta.content ?? '';
@@ -127,7 +150,13 @@ async function streamed(url: string, body: Record<string, unknown>): Promise<Sai
   }
   expect(finishes.length, 'one finish_reason per stream').toBe(1);
   const toolCalls = [...calls.entries()].sort(([a], [b]) => a - b).map(([, c]) => ({ name: c.name, arguments: args(c.arguments) }));
-  return { content: orNull(content), reasoning: orNull(reasoning), toolCalls, finish: finishes[0]!, reasoningTokens: usage?.completion_tokens_details?.reasoning_tokens ?? null };
+  return {
+    content: orNull(content),
+    reasoning: orNull(reasoning),
+    toolCalls,
+    finish: finishes[0]!,
+    reasoningTokens: usage?.completion_tokens_details?.reasoning_tokens ?? null,
+  };
 }
 
 const casesFor = (worker: ParserWorker): Array<{ seed: number; c: ReplayCase }> =>
@@ -143,8 +172,16 @@ describe.skipIf('skip' in stock)('tool-call and reasoning parsers: ours vs the s
     stack = await InteropStack.start({ name: 'file + tcp', discovery: 'file', plane: 'tcp' }, (stock as { python: string }).python);
     const template = join(templateDir, 'template.jinja');
     writeFileSync(template, CUSTOM_TEMPLATE);
-    for (const w of [...PARSER_WORKERS, ...STRUCTURAL_TAG_WORKERS, { model: RECORDER, args: [] }, { model: CUSTOM, args: ['--custom-jinja-template', template] }]) {
-      workers.set(w.model, stack.deployment.nodeProcess(['--import', 'tsx', replayEngine, '--model-path', modelDir, '--model-name', w.model, '--component', w.model, ...w.args]));
+    for (const w of [
+      ...PARSER_WORKERS,
+      ...STRUCTURAL_TAG_WORKERS,
+      { model: RECORDER, args: [] },
+      { model: CUSTOM, args: ['--custom-jinja-template', template] },
+    ]) {
+      workers.set(
+        w.model,
+        stack.deployment.nodeProcess(['--import', 'tsx', replayEngine, '--model-path', modelDir, '--model-name', w.model, '--component', w.model, ...w.args]),
+      );
     }
     [frontends.stock, frontends.our] = await Promise.all([stack.stockFrontend(), stack.ourFrontend()]);
     for (const fe of Object.values(frontends)) for (const model of workers.keys()) await waitForModel(fe.url, model, model, 1, 120_000);
@@ -163,9 +200,14 @@ describe.skipIf('skip' in stock)('tool-call and reasoning parsers: ours vs the s
 
   const schema = { type: 'object', properties: { a: { type: 'integer' } }, required: ['a'] };
   const closed = { type: 'object', properties: { city: { type: 'string' } }, required: ['city'], additionalProperties: false };
-  const LOOSE_TOOLS = [TOOLS[0], { type: 'function', function: { name: 'get_time', strict: false, parameters: { type: 'object', properties: { zone: { type: 'string' } } } } }];
+  const LOOSE_TOOLS = [
+    TOOLS[0],
+    { type: 'function', function: { name: 'get_time', strict: false, parameters: { type: 'object', properties: { zone: { type: 'string' } } } } },
+  ];
   const STRICT_TOOLS = [{ type: 'function', function: { name: 'get_weather', strict: true, parameters: closed } }, TOOLS[1]];
-  const BAD_STRICT_TOOLS = [{ type: 'function', function: { name: 'get_weather', strict: true, parameters: { type: 'object', properties: { city: { type: 'string' } } } } }];
+  const BAD_STRICT_TOOLS = [
+    { type: 'function', function: { name: 'get_weather', strict: true, parameters: { type: 'object', properties: { city: { type: 'string' } } } } },
+  ];
   const TAGGED: Array<[string, string, Record<string, unknown>]> = STRUCTURAL_TAG_WORKERS.flatMap(({ model }) => [
     [model, 'tool_choice required, one tool strict: false', { tools: LOOSE_TOOLS, tool_choice: 'required' }],
     [model, 'tool_choice naming a function', { tools: LOOSE_TOOLS, tool_choice: { type: 'function', function: { name: 'get_weather' } } }],
@@ -182,10 +224,12 @@ describe.skipIf('skip' in stock)('tool-call and reasoning parsers: ours vs the s
   }
 
   it.each([
-    [{ additionalProperties: true }, "In context=#, object schemas require additionalProperties: false"],
+    [{ additionalProperties: true }, 'In context=#, object schemas require additionalProperties: false'],
     [{ additionalProperties: false }, "In context=#/required, must include property 'city'"],
   ])('a strict tool whose schema breaks the strict rules (%j) is a 400 from both frontends, naming the function', async (extra, message) => {
-    const tools = [{ type: 'function', function: { name: 'get_weather', strict: true, parameters: { ...BAD_STRICT_TOOLS[0]!.function.parameters, ...extra } } }];
+    const tools = [
+      { type: 'function', function: { name: 'get_weather', strict: true, parameters: { ...BAD_STRICT_TOOLS[0]!.function.parameters, ...extra } } },
+    ];
     const body = { model: 'replay-tags-hermes', messages: [{ role: 'user', content: 'hi' }], tools };
     for (const fe of Object.values(frontends)) {
       const res = await post(fe.url, '/v1/chat/completions', body);
@@ -215,9 +259,12 @@ describe.skipIf('skip' in stock)('tool-call and reasoning parsers: ours vs the s
     });
   }
 
-  it('enable_thinking reaches a reasoning model\'s engine in extra_args, as stock forwards it', async () => {
+  it("enable_thinking reaches a reasoning model's engine in extra_args, as stock forwards it", async () => {
     for (const args of [{ chat_template_kwargs: { enable_thinking: false } }, { chat_template_args: { enable_thinking: true } }]) {
-      const [theirs, ours] = await Promise.all([forwarded(frontends.stock.url, 'replay-think-r1', args), forwarded(frontends.our.url, 'replay-think-r1', args)]);
+      const [theirs, ours] = await Promise.all([
+        forwarded(frontends.stock.url, 'replay-think-r1', args),
+        forwarded(frontends.our.url, 'replay-think-r1', args),
+      ]);
       expect(ours.extra_args).toEqual(theirs.extra_args);
       expect(ours.token_ids).toEqual(theirs.token_ids);
     }
@@ -236,7 +283,14 @@ describe.skipIf('skip' in stock)('tool-call and reasoning parsers: ours vs the s
   });
 
   it('a custom template that raises is a 400 from both frontends; ours names the template error', async () => {
-    const body = { model: CUSTOM, messages: [{ role: 'user', content: 'a' }, { role: 'assistant', content: 'b' }, { role: 'user', content: 'c' }] };
+    const body = {
+      model: CUSTOM,
+      messages: [
+        { role: 'user', content: 'a' },
+        { role: 'assistant', content: 'b' },
+        { role: 'user', content: 'c' },
+      ],
+    };
     const [theirs, ours] = await Promise.all([post(frontends.stock.url, '/v1/chat/completions', body), post(frontends.our.url, '/v1/chat/completions', body)]);
     const [theirText, ourText] = await Promise.all([theirs.text(), ours.text()]);
     // Stock answers {"message":"Invalid request"} without the reason.
@@ -244,7 +298,8 @@ describe.skipIf('skip' in stock)('tool-call and reasoning parsers: ours vs the s
     expect(ours.status, ourText).toBe(400);
     expect(ourText).toContain('this model takes one message, got 3');
     // The frontends stay up and keep serving the model.
-    for (const fe of Object.values(frontends)) expect((await post(fe.url, '/v1/chat/completions', { model: CUSTOM, messages: [{ role: 'user', content: 'a' }], max_tokens: 2 })).status).toBe(200);
+    for (const fe of Object.values(frontends))
+      expect((await post(fe.url, '/v1/chat/completions', { model: CUSTOM, messages: [{ role: 'user', content: 'a' }], max_tokens: 2 })).status).toBe(200);
   });
 
   const named = { type: 'function', function: { name: 'get_weather' } };
@@ -259,7 +314,14 @@ describe.skipIf('skip' in stock)('tool-call and reasoning parsers: ours vs the s
   ];
   for (const [model, name, choice] of FORCED) {
     it(`tool_choice ${JSON.stringify(choice).slice(0, 20)}, ${model}, ${name}: same output, whole and streamed`, async () => {
-      const body = { model, messages: [{ role: 'user', content: 'What is the weather in Paris?' }], seed: REPLAY_CASES.findIndex((c) => c.name === name), max_tokens: 400, tools: TOOLS, tool_choice: choice };
+      const body = {
+        model,
+        messages: [{ role: 'user', content: 'What is the weather in Paris?' }],
+        seed: REPLAY_CASES.findIndex((c) => c.name === name),
+        max_tokens: 400,
+        tools: TOOLS,
+        tool_choice: choice,
+      };
       for (const read of [whole, streamed]) {
         const [theirs, ours] = await Promise.all([read(frontends.stock.url, body), read(frontends.our.url, body)]);
         expect(ours, read.name).toEqual(theirs);
@@ -269,7 +331,12 @@ describe.skipIf('skip' in stock)('tool-call and reasoning parsers: ours vs the s
 
   for (const worker of PARSER_WORKERS) {
     describe(`${worker.model} (${worker.args.join(' ')})`, () => {
-      const variants: Array<[string, Record<string, unknown>]> = worker.format ? [['with tools', { tools: TOOLS }]] : [['', {}], ['enable_thinking false', { chat_template_args: { enable_thinking: false } }]];
+      const variants: Array<[string, Record<string, unknown>]> = worker.format
+        ? [['with tools', { tools: TOOLS }]]
+        : [
+            ['', {}],
+            ['enable_thinking false', { chat_template_args: { enable_thinking: false } }],
+          ];
       for (const [variant, extra] of variants) {
         for (const { seed, c } of casesFor(worker)) {
           it(`${c.name}${variant ? `, ${variant}` : ''}: same output, whole and streamed`, async () => {

@@ -29,7 +29,9 @@ async function workerOf(url: string, headers: Record<string, string> = {}): Prom
 function hold(url: string, worker: string, blocks = 1): () => Promise<void> {
   const abort = new AbortController();
   const body = { model: MODEL, prompt: Array.from({ length: blocks * BLOCK }, (_, i) => 700 + i), max_tokens: 30_000, stream: true };
-  const running = post(url, '/v1/completions', body, { headers: { 'x-dynamo-worker-instance-id': worker }, signal: abort.signal }).then((r) => r.text()).catch(() => '');
+  const running = post(url, '/v1/completions', body, { headers: { 'x-dynamo-worker-instance-id': worker }, signal: abort.signal })
+    .then((r) => r.text())
+    .catch(() => '');
   return async () => {
     abort.abort();
     await running;
@@ -55,7 +57,11 @@ describe.skipIf('skip' in stock)('router modes interop (file + tcp): stock and o
     };
     for (const [name, flags] of Object.entries(modes)) pairs[name] = await Promise.all([stack.stockFrontend(flags), stack.ourFrontend(flags)]);
     for (const fe of Object.values(pairs).flat()) {
-      await waitFor(`${fe.name} frontend to serve ${MODEL} on two workers`, async () => (await healthInstances(fe.url, COMPONENT)).length === 2 && (await listedModels(fe.url)).includes(MODEL), 120_000);
+      await waitFor(
+        `${fe.name} frontend to serve ${MODEL} on two workers`,
+        async () => (await healthInstances(fe.url, COMPONENT)).length === 2 && (await listedModels(fe.url)).includes(MODEL),
+        120_000,
+      );
     }
     const ids = (await healthInstances(pairs.busy![1].url, COMPONENT)).map(String).sort();
     workers = [ids[0]!, ids[1]!];
@@ -80,16 +86,24 @@ describe.skipIf('skip' in stock)('router modes interop (file + tcp): stock and o
     const [stockFe, ourFe] = pairs.busy!;
     // 40 of worker A's 64 blocks in use, seen by both frontends from A's own kv_metrics report.
     const stop = hold(ourFe.url, workers[0], 40);
-    await waitFor('both frontends to leave worker A out', async () => {
-      const picks = await Promise.all([workerOf(stockFe.url), workerOf(stockFe.url), workerOf(ourFe.url), workerOf(ourFe.url)]);
-      return picks.every((w) => w === workers[1]);
-    }, 20_000);
+    await waitFor(
+      'both frontends to leave worker A out',
+      async () => {
+        const picks = await Promise.all([workerOf(stockFe.url), workerOf(stockFe.url), workerOf(ourFe.url), workerOf(ourFe.url)]);
+        return picks.every((w) => w === workers[1]);
+      },
+      20_000,
+    );
     for (const fe of [stockFe, ourFe]) for (let i = 0; i < 4; i++) expect(`${fe.name}: ${await workerOf(fe.url)}`).toBe(`${fe.name}: ${workers[1]}`);
     await stop();
-    await waitFor('both frontends to use worker A again', async () => {
-      const picks = await Promise.all([workerOf(stockFe.url), workerOf(stockFe.url), workerOf(ourFe.url), workerOf(ourFe.url)]);
-      return picks.filter((w) => w === workers[0]).length >= 2;
-    }, 20_000);
+    await waitFor(
+      'both frontends to use worker A again',
+      async () => {
+        const picks = await Promise.all([workerOf(stockFe.url), workerOf(stockFe.url), workerOf(ourFe.url), workerOf(ourFe.url)]);
+        return picks.filter((w) => w === workers[0]).length >= 2;
+      },
+      20_000,
+    );
   });
 
   for (const [from, to] of [
@@ -101,13 +115,18 @@ describe.skipIf('skip' in stock)('router modes interop (file + tcp): stock and o
       const peer = pairs.sync![to];
       const counted = async () => {
         const text = await (await fetch(`${peer.url}/metrics`)).text();
-        return text.split('\n').filter((l) => l.startsWith('dynamo_frontend_worker_active_decode_blocks{')).map((l) => Number(l.split(' ').at(-1)));
+        return text
+          .split('\n')
+          .filter((l) => l.startsWith('dynamo_frontend_worker_active_decode_blocks{'))
+          .map((l) => Number(l.split(' ').at(-1)));
       };
       expect((await counted()).some((n) => n > 0)).toBe(false);
       const abort = new AbortController();
       // 20 prompt blocks; a fresh prompt each way, so neither worker caches it.
       const body = { model: MODEL, prompt: Array.from({ length: 20 * BLOCK }, (_, i) => 20_000 + from * 5000 + i), max_tokens: 30_000, stream: true };
-      const running = post(source.url, '/v1/completions', body, { signal: abort.signal }).then((r) => r.text()).catch(() => '');
+      const running = post(source.url, '/v1/completions', body, { signal: abort.signal })
+        .then((r) => r.text())
+        .catch(() => '');
       await waitFor(`the ${peer.name} frontend to count 20 blocks on the worker`, async () => (await counted()).some((n) => n >= 20), 20_000);
       abort.abort();
       await running;
@@ -145,4 +164,3 @@ describe.skipIf('skip' in stock)('router modes interop (file + tcp): stock and o
     }
   });
 });
-

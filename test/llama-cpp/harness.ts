@@ -38,6 +38,17 @@ export async function referenceAnswers(modelPath: string, prompts: readonly stri
 /** Starts the stock 1.6.1 frontend in `deployment` (its discovery and request plane); returns its URL. */
 export async function startStockFrontend(deployment: Deployment, setup: Setup, python: string): Promise<string> {
   const port = await freePort();
-  deployment.stockProcess(python, ['-m', 'dynamo.frontend', '--http-host', '127.0.0.1', '--http-port', String(port), '--discovery-backend', setup.discovery, '--request-plane', setup.plane]);
+  deployment.stockProcess(python, [
+    '-m',
+    'dynamo.frontend',
+    '--http-host',
+    '127.0.0.1',
+    '--http-port',
+    String(port),
+    '--discovery-backend',
+    setup.discovery,
+    '--request-plane',
+    setup.plane,
+  ]);
   return `http://127.0.0.1:${port}`;
 }

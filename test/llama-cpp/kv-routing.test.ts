@@ -20,11 +20,12 @@ const llamaCli = join(here, '..', 'node_modules', '@dynamo', 'llama-cpp', 'dist'
 const stock = stockPython();
 const MODEL = 'smollm2';
 const BLOCK = 16;
-const SYSTEM = 'You are the assistant of a small town library. Answer in one short sentence. The library opens at nine and closes at six, lends up to five books for three weeks, and has a reading room on the first floor.';
+const SYSTEM =
+  'You are the assistant of a small town library. Answer in one short sentence. The library opens at nine and closes at six, lends up to five books for three weeks, and has a reading room on the first floor.';
 type Message = { role: string; content: string };
 type Chat = { choices: Array<{ message: { content: string } }>; usage: { prompt_tokens: number; prompt_tokens_details?: { cached_tokens?: number } | null } };
 
-describe.skipIf('skip' in stock)('KV-aware routing on dynamo-llama-cpp\'s prefix cache (file + tcp, ZMQ event plane)', () => {
+describe.skipIf('skip' in stock)("KV-aware routing on dynamo-llama-cpp's prefix cache (file + tcp, ZMQ event plane)", () => {
   let stack: InteropStack;
   let frontends: Frontend[];
   const metrics: string[] = [];
@@ -37,11 +38,18 @@ describe.skipIf('skip' in stock)('KV-aware routing on dynamo-llama-cpp\'s prefix
       const port = await freePort();
       metrics.push(`http://127.0.0.1:${port}/metrics`);
       // One thread each: the two workers share the machine's two cores.
-      stack.deployment.nodeProcess([llamaCli, '--model-path', modelPath, '--model-name', MODEL, '--parallel', '2', '--context-size', '1024', '--threads', '1'], { DYN_SYSTEM_PORT: String(port) });
+      stack.deployment.nodeProcess(
+        [llamaCli, '--model-path', modelPath, '--model-name', MODEL, '--parallel', '2', '--context-size', '1024', '--threads', '1'],
+        { DYN_SYSTEM_PORT: String(port) },
+      );
     }
     frontends = await Promise.all([stack.ourFrontend(['--router-mode', 'kv']), stack.stockFrontend(['--router-mode', 'kv'])]);
     for (const fe of frontends) {
-      await waitFor(`${fe.name} frontend to list ${MODEL} on both workers`, async () => (await healthInstances(fe.url, 'llama')).length === 2 && (await listedModels(fe.url)).includes(MODEL), 150_000);
+      await waitFor(
+        `${fe.name} frontend to list ${MODEL} on both workers`,
+        async () => (await healthInstances(fe.url, 'llama')).length === 2 && (await listedModels(fe.url)).includes(MODEL),
+        150_000,
+      );
     }
   }, 300_000);
   afterAll(() => stack?.stop());
@@ -67,7 +75,10 @@ describe.skipIf('skip' in stock)('KV-aware routing on dynamo-llama-cpp\'s prefix
       const fe = frontends.find((f) => f.name === name)!;
       for (let c = 0; c < 4; c++) {
         // Each conversation starts differently: only the worker that served its turn 1 holds any of it.
-        const messages: Message[] = [{ role: 'system', content: `Card ${c} of the ${name} desk. ${SYSTEM}` }, { role: 'user', content: 'When can I come, and how many books may I borrow?' }];
+        const messages: Message[] = [
+          { role: 'system', content: `Card ${c} of the ${name} desk. ${SYSTEM}` },
+          { role: 'user', content: 'When can I come, and how many books may I borrow?' },
+        ];
         const first = await turn(fe, messages);
         const second = await turn(fe, [...messages, { role: 'assistant', content: first.answer }, { role: 'user', content: 'And where is the reading room?' }]);
         const fullBlocks = Math.floor(first.usage.prompt_tokens / BLOCK) * BLOCK;

@@ -119,7 +119,8 @@ const tarball = (name: string) => {
   return join(releaseDir, hit.file);
 };
 const report = process.report.getReport() as { header: { glibcVersionRuntime?: string } };
-const platform = process.platform === 'linux' ? `linux-${process.arch}-${report.header.glibcVersionRuntime ? 'gnu' : 'musl'}` : `${process.platform}-${process.arch}`;
+const platform =
+  process.platform === 'linux' ? `linux-${process.arch}-${report.header.glibcVersionRuntime ? 'gnu' : 'musl'}` : `${process.platform}-${process.arch}`;
 const rootPkg = readJson<{ devDependencies: Record<string, string> }>(join(repoRoot, 'package.json'));
 const backendPkg = readJson<{ dependencies: Record<string, string> }>(join(repoRoot, 'packages', 'backend', 'package.json'));
 const corePkg = readJson<{ version: string; napi: { targets: string[] } }>(join(repoRoot, 'packages', 'core', 'package.json'));
@@ -158,7 +159,7 @@ describe('the release tarballs', () => {
   const platformPackages = released.filter((p) => p.platform !== undefined);
 
   // A release packs all six; CI packs this platform's alone unless the native inputs changed.
-  it('hold a platform package for this platform (in napi.targets order, at @dynamo/core\'s version)', () => {
+  it("hold a platform package for this platform (in napi.targets order, at @dynamo/core's version)", () => {
     const all = ['linux-x64-gnu', 'linux-arm64-gnu', 'linux-x64-musl', 'linux-arm64-musl', 'darwin-arm64', 'darwin-x64'];
     expect(corePkg.napi.targets).toHaveLength(all.length);
     expect(platformPackages.map((p) => p.platform)).toContain(platform);
@@ -169,7 +170,16 @@ describe('the release tarballs', () => {
   it('@dynamo/core ships the loader and types, no binary, and names every platform package', async () => {
     const file = tarball('@dynamo/core');
     const entries = await tarEntries(file);
-    expect(entries).toEqual(expect.arrayContaining(['package/package.json', 'package/index.js', 'package/load-native.js', 'package/platforms.js', 'package/binding.js', 'package/index.d.ts']));
+    expect(entries).toEqual(
+      expect.arrayContaining([
+        'package/package.json',
+        'package/index.js',
+        'package/load-native.js',
+        'package/platforms.js',
+        'package/binding.js',
+        'package/index.d.ts',
+      ]),
+    );
     expect(entries.filter((e) => e.endsWith('.node'))).toEqual([]);
     const pkg = await tarPackageJson(file);
     expect(entries).toEqual(expect.arrayContaining(exportTargets(pkg)));
@@ -186,7 +196,10 @@ describe('the release tarballs', () => {
       expect(pkg, p.name).toMatchObject({ name: p.name, version: corePkg.version, os: [os], cpu: [cpu], main: `dynamo-core.${p.platform}.node` });
       if (libc) expect(pkg.libc, p.name).toEqual([libc === 'gnu' ? 'glibc' : 'musl']);
       const entries = await tarEntries(file);
-      expect(entries.filter((e) => e.endsWith('.node')), p.name).toEqual([`package/dynamo-core.${p.platform}.node`]);
+      expect(
+        entries.filter((e) => e.endsWith('.node')),
+        p.name,
+      ).toEqual([`package/dynamo-core.${p.platform}.node`]);
       expect(entries, p.name).toContain('package/LICENSE');
     }
   });
@@ -195,13 +208,21 @@ describe('the release tarballs', () => {
     const file = tarball('@dynamo/backend');
     const entries = await tarEntries(file);
     expect(entries).toEqual(
-      expect.arrayContaining(['package/package.json', 'package/dist/index.js', 'package/dist/index.d.ts', 'package/dist/vitest.js', 'package/dist/vitest.d.ts']),
+      expect.arrayContaining([
+        'package/package.json',
+        'package/dist/index.js',
+        'package/dist/index.d.ts',
+        'package/dist/vitest.js',
+        'package/dist/vitest.d.ts',
+      ]),
     );
     const pkg = await tarPackageJson(file);
     expect(entries).toEqual(expect.arrayContaining(exportTargets(pkg)));
     expect(entries.filter((e) => /(^|\/)(test|tests|__tests__)\/|\.(test|spec)\.[cm]?[jt]sx?$/.test(e))).toEqual([]);
     expect(entries.filter((e) => e.endsWith('.map'))).toEqual([]);
-    expect(entries.filter((e) => !e.startsWith('package/dist/') && !/^package\/(package\.json|README[^/]*|LICEN[CS]E[^/]*|CHANGELOG[^/]*)$/i.test(e))).toEqual([]);
+    expect(entries.filter((e) => !e.startsWith('package/dist/') && !/^package\/(package\.json|README[^/]*|LICEN[CS]E[^/]*|CHANGELOG[^/]*)$/i.test(e))).toEqual(
+      [],
+    );
     // pnpm pack replaced the workspace protocol with the version it links to.
     expect(JSON.stringify(pkg)).not.toContain('workspace:');
     expect((pkg.dependencies as Record<string, string>)['@dynamo/core']).toBe(corePkg.version);
@@ -219,7 +240,10 @@ const managers = {
   },
   pnpm: {
     // The pnpm running this suite (bootstrap.sh installs it into .tools/ unless it is on PATH already).
-    bin: [process.execPath, process.env.npm_execpath?.endsWith('pnpm.cjs') ? process.env.npm_execpath : join(repoRoot, '.tools', 'node_modules', 'pnpm', 'bin', 'pnpm.cjs')],
+    bin: [
+      process.execPath,
+      process.env.npm_execpath?.endsWith('pnpm.cjs') ? process.env.npm_execpath : join(repoRoot, '.tools', 'node_modules', 'pnpm', 'bin', 'pnpm.cjs'),
+    ],
     install: ['install'],
     runArgs: (script: string, args: string[]) => ['run', '--silent', script, ...args],
     pin: (specs: Record<string, string>) => ({ pnpm: { overrides: specs } }),
@@ -286,7 +310,11 @@ for (const [manager, pm] of Object.entries(managers)) {
         type: 'module',
         scripts: { test: 'vitest run', typecheck: 'tsc --noEmit', smoke: 'node smoke.mjs' },
         dependencies: { '@dynamo/backend': specs['@dynamo/backend'], '@dynamo/core': specs['@dynamo/core'], zod: backendPkg.dependencies.zod },
-        devDependencies: { '@types/node': rootPkg.devDependencies['@types/node'], typescript: rootPkg.devDependencies.typescript, vitest: rootPkg.devDependencies.vitest },
+        devDependencies: {
+          '@types/node': rootPkg.devDependencies['@types/node'],
+          typescript: rootPkg.devDependencies.typescript,
+          vitest: rootPkg.devDependencies.vitest,
+        },
         ...pm.pin({ ...specs, vite: viteVersion }),
       };
       writeFileSync(join(scratchDir, 'package.json'), `${JSON.stringify(manifest, null, 2)}\n`);
@@ -325,8 +353,19 @@ for (const [manager, pm] of Object.entries(managers)) {
       const expected = 3 + CONFORMANCE_CHECKS.length;
       expect(existsSync(reportFile) && statSync(reportFile).size > 0, describeRun(r)).toBe(true);
       const vitest = readJson<VitestJsonReport>(reportFile);
-      const summary = JSON.stringify({ ...vitest, testResults: vitest.testResults.map((t) => ({ ...t, assertionResults: t.assertionResults.map((a) => `${a.status} ${a.fullName}`) })) }, null, 2);
-      expect(vitest, summary).toMatchObject({ success: true, numTotalTests: expected, numPassedTests: expected, numFailedTests: 0, numPendingTests: 0, numTodoTests: 0 });
+      const summary = JSON.stringify(
+        { ...vitest, testResults: vitest.testResults.map((t) => ({ ...t, assertionResults: t.assertionResults.map((a) => `${a.status} ${a.fullName}`) })) },
+        null,
+        2,
+      );
+      expect(vitest, summary).toMatchObject({
+        success: true,
+        numTotalTests: expected,
+        numPassedTests: expected,
+        numFailedTests: 0,
+        numPendingTests: 0,
+        numTodoTests: 0,
+      });
       const passed = vitest.testResults.flatMap((t) => t.assertionResults.filter((a) => a.status === 'passed').map((a) => a.fullName));
       expect(passed, summary).toEqual(
         expect.arrayContaining([

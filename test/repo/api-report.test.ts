@@ -14,7 +14,10 @@ const git = (...args: string[]) => execFileSync('git', args, { cwd: ROOT, encodi
 /** Lines only in `a`, each with `sign` in front. */
 const only = (a: string, b: string, sign: string) => {
   const other = new Set(b.split('\n'));
-  return a.split('\n').filter((l) => l !== '' && !l.startsWith('#') && !other.has(l)).map((l) => `${sign} ${l}`);
+  return a
+    .split('\n')
+    .filter((l) => l !== '' && !l.startsWith('#') && !other.has(l))
+    .map((l) => `${sign} ${l}`);
 };
 
 /** The packages a changeset's front matter names. */
@@ -42,9 +45,16 @@ describe('API reports', () => {
       const before = showAt(base, path);
       const now = existsSync(r.report) ? readFileSync(r.report, 'utf8') : '';
       if (before === now) continue;
-      const atBase = new Set(git('ls-tree', '--name-only', base, '.changeset/').split('\n').map((f) => f.replace(/^\.changeset\//, '')));
+      const atBase = new Set(
+        git('ls-tree', '--name-only', base, '.changeset/')
+          .split('\n')
+          .map((f) => f.replace(/^\.changeset\//, '')),
+      );
       const declaring = pending.filter((f) => !atBase.has(f) && namedIn(readFileSync(join(ROOT, '.changeset', f), 'utf8')).includes(name));
-      expect(declaring, `${path} changed since ${base.slice(0, 7)} but no changeset added since then names ${name}:\n${[...only(now, before, '+'), ...only(before, now, '-')].join('\n')}`).not.toEqual([]);
+      expect(
+        declaring,
+        `${path} changed since ${base.slice(0, 7)} but no changeset added since then names ${name}:\n${[...only(now, before, '+'), ...only(before, now, '-')].join('\n')}`,
+      ).not.toEqual([]);
     }
   });
 });

@@ -62,12 +62,31 @@ const packages = readdirSync(join(ROOT, 'packages')).filter((p) => existsSync(jo
 
 describe('import circles', () => {
   it('finds a circle when there is one', () => {
-    expect(circles(new Map([['a', ['b']], ['b', ['c']], ['c', ['a']], ['d', ['a']]]))).toEqual([['a', 'b', 'c']]);
-    expect(circles(new Map([['a', ['b']], ['b', []]]))).toEqual([]);
+    expect(
+      circles(
+        new Map([
+          ['a', ['b']],
+          ['b', ['c']],
+          ['c', ['a']],
+          ['d', ['a']],
+        ]),
+      ),
+    ).toEqual([['a', 'b', 'c']]);
+    expect(
+      circles(
+        new Map([
+          ['a', ['b']],
+          ['b', []],
+        ]),
+      ),
+    ).toEqual([]);
   });
 
   it.each(packages)('packages/%s/src has none', (pkg) => {
     const found = circles(importGraph(sources(join(ROOT, 'packages', pkg, 'src'))));
-    expect(found.map((c) => c.map((f) => relative(ROOT, f)).join(' <-> ')), 'files that import each other (directly or round a circle)').toEqual([]);
+    expect(
+      found.map((c) => c.map((f) => relative(ROOT, f)).join(' <-> ')),
+      'files that import each other (directly or round a circle)',
+    ).toEqual([]);
   });
 });

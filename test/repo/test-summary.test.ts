@@ -16,10 +16,14 @@ const runDir = () => join(dir, 'results', 'vitest, Node 20: packages');
 /** Runs vitest on the project folder into the run's JSON report, as CI's lanes do. */
 function vitestReport(status: number): void {
   // vitest exits 1 on the failures: the report is what the tests read.
-  spawnSync(process.execPath, [vitestBin, 'run', '--root', join(dir, 'project'), '--globals', '--reporter=json', `--outputFile.json=${join(runDir(), 'project.json')}`], {
-    cwd: join(ROOT, 'test'),
-    stdio: 'ignore',
-  });
+  spawnSync(
+    process.execPath,
+    [vitestBin, 'run', '--root', join(dir, 'project'), '--globals', '--reporter=json', `--outputFile.json=${join(runDir(), 'project.json')}`],
+    {
+      cwd: join(ROOT, 'test'),
+      stdio: 'ignore',
+    },
+  );
   writeFileSync(join(runDir(), 'exit-status'), String(status));
 }
 
@@ -36,7 +40,10 @@ beforeAll(() => {
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const summarize = () => {
-  const r = spawnSync(process.execPath, [join(ROOT, 'scripts/summarize-tests.mjs'), join(dir, 'cargo.log'), join(dir, 'results')], { cwd: dir, encoding: 'utf8' });
+  const r = spawnSync(process.execPath, [join(ROOT, 'scripts/summarize-tests.mjs'), join(dir, 'cargo.log'), join(dir, 'results')], {
+    cwd: dir,
+    encoding: 'utf8',
+  });
   return { status: r.status, lines: r.stdout.trimEnd().split('\n') };
 };
 

@@ -14,7 +14,8 @@ import { ROOT } from '../../scripts/api-report.mjs';
 /** The repository's own files whose name passes `test`, outside dependencies, builds, dot folders and outside-project fixtures. */
 function repoFiles(test: (name: string) => boolean, dir = ROOT): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
-    if (e.isDirectory()) return ['node_modules', 'dist', 'fixtures', 'target'].includes(e.name) || e.name.startsWith('.') ? [] : repoFiles(test, join(dir, e.name));
+    if (e.isDirectory())
+      return ['node_modules', 'dist', 'fixtures', 'target'].includes(e.name) || e.name.startsWith('.') ? [] : repoFiles(test, join(dir, e.name));
     return e.isFile() && test(e.name) ? [join(dir, e.name)] : [];
   });
 }
@@ -76,7 +77,7 @@ const configs = repoFiles((name) => name === 'vitest.config.ts');
 const testFiles = repoFiles((name) => name.endsWith('.test.ts'));
 
 describe('time bounds of tests', () => {
-  it('finds the workspace\'s vitest configs and test files', () => {
+  it("finds the workspace's vitest configs and test files", () => {
     expect(configs.length).toBeGreaterThanOrEqual(15);
     expect(testFiles.length).toBeGreaterThanOrEqual(100);
   });

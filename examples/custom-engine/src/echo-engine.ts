@@ -20,7 +20,11 @@ const log = engineLog('echo');
 
 /** The echo engine's options plus every worker's common ones (`--namespace`, `--model-path`, ...). */
 const flags = {
-  modelPath: { schema: z.string().min(1, 'give the model folder, .gguf file or Hugging Face id'), description: 'Model whose tokenizer frontends use', placeholder: 'PATH' },
+  modelPath: {
+    schema: z.string().min(1, 'give the model folder, .gguf file or Hugging Face id'),
+    description: 'Model whose tokenizer frontends use',
+    placeholder: 'PATH',
+  },
   modelName: { schema: z.string().min(1).default('echo'), description: 'Name clients ask for', placeholder: 'NAME' },
   tokensPerChunk: { schema: z.coerce.number().int().min(1).default(4), description: 'Tokens per chunk', placeholder: 'N' },
   pauseMs: { schema: z.coerce.number().min(0).default(2), description: 'Pause between chunks, in ms', placeholder: 'MS' },

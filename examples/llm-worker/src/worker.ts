@@ -71,7 +71,9 @@ await dynamoWorker(async (runtime) => {
         return;
       }
       if (delayMs > 0) await sleep(delayMs);
-      yield i === count - 1 ? { token_ids: [reply[i]!], finish_reason: count === max ? 'length' : 'stop', completion_usage: usage(count) } : { token_ids: [reply[i]!] };
+      yield i === count - 1
+        ? { token_ids: [reply[i]!], finish_reason: count === max ? 'length' : 'stop', completion_usage: usage(count) }
+        : { token_ids: [reply[i]!] };
     }
     if (count === 0) yield { token_ids: [], finish_reason: 'stop', completion_usage: usage(0) };
   });

@@ -53,7 +53,12 @@ async function nextRequest(worker: Child, seen: number): Promise<{ token_ids: nu
     if (Date.now() > deadline) throw new Error(`worker got no request:\n${worker.lines.join('\n')}\n${worker.stderr()}`);
     await new Promise((r) => setTimeout(r, 20));
   }
-  return JSON.parse(worker.lines.slice(seen).find((l) => l.startsWith('REQUEST '))!.slice('REQUEST '.length));
+  return JSON.parse(
+    worker.lines
+      .slice(seen)
+      .find((l) => l.startsWith('REQUEST '))!
+      .slice('REQUEST '.length),
+  );
 }
 
 async function post(path: string, body: unknown): Promise<Response> {
@@ -84,10 +89,16 @@ describe.skipIf('skip' in stock)('examples/llm-worker behind the stock Dynamo 1.
     named = start(process.execPath, [...tsx(modelDir), '--model-name', 'qwen3', '--component', 'named'], env);
     derived = start(process.execPath, [...tsx(modelDir), '--component', 'derived'], env);
     gguf = start(process.execPath, [...tsx(ggufModel), '--component', 'gguf'], env);
-    start(python, ['-m', 'dynamo.frontend', '--http-host', '127.0.0.1', '--http-port', String(port), '--discovery-backend', 'file', '--request-plane', 'tcp'], { ...env, ...stockRuntimeEnv });
+    start(python, ['-m', 'dynamo.frontend', '--http-host', '127.0.0.1', '--http-port', String(port), '--discovery-backend', 'file', '--request-plane', 'tcp'], {
+      ...env,
+      ...stockRuntimeEnv,
+    });
     await Promise.all([named.waitForLine(/^READY qwen3 /, 60_000), derived.waitForLine(/^READY /, 60_000), gguf.waitForLine(/^READY qwen3-tiny /, 60_000)]);
     const model = await LocalModel.load(modelDir);
-    pre = await Preprocessor.create(model, buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat | ModelType.Completions, modelName: 'qwen3' }));
+    pre = await Preprocessor.create(
+      model,
+      buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat | ModelType.Completions, modelName: 'qwen3' }),
+    );
     const deadline = Date.now() + 60_000;
     for (;;) {
       const ids: string[] = await fetch(`${base}/v1/models`)
@@ -107,7 +118,14 @@ describe.skipIf('skip' in stock)('examples/llm-worker behind the stock Dynamo 1.
   it('serves a model registered from a GGUF file, preprocessing with its tokenizer and chat template as we do', async () => {
     const model = await LocalModel.load(ggufModel);
     const ggufPre = await Preprocessor.create(model, buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat | ModelType.Completions }));
-    const body = { model: 'qwen3-tiny', messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: 'Hello world' }], max_tokens: 4 };
+    const body = {
+      model: 'qwen3-tiny',
+      messages: [
+        { role: 'system', content: 'You are a helpful assistant.' },
+        { role: 'user', content: 'Hello world' },
+      ],
+      max_tokens: 4,
+    };
     const seen = gguf.lines.length;
     const res = await post('/v1/chat/completions', body);
     expect(res.status, await res.clone().text()).toBe(200);
@@ -117,7 +135,12 @@ describe.skipIf('skip' in stock)('examples/llm-worker behind the stock Dynamo 1.
     expect(ours.prompt).toBe('<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\nHello world<|im_end|>\n<|im_start|>assistant\n');
     expect(received.token_ids).toEqual(ours.request.token_ids);
     expect(json.choices[0]!.finish_reason).toBe('length');
-    expect(json.choices[0]!.message.content).toBe(ggufPre.tokenizer.decode(Uint32Array.from(received.token_ids.filter((id) => ggufPre.tokenizer.decode(Uint32Array.of(id), true) !== '').slice(0, 4)), false));
+    expect(json.choices[0]!.message.content).toBe(
+      ggufPre.tokenizer.decode(
+        Uint32Array.from(received.token_ids.filter((id) => ggufPre.tokenizer.decode(Uint32Array.of(id), true) !== '').slice(0, 4)),
+        false,
+      ),
+    );
   });
 
   it('answers a chat completion with the worker tokens as text, from the token ids our Preprocessor computes', async () => {
@@ -136,7 +159,15 @@ describe.skipIf('skip' in stock)('examples/llm-worker behind the stock Dynamo 1.
   });
 
   it('streams a chat completion', async () => {
-    const body = { model: basename(modelDir), messages: [{ role: 'system', content: 'Be brief.' }, { role: 'user', content: 'Tell me about tokenizers' }], max_tokens: 8, stream: true };
+    const body = {
+      model: basename(modelDir),
+      messages: [
+        { role: 'system', content: 'Be brief.' },
+        { role: 'user', content: 'Tell me about tokenizers' },
+      ],
+      max_tokens: 8,
+      stream: true,
+    };
     const seen = derived.lines.length;
     const chunks = await sse(await post('/v1/chat/completions', body));
     const received = await nextRequest(derived, seen);
@@ -146,7 +177,9 @@ describe.skipIf('skip' in stock)('examples/llm-worker behind the stock Dynamo 1.
 
   it('answers completions, streaming and not, with text and token-id prompts', async () => {
     let seen = named.lines.length;
-    const plain = (await (await post('/v1/completions', { model: 'qwen3', prompt: 'Once upon a time there was', max_tokens: 4 })).json()) as { choices: Array<{ text: string }> };
+    const plain = (await (await post('/v1/completions', { model: 'qwen3', prompt: 'Once upon a time there was', max_tokens: 4 })).json()) as {
+      choices: Array<{ text: string }>;
+    };
     let received = await nextRequest(named, seen);
     expect(received.token_ids).toEqual((await pre.preprocessCompletion({ model: 'qwen3', prompt: 'Once upon a time there was' })).token_ids);
     expect(plain.choices[0]!.text).toBe(expectedText(received.token_ids, 4));

@@ -34,7 +34,12 @@ afterAll(async () => {
   rmSync(modelDir, { recursive: true, force: true });
 });
 
-const request = (tokenIds: number[], maxTokens: number) => ({ model: 'qwen3', token_ids: tokenIds, stop_conditions: { max_tokens: maxTokens }, eos_token_ids: [151645] });
+const request = (tokenIds: number[], maxTokens: number) => ({
+  model: 'qwen3',
+  token_ids: tokenIds,
+  stop_conditions: { max_tokens: maxTokens },
+  eos_token_ids: [151645],
+});
 
 describe('examples/llm-worker', () => {
   it('publishes its model card and streams the prompt tokens up to max_tokens', async () => {
@@ -53,7 +58,13 @@ describe('examples/llm-worker', () => {
     const client = await caller.endpoint('dynamo.backend.generate').client();
     const context = new Context();
     const chunks: Array<{ token_ids: number[]; finish_reason?: string }> = [];
-    for await (const chunk of client.generate(request(Array.from({ length: 100 }, (_, i) => 1000 + i), 100), { context })) {
+    for await (const chunk of client.generate(
+      request(
+        Array.from({ length: 100 }, (_, i) => 1000 + i),
+        100,
+      ),
+      { context },
+    )) {
       chunks.push(chunk as (typeof chunks)[number]);
       if (chunks.length === 3) context.stopGenerating();
     }

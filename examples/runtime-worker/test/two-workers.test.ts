@@ -11,7 +11,10 @@ const store = mkdtempSync(join(tmpdir(), 'dynamo-example-'));
 const env = { DYN_FILE_KV: store, DYN_LOG: 'warn' };
 const children: Child[] = [];
 
-function run(script: string, args: string[] = []): { child: Child['child']; line: (re: RegExp) => Promise<string>; exit: Promise<number | null>; out: string[] } {
+function run(
+  script: string,
+  args: string[] = [],
+): { child: Child['child']; line: (re: RegExp) => Promise<string>; exit: Promise<number | null>; out: string[] } {
   const c = startChild(process.execPath, ['--import', 'tsx', join(root, 'src', script), ...args], env, root);
   children.push(c);
   return { child: c.child, out: c.lines, exit: c.exited, line: (re) => c.waitForLine(re, 25_000) };

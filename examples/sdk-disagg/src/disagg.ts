@@ -21,7 +21,11 @@ export const TokenChunk = z.object({ token_ids: z.array(z.number().int()), finis
 export type TokenChunk = z.infer<typeof TokenChunk>;
 
 function engineRequest(request: z.output<typeof TokenRequest>): GenerateRequest {
-  return { token_ids: request.token_ids, stop_conditions: { max_tokens: request.max_tokens }, ...(request.prefill_result && { prefill_result: request.prefill_result }) } as GenerateRequest;
+  return {
+    token_ids: request.token_ids,
+    stop_conditions: { max_tokens: request.max_tokens },
+    ...(request.prefill_result && { prefill_result: request.prefill_result }),
+  } as GenerateRequest;
 }
 
 @service({ dynamo: { namespace: 'disagg' }, workers: 2, resources: { gpu: 1, cpu: 4, memory: '16Gi' }, componentType: 'decode', config: { delayMs: 5 } })
@@ -38,7 +42,11 @@ export class Decode {
   async *generate(request: z.output<typeof TokenRequest>): AsyncGenerator<TokenChunk> {
     for await (const chunk of this.engine.generate(engineRequest(request), new Context()) as AsyncIterable<GenerateChunk>) {
       const finish = chunk.finish_reason;
-      yield { token_ids: chunk.token_ids, finish_reason: typeof finish === 'object' && finish !== null ? `error: ${finish.error}` : (finish ?? null), stage: 'decode' };
+      yield {
+        token_ids: chunk.token_ids,
+        finish_reason: typeof finish === 'object' && finish !== null ? `error: ${finish.error}` : (finish ?? null),
+        stage: 'decode',
+      };
     }
   }
 

@@ -7,15 +7,22 @@ import { expect } from 'vitest';
 import { DynamoGraphDeploymentSchema } from '@dynamo/sdk';
 import { deploySnapshotSuite } from '@dynamo/testing/deploy-snapshots';
 
-deploySnapshotSuite('dynamo-deploy of sdk-hello-world', join(dirname(fileURLToPath(import.meta.url)), '..'), ['src/hello-world.ts#Frontend', '-f', 'config.yaml', '--name', 'hello-world', '--Middle.message=comet'], 'hello-world', DynamoGraphDeploymentSchema.parse, (dgd) => {
-  expect(dgd.spec.components.map((c) => [c.name, c.type, c.replicas])).toEqual([
-    ['frontend', 'worker', 1],
-    ['middle', 'worker', 1],
-    ['backend', 'worker', 2],
-  ]);
-  const frontend = dgd.spec.components[0]!.podTemplate.spec.containers[0]!;
-  expect(frontend.ports).toEqual([{ name: 'http', containerPort: 8000, protocol: 'TCP' }]);
-  expect(frontend.args).toEqual(['src/hello-world.ts#Frontend', '--service-name', 'Frontend']);
-  const config = JSON.parse(dgd.spec.env!.find((e) => e.name === 'DYN_DEPLOYMENT_CONFIG')!.value) as Record<string, Record<string, unknown>>;
-  expect(config.Middle).toEqual({ message: 'comet' });
-});
+deploySnapshotSuite(
+  'dynamo-deploy of sdk-hello-world',
+  join(dirname(fileURLToPath(import.meta.url)), '..'),
+  ['src/hello-world.ts#Frontend', '-f', 'config.yaml', '--name', 'hello-world', '--Middle.message=comet'],
+  'hello-world',
+  DynamoGraphDeploymentSchema.parse,
+  (dgd) => {
+    expect(dgd.spec.components.map((c) => [c.name, c.type, c.replicas])).toEqual([
+      ['frontend', 'worker', 1],
+      ['middle', 'worker', 1],
+      ['backend', 'worker', 2],
+    ]);
+    const frontend = dgd.spec.components[0]!.podTemplate.spec.containers[0]!;
+    expect(frontend.ports).toEqual([{ name: 'http', containerPort: 8000, protocol: 'TCP' }]);
+    expect(frontend.args).toEqual(['src/hello-world.ts#Frontend', '--service-name', 'Frontend']);
+    const config = JSON.parse(dgd.spec.env!.find((e) => e.name === 'DYN_DEPLOYMENT_CONFIG')!.value) as Record<string, Record<string, unknown>>;
+    expect(config.Middle).toEqual({ message: 'comet' });
+  },
+);

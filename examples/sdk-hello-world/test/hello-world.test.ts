@@ -32,7 +32,12 @@ function serve(args: string[], env: Record<string, string | undefined>): ServePr
 async function generate(port: number, body: unknown): Promise<{ status: number; items: unknown[]; text: string }> {
   const res = await fetch(`http://127.0.0.1:${port}/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
   const text = await res.text();
-  const items = res.headers.get('content-type')?.startsWith('text/event-stream') ? text.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => JSON.parse(e.slice(6)) as unknown) : [];
+  const items = res.headers.get('content-type')?.startsWith('text/event-stream')
+    ? text
+        .split('\n\n')
+        .filter((e) => e.startsWith('data: '))
+        .map((e) => JSON.parse(e.slice(6)) as unknown)
+    : [];
   return { status: res.status, items, text };
 }
 
@@ -59,7 +64,21 @@ describe('sdk-hello-world under dynamo-serve', () => {
     const nats = await startNatsServer();
     try {
       const port = await freePort();
-      const s = serve(['src/hello-world.ts#Frontend', '--discovery-backend', 'etcd', '--etcd-endpoints', etcd.endpoint, '--request-plane', 'nats', '--nats-server', nats.url, `--Frontend.port=${port}`], { DYN_FILE_KV: undefined });
+      const s = serve(
+        [
+          'src/hello-world.ts#Frontend',
+          '--discovery-backend',
+          'etcd',
+          '--etcd-endpoints',
+          etcd.endpoint,
+          '--request-plane',
+          'nats',
+          '--nats-server',
+          nats.url,
+          `--Frontend.port=${port}`,
+        ],
+        { DYN_FILE_KV: undefined },
+      );
       await s.ready();
       expect(s.logs.some((l) => l.msg === 'distributed runtime started' && l.discovery === 'etcd' && l.request_plane === 'nats')).toBe(true);
       expect((await generate(port, { text: 'test' })).items).toEqual(['Frontend: Middle: Backend: test-mid-back']);

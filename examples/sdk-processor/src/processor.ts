@@ -26,7 +26,11 @@ export class Worker {
 /** The part of an OpenAI chat request Processor reads; the frontend has validated the rest. */
 const ChatRequest = z.looseObject({
   model: z.string(),
-  messages: z.array(z.looseObject({ role: z.string(), content: z.union([z.string(), z.array(z.looseObject({ type: z.string(), text: z.string().optional() }))]).nullish() })).min(1),
+  messages: z
+    .array(
+      z.looseObject({ role: z.string(), content: z.union([z.string(), z.array(z.looseObject({ type: z.string(), text: z.string().optional() }))]).nullish() }),
+    )
+    .min(1),
   max_tokens: z.number().int().min(1).nullish(),
   max_completion_tokens: z.number().int().min(1).nullish(),
 });
@@ -69,6 +73,8 @@ export class Processor {
       lastSeen = answer.last;
     }
     const promptWords = text.split(/\s+/).filter(Boolean).length;
-    yield chunk({}, lastSeen || words === 0 ? 'stop' : 'length', { usage: { prompt_tokens: promptWords, completion_tokens: words, total_tokens: promptWords + words } });
+    yield chunk({}, lastSeen || words === 0 ? 'stop' : 'length', {
+      usage: { prompt_tokens: promptWords, completion_tokens: words, total_tokens: promptWords + words },
+    });
   }
 }

@@ -24,10 +24,19 @@ export function forcedDpRank(request: Pick<GenerateRequest, 'routing'>): number 
  * `dataParallelSize`); with one rank or none there is nothing to choose. A rank outside the range
  * is logged as a warning naming `backendLabel`.
  */
-export function validateGlobalDpRank(dpRank: number | undefined, dpStart: number, dpSize: number, backendLabel: string, log: Log = engineLog(backendLabel)): number | undefined {
+export function validateGlobalDpRank(
+  dpRank: number | undefined,
+  dpStart: number,
+  dpSize: number,
+  backendLabel: string,
+  log: Log = engineLog(backendLabel),
+): number | undefined {
   if (dpRank === undefined || dpSize <= 1) return undefined;
   if (dpRank < dpStart || dpRank >= dpStart + dpSize) {
-    log.warn({ dp_rank: dpRank, dp_start: dpStart, dp_size: dpSize }, `dp_rank ${dpRank} is outside this engine's ranks [${dpStart}, ${dpStart + dpSize}); falling back to ${backendLabel} internal DP selection`);
+    log.warn(
+      { dp_rank: dpRank, dp_start: dpStart, dp_size: dpSize },
+      `dp_rank ${dpRank} is outside this engine's ranks [${dpStart}, ${dpStart + dpSize}); falling back to ${backendLabel} internal DP selection`,
+    );
     return undefined;
   }
   return dpRank;

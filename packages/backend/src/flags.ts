@@ -4,7 +4,11 @@ import type { Flags, FlagValues } from '@dynamo/runtime';
 import { DisaggregationModeSchema } from './protocol/disaggregation.js';
 import { type WorkerConfig, type WorkerConfigInput, workerConfig } from './protocol/worker-config.js';
 
-const name = (fallback: string) => z.string().regex(/^[a-z0-9_-]+$/, 'must match [a-z0-9_-]+').default(fallback);
+const name = (fallback: string) =>
+  z
+    .string()
+    .regex(/^[a-z0-9_-]+$/, 'must match [a-z0-9_-]+')
+    .default(fallback);
 
 /**
  * The options every worker accepts, with Dynamo's flag names and `DYN_*` variables. Spread them
@@ -44,26 +48,29 @@ export const workerFlags = {
     placeholder: 'N',
   },
   healthCheckPayload: {
-    schema: z.string().optional().transform((text, ctx) => (text === undefined ? undefined : jsonObjectArgument(text, ctx))),
-    description: 'Health canary request: a JSON object, or @FILE holding one (default: the engine\'s)',
+    schema: z
+      .string()
+      .optional()
+      .transform((text, ctx) => (text === undefined ? undefined : jsonObjectArgument(text, ctx))),
+    description: "Health canary request: a JSON object, or @FILE holding one (default: the engine's)",
     env: 'DYN_HEALTH_CHECK_PAYLOAD',
     placeholder: 'JSON|@FILE',
   },
   customJinjaTemplate: {
     schema: z.string().min(1).optional(),
-    description: 'A Jinja chat template that replaces the model\'s',
+    description: "A Jinja chat template that replaces the model's",
     env: 'DYN_CUSTOM_JINJA_TEMPLATE',
     placeholder: 'FILE',
   },
   dynToolCallParser: {
     schema: z.string().min(1).optional(),
-    description: 'Tool-call parser frontends apply to this model\'s output (hermes, qwen3_coder, llama3_json, mistral, pythonic, deepseek_v3, ...)',
+    description: "Tool-call parser frontends apply to this model's output (hermes, qwen3_coder, llama3_json, mistral, pythonic, deepseek_v3, ...)",
     env: 'DYN_TOOL_CALL_PARSER',
     placeholder: 'NAME',
   },
   dynReasoningParser: {
     schema: z.string().min(1).optional(),
-    description: 'Reasoning parser frontends apply to this model\'s output (basic, qwen3, deepseek_r1, ...)',
+    description: "Reasoning parser frontends apply to this model's output (basic, qwen3, deepseek_r1, ...)",
     env: 'DYN_REASONING_PARSER',
     placeholder: 'NAME',
   },
@@ -93,8 +100,17 @@ export const workerFlags = {
  * as `modelName`, the served name, ...) on top. Throws `InvalidArgument` naming a bad field.
  */
 export function workerConfigFromFlags(values: FlagValues<typeof workerFlags>, extra: WorkerConfigInput = {}): WorkerConfig {
-  const { disableKvRouting, healthCheckPayload, customJinjaTemplate, dynToolCallParser, dynReasoningParser, dynEnableStructuralTag, dynStructuralTagScope, dynStructuralTagSchema, ...common } =
-    values;
+  const {
+    disableKvRouting,
+    healthCheckPayload,
+    customJinjaTemplate,
+    dynToolCallParser,
+    dynReasoningParser,
+    dynEnableStructuralTag,
+    dynStructuralTagScope,
+    dynStructuralTagSchema,
+    ...common
+  } = values;
   return workerConfig({
     ...common,
     structuralTagMode: dynEnableStructuralTag ? 'on' : 'off',

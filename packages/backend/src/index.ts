@@ -26,4 +26,16 @@ export { computeBlockHashes, computeSequenceHashes, type KvCacheEvents, loraId }
 export { workerFlags, workerConfigFromFlags } from './flags.js';
 export { parseFlags, formatHelp, type Flag, type Flags, type FlagValues, type ParsedFlags } from '@dynamo/runtime';
 export { RawEngine, type RawEngineFactory, type RawObject } from './raw-engine.js';
-export { runConformance, conformanceReport, runRawConformance, rawConformanceReport, ConformanceError, CONFORMANCE_CHECKS, RAW_CONFORMANCE_CHECKS, type ConformanceOptions, type ConformanceReport, type ConformanceCheckResult, type ConformanceFailureKind } from './conformance/run-conformance.js';
+export {
+  runConformance,
+  conformanceReport,
+  runRawConformance,
+  rawConformanceReport,
+  ConformanceError,
+  CONFORMANCE_CHECKS,
+  RAW_CONFORMANCE_CHECKS,
+  type ConformanceOptions,
+  type ConformanceReport,
+  type ConformanceCheckResult,
+  type ConformanceFailureKind,
+} from './conformance/run-conformance.js';

@@ -9,13 +9,7 @@
  */
 import { beforeAll, describe, it } from 'vitest';
 import type { EngineFactory } from './engine.js';
-import {
-  CONFORMANCE_CHECKS,
-  ConformanceError,
-  conformanceReport,
-  type ConformanceOptions,
-  type ConformanceReport,
-} from './conformance/run-conformance.js';
+import { CONFORMANCE_CHECKS, ConformanceError, conformanceReport, type ConformanceOptions, type ConformanceReport } from './conformance/run-conformance.js';
 
 /** Per-check timeout of {@link conformanceSuite} unless `checkTimeoutMs` is given. */
 export const DEFAULT_SUITE_CHECK_TIMEOUT_MS = 30_000;

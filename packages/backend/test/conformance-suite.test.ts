@@ -20,7 +20,14 @@ interface JsonReport {
 describe('conformanceSuite', () => {
   it('fails the test of the check a hung engine is stuck in, naming it, instead of timing out its hook', async () => {
     const report = join(out, 'report.json');
-    const run = startChild(process.execPath, [vitestBin, 'run', '--config', join(here, 'fixtures', 'suite', 'vitest.config.ts'), '--reporter=json', `--outputFile=${report}`]);
+    const run = startChild(process.execPath, [
+      vitestBin,
+      'run',
+      '--config',
+      join(here, 'fixtures', 'suite', 'vitest.config.ts'),
+      '--reporter=json',
+      `--outputFile=${report}`,
+    ]);
     expect(await run.exited).toBe(1);
     const { testResults } = JSON.parse(readFileSync(report, 'utf8')) as JsonReport;
     expect(testResults).toHaveLength(1);
@@ -29,6 +36,8 @@ describe('conformanceSuite', () => {
     const results = testResults[0]!.assertionResults;
     // generate hung: the checks before it passed, every one after it was skipped.
     expect(results.map((r) => [r.title, r.status])).toEqual(hungInGenerate);
-    expect(results.find((r) => r.title === 'generate')!.failureMessages.join('\n')).toContain('CheckTimedOut (check generate): generate: the check did not finish within 500ms');
+    expect(results.find((r) => r.title === 'generate')!.failureMessages.join('\n')).toContain(
+      'CheckTimedOut (check generate): generate: the check did not finish within 500ms',
+    );
   }, 60_000);
 });

@@ -133,11 +133,14 @@ describe('runConformance', () => {
 
   it('fails the check an engine hangs in at checkTimeoutMs, naming it, and still cleans the engine up', async () => {
     const made: GoodEngine[] = [];
-    const report = await conformanceReport(() => {
-      const engine = broken.CheckTimedOut!() as GoodEngine;
-      made.push(engine);
-      return engine;
-    }, { checkTimeoutMs: 300 });
+    const report = await conformanceReport(
+      () => {
+        const engine = broken.CheckTimedOut!() as GoodEngine;
+        made.push(engine);
+        return engine;
+      },
+      { checkTimeoutMs: 300 },
+    );
     // generate hung: the checks before it passed, every one after it was skipped.
     expect(report.checks.map((c) => [c.name, c.status])).toEqual(hungInGenerate);
     const generate = report.checks.find((c) => c.name === 'generate')!;

@@ -45,7 +45,11 @@ class ScriptedEngine extends GoodEngine {
           return;
         case 'seed':
           // One choice per call: its seed and n, as the engine saw them.
-          yield { token_ids: [request.sampling_options?.seed as number, request.sampling_options?.n as number], finish_reason: 'length', completion_usage: usage(1, 2) };
+          yield {
+            token_ids: [request.sampling_options?.seed as number, request.sampling_options?.n as number],
+            finish_reason: 'length',
+            completion_usage: usage(1, 2),
+          };
           return;
         case 'ignores-cancel':
           for (let i = 0; ; i++) {
@@ -177,7 +181,8 @@ describe('engineHandler', () => {
   it('answers n choices from an engine that makes one per call: n calls, each with n = 1 and its own seed, chunks tagged by index', async () => {
     const client = await caller.endpoint('test.engine.generate').client();
     const out: GenerateChunk[] = [];
-    for await (const chunk of client.generate({ token_ids: [7], sampling_options: { n: 3, seed: 10 }, extra_args: { mode: 'seed' } })) out.push(chunk as GenerateChunk);
+    for await (const chunk of client.generate({ token_ids: [7], sampling_options: { n: 3, seed: 10 }, extra_args: { mode: 'seed' } }))
+      out.push(chunk as GenerateChunk);
     expect(out.map((c) => [c.index, c.token_ids]).sort()).toEqual([
       [0, [10, 1]],
       [1, [11, 1]],
@@ -196,7 +201,8 @@ describe('engineHandler', () => {
       const client = await caller.endpoint('test.native.generate').client();
       await client.waitForInstances({ timeoutMs: 5000 });
       const out: GenerateChunk[] = [];
-      for await (const chunk of client.generate({ token_ids: [7], sampling_options: { n: 3 }, stop_conditions: { max_tokens: 2 } })) out.push(chunk as GenerateChunk);
+      for await (const chunk of client.generate({ token_ids: [7], sampling_options: { n: 3 }, stop_conditions: { max_tokens: 2 } }))
+        out.push(chunk as GenerateChunk);
       expect(out.map((c) => c.token_ids)).toEqual([[1], [2]]);
     } finally {
       await native.unregister();

@@ -1,7 +1,18 @@
 // Engines for the conformance tests: one that follows the contract, and one broken subclass per
 // failure kind the kit reports.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { CONFORMANCE_CHECKS, type Context, type EngineConfig, type GenerateChunk, type GenerateRequest, type KvEventSource, LLMEngine, RawEngine, type RawObject, usage } from '../src/index.js';
+import {
+  CONFORMANCE_CHECKS,
+  type Context,
+  type EngineConfig,
+  type GenerateChunk,
+  type GenerateRequest,
+  type KvEventSource,
+  LLMEngine,
+  RawEngine,
+  type RawObject,
+  usage,
+} from '../src/index.js';
 
 export class GoodEngine extends LLMEngine {
   started = false;
@@ -22,9 +33,7 @@ export class GoodEngine extends LLMEngine {
         return;
       }
       await sleep(this.delayMs);
-      yield i === max - 1
-        ? { token_ids: [i + 1], finish_reason: 'length', completion_usage: usage(prompt, max) }
-        : { token_ids: [i + 1] };
+      yield i === max - 1 ? { token_ids: [i + 1], finish_reason: 'length', completion_usage: usage(prompt, max) } : { token_ids: [i + 1] };
     }
   }
 

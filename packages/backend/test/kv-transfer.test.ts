@@ -38,7 +38,11 @@ let receiver: RuntimeKvTransfer;
 beforeAll(async () => {
   prefill = await DistributedRuntime.create({ config, memSpace: space });
   decode = await DistributedRuntime.create({ config, memSpace: space });
-  served = await prefill.namespace('test').component('prefill').endpoint(KV_TRANSFER_ENDPOINT).serveEndpoint(kvTransferHandler(engine, 64 * 1024 * 1024));
+  served = await prefill
+    .namespace('test')
+    .component('prefill')
+    .endpoint(KV_TRANSFER_ENDPOINT)
+    .serveEndpoint(kvTransferHandler(engine, 64 * 1024 * 1024));
   sender = new RuntimeKvTransfer(prefill, { namespace: 'test', component: 'prefill' }, 64 * 1024 * 1024);
   receiver = new RuntimeKvTransfer(decode, { namespace: 'test', component: 'decode' }, 16 * 1024 * 1024);
 });
@@ -73,11 +77,15 @@ describe('KV transfer between a prefill and a decode worker through the runtime'
   });
 
   it('refuses a malformed handle and a state over the limit before any connection, naming what is wrong', async () => {
-    await expect(receiver.pull({ endpoint: 'test.prefill.kv_transfer', instance_id: 'not-hex', id: 'a', bytes: 1 }, new Context())).rejects.toThrow(/prefill_result\.disaggregated_params\.kv_transfer.*instance_id/s);
+    await expect(receiver.pull({ endpoint: 'test.prefill.kv_transfer', instance_id: 'not-hex', id: 'a', bytes: 1 }, new Context())).rejects.toThrow(
+      /prefill_result\.disaggregated_params\.kv_transfer.*instance_id/s,
+    );
     await expect(receiver.pull(undefined, new Context())).rejects.toBeInstanceOf(InvalidArgument);
     const over = receiver.pull(sender.handle('a', 17 * 1024 * 1024), new Context());
     await expect(over).rejects.toBeInstanceOf(InvalidArgument);
-    await expect(over).rejects.toThrow(`the prefilled KV state is ${17 * 1024 * 1024} bytes, over the ${16 * 1024 * 1024}-byte transfer limit (DYN_KV_TRANSFER_MAX_BYTES)`);
+    await expect(over).rejects.toThrow(
+      `the prefilled KV state is ${17 * 1024 * 1024} bytes, over the ${16 * 1024 * 1024}-byte transfer limit (DYN_KV_TRANSFER_MAX_BYTES)`,
+    );
   });
 
   it('fails with CannotConnect when the prefill worker does not have the state or is not there', async () => {

@@ -63,13 +63,20 @@ async function collect(stream: AsyncIterable<unknown>): Promise<GenerateChunk[]>
 function records(id: bigint): string[] {
   return ['instances', 'mdc'].flatMap((bucket) => {
     const dir = join(kvDir, 'v1', bucket);
-    return existsSync(dir) ? readdirSync(dir).filter((name) => name.endsWith(hexId(id))).map((name) => `${bucket}/${name}`) : [];
+    return existsSync(dir)
+      ? readdirSync(dir)
+          .filter((name) => name.endsWith(hexId(id)))
+          .map((name) => `${bucket}/${name}`)
+      : [];
   });
 }
 
 /** Epoch ms of the first JSON log line with this message. */
 function logTime(w: Child, msg: string): number {
-  const line = w.stderr().split('\n').find((l) => l.includes(`"msg":"${msg}`));
+  const line = w
+    .stderr()
+    .split('\n')
+    .find((l) => l.includes(`"msg":"${msg}`));
   if (!line) throw new Error(`no log line "${msg}" in:\n${w.stderr()}`);
   return (JSON.parse(line) as { time: number }).time;
 }
@@ -157,7 +164,11 @@ describe('run(): graceful shutdown', () => {
     const id = BigInt(`0x${start.split(' ')[3]}`);
     w.child.kill('SIGTERM');
     expect(await w.exited).toBe(0);
-    expect(events(w).map(([name]) => name).filter((n) => n !== 'drain')).toEqual(['start', 'started', 'cleanup']);
+    expect(
+      events(w)
+        .map(([name]) => name)
+        .filter((n) => n !== 'drain'),
+    ).toEqual(['start', 'started', 'cleanup']);
     expect(w.stderr()).toContain('Shutdown signal observed during engine.start()');
     expect(w.stderr()).not.toContain('"msg":"Serving');
     expect(records(id)).toEqual([]);
@@ -208,7 +219,11 @@ describe('run(): engine metrics on /metrics', () => {
     const { w, id, base } = await servingWithStatus('metered', ['--dp-ranks', '0,1']);
     const metrics = `${base}/metrics`;
     const sample = (text: string, name: string, rank?: number) =>
-      text.split('\n').find((l) => (l.startsWith(`${name}{`) || l.startsWith(`${name} `)) && (rank === undefined || l.includes(`dp_rank="${rank}"`)))?.split(' ').at(-1);
+      text
+        .split('\n')
+        .find((l) => (l.startsWith(`${name}{`) || l.startsWith(`${name} `)) && (rank === undefined || l.includes(`dp_rank="${rank}"`)))
+        ?.split(' ')
+        .at(-1);
 
     let text = await (await fetch(metrics)).text();
     // Seeded at 0 for each rank before the engine reports anything; no hit rate until one is known.
@@ -222,7 +237,9 @@ describe('run(): engine metrics on /metrics', () => {
     text = await (await fetch(metrics)).text();
     expect(sample(text, 'lifecycle_requests_total')).toBe('2');
     // The engine's metrics carry the worker's labels.
-    expect(text).toContain('lifecycle_requests_total{dynamo_namespace="dynamo",dynamo_component="metered",dynamo_endpoint="generate",model="lifecycle",model_name="lifecycle"} 2');
+    expect(text).toContain(
+      'lifecycle_requests_total{dynamo_namespace="dynamo",dynamo_component="metered",dynamo_endpoint="generate",model="lifecycle",model_name="lifecycle"} 2',
+    );
     expect(text).not.toContain('private_debug_total');
     expect(sample(text, 'dynamo_component_total_blocks', 1)).toBe('64');
     expect(sample(text, 'dynamo_component_gpu_cache_usage_percent', 1)).toBe(String(2 / 64));
@@ -260,9 +277,16 @@ describe('run(): engine controls on the system port', () => {
     expect(await control('profile')).toMatchObject({ status: 200, body: { status: 'ok' } });
     expect(records(id)).toHaveLength(2);
     expect(await control('profile', { explode: true })).toEqual({ status: 500, body: { error: 'Handler error', message: 'profile exploded' } });
-    expect(await control('profile', { reply: 'yes' })).toEqual({ status: 500, body: { error: 'Handler error', message: "engineControl('profile') must return a JSON object, got string" } });
+    expect(await control('profile', { reply: 'yes' })).toEqual({
+      status: 500,
+      body: { error: 'Handler error', message: "engineControl('profile') must return a JSON object, got string" },
+    });
     expect(await control('sleep')).toMatchObject({ status: 404 });
-    expect(events(w).filter(([name]) => name === 'control').map(([, , detail]) => detail)).toEqual(['pause_generation', 'resume_generation', 'wake_up', 'resume_generation', 'profile', 'profile', 'profile']);
+    expect(
+      events(w)
+        .filter(([name]) => name === 'control')
+        .map(([, , detail]) => detail),
+    ).toEqual(['pause_generation', 'resume_generation', 'wake_up', 'resume_generation', 'profile', 'profile', 'profile']);
 
     // Still serving after the failed controls.
     const client = await caller.endpoint('dynamo.controlled.generate').client();

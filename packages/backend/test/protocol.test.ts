@@ -119,7 +119,9 @@ describe('wire schemas', () => {
 describe('mergeChunks (token chunks of one turn as one frame)', () => {
   it('joins token ids and log probabilities in order, taking the later finish reason and usage', () => {
     const top = (id: number) => [{ token_id: id, logprob: -0.5 }];
-    expect(mergeChunks({ token_ids: [1, 2], log_probs: [-1, -2], top_logprobs: [top(1), top(2)] }, { token_ids: [3], log_probs: [-3], top_logprobs: [top(3)] })).toEqual({
+    expect(
+      mergeChunks({ token_ids: [1, 2], log_probs: [-1, -2], top_logprobs: [top(1), top(2)] }, { token_ids: [3], log_probs: [-3], top_logprobs: [top(3)] }),
+    ).toEqual({
       token_ids: [1, 2, 3],
       log_probs: [-1, -2, -3],
       top_logprobs: [top(1), top(2), top(3)],
@@ -143,7 +145,10 @@ describe('mergeChunks (token chunks of one turn as one frame)', () => {
     const apart: Array<[GenerateChunk, GenerateChunk]> = [
       [{ token_ids: [1], finish_reason: 'stop' }, { token_ids: [2] }],
       [{ token_ids: [1], completion_usage: usage(1, 1) }, { token_ids: [2] }],
-      [{ token_ids: [1], index: 0 }, { token_ids: [2], index: 1 }],
+      [
+        { token_ids: [1], index: 0 },
+        { token_ids: [2], index: 1 },
+      ],
       [{ token_ids: [1] }, { token_ids: [2], index: 0 }],
       [{ token_ids: [1], log_probs: [-1] }, { token_ids: [2] }],
       [{ token_ids: [1] }, { token_ids: [2], top_logprobs: [[]] }],

@@ -17,7 +17,12 @@ describe('modelRegistration', () => {
       migrationLimit: 3,
       workerType: 'aggregated',
       needs: [],
-      runtimeConfig: { total_kv_blocks: 100, tool_call_parser: 'hermes', enable_local_indexer: true, disaggregated_endpoint: { bootstrap_host: 'h', bootstrap_port: 7 } },
+      runtimeConfig: {
+        total_kv_blocks: 100,
+        tool_call_parser: 'hermes',
+        enable_local_indexer: true,
+        disaggregated_endpoint: { bootstrap_host: 'h', bootstrap_port: 7 },
+      },
     });
   });
 
@@ -27,7 +32,8 @@ describe('modelRegistration', () => {
   });
 
   it('maps disaggregation modes to worker type, needs and model type', () => {
-    const mode = (disaggregationMode: string, routeToEncoder = false) => modelRegistration(engine, workerConfig({ modelName: 'p', disaggregationMode, routeToEncoder }));
+    const mode = (disaggregationMode: string, routeToEncoder = false) =>
+      modelRegistration(engine, workerConfig({ modelName: 'p', disaggregationMode, routeToEncoder }));
     expect(mode('prefill')).toMatchObject({ modelType: ModelType.Prefill, options: { workerType: 'prefill', needs: [['decode']] } });
     expect(mode('prefill', true).options.needs).toEqual([['decode', 'encode']]);
     expect(mode('decode')).toMatchObject({ options: { workerType: 'decode', needs: [['prefill']], runtimeConfig: { enable_local_indexer: false } } });

@@ -119,7 +119,10 @@ describe('kernel arguments are rejected before CUDA is touched', () => {
     invalid(() => kernels.blocksToUniversal(blocks, universal, { ...spec, blockSize: 1.5 }), 'spec.blockSize');
     invalid(() => kernels.blocksToUniversal(blocks, universal, { ...spec, layout: 'NDH' as 'NHD' }), 'spec.layout');
     invalid(() => kernels.blocksToUniversal(blocks, universal, { ...spec, dtype: 'f64' as 'f32' }), 'spec.dtype');
-    const huge = invalid(() => kernels.blocksToUniversal([0x1000n], [0x2000n], { ...spec, numLayers: 1, outerDim: 1, blockSize: 65536, numHeads: 256, headDim: 256 }), 'spec');
+    const huge = invalid(
+      () => kernels.blocksToUniversal([0x1000n], [0x2000n], { ...spec, numLayers: 1, outerDim: 1, blockSize: 65536, numHeads: 256, headDim: 256 }),
+      'spec',
+    );
     expect(huge.message).toContain('4294967295');
   });
 });

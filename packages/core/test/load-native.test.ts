@@ -11,7 +11,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 const pkgDir = dirname(createRequire(import.meta.url).resolve('@dynamo/core/package.json'));
 const pkg = JSON.parse(readFileSync(join(pkgDir, 'package.json'), 'utf8')) as { version: string; files: string[] };
 const report = process.report.getReport() as { header: { glibcVersionRuntime?: string } };
-const platform = process.platform === 'linux' ? `linux-${process.arch}-${report.header.glibcVersionRuntime ? 'gnu' : 'musl'}` : `${process.platform}-${process.arch}`;
+const platform =
+  process.platform === 'linux' ? `linux-${process.arch}-${report.header.glibcVersionRuntime ? 'gnu' : 'musl'}` : `${process.platform}-${process.arch}`;
 // The binary in use: a local build next to the loader, else the installed platform package's.
 const localBinary = join(pkgDir, `dynamo-core.${platform}.node`);
 const binary = existsSync(localBinary) ? localBinary : createRequire(join(pkgDir, 'package.json')).resolve(`@dynamo/core-${platform}`);
@@ -45,10 +46,15 @@ async function importInstalled(name: string, platformPkg?: { version: string; bi
     (core) => console.log(JSON.stringify({ ok: true, message: typeof core.runConformance })),
     (e) => console.log(JSON.stringify({ ok: false, message: e.code + ': ' + e.message })))`;
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, [...nodeArgs, '-e', script], { cwd: project, env: { ...process.env, NAPI_RS_NATIVE_LIBRARY_PATH: '' } }, (error, stdout, stderr) => {
-      if (error) reject(new Error(`${error.message}\n${stderr}`));
-      else resolve(JSON.parse(stdout) as Outcome);
-    });
+    execFile(
+      process.execPath,
+      [...nodeArgs, '-e', script],
+      { cwd: project, env: { ...process.env, NAPI_RS_NATIVE_LIBRARY_PATH: '' } },
+      (error, stdout, stderr) => {
+        if (error) reject(new Error(`${error.message}\n${stderr}`));
+        else resolve(JSON.parse(stdout) as Outcome);
+      },
+    );
   });
 }
 
@@ -60,7 +66,9 @@ describe('@dynamo/core installed from its packages', () => {
   it('names the platform and the package to install when the platform package is missing', async () => {
     const { ok, message } = await importInstalled('no-platform-package');
     expect(ok).toBe(false);
-    expect(message).toContain(`DYNAMO_NATIVE_BINARY: @dynamo/core: the native binary for ${platform} (Node ${process.version}) is missing: install @dynamo/core-${platform}@${pkg.version}`);
+    expect(message).toContain(
+      `DYNAMO_NATIVE_BINARY: @dynamo/core: the native binary for ${platform} (Node ${process.version}) is missing: install @dynamo/core-${platform}@${pkg.version}`,
+    );
     expect(message).toContain('--omit=optional');
   });
 

@@ -1,5 +1,14 @@
 // Compiled by the exports test: a consumer's view of the generated declarations.
-import { conformanceChecks, EngineLifecycle, type ConformanceReport, type EngineAction, normalizeFinishReason, resolveShutdownSettings, type ShutdownAction, ShutdownPlanner } from '@dynamo/core';
+import {
+  conformanceChecks,
+  EngineLifecycle,
+  type ConformanceReport,
+  type EngineAction,
+  normalizeFinishReason,
+  resolveShutdownSettings,
+  type ShutdownAction,
+  ShutdownPlanner,
+} from '@dynamo/core';
 
 const checks: string[] = conformanceChecks();
 const machine = new EngineLifecycle();

@@ -41,8 +41,6 @@ const rounds = Number(process.env.BENCH_ROUNDS ?? 3);
 const MODEL = 'qwen3';
 const COMPONENT = 'bench';
 
-
-
 /** A user message of exactly ISL tokens of the model's tokenizer. */
 function userMessage(preprocessor: Preprocessor): string {
   const words = ['serve', 'model', 'token', 'cache', 'route', 'stream', 'worker', 'frontend', 'prefill', 'decode'];
@@ -63,21 +61,26 @@ interface Streamed {
 function streamChat(url: string, payload: string, agent: Agent | false): Promise<Streamed> {
   return new Promise((resolve, reject) => {
     const began = performance.now();
-    const req = httpRequest(`${url}/v1/chat/completions`, { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } }, (res) => {
-      res.setEncoding('utf8');
-      let ttftMs = -1;
-      let tail = '';
-      res.on('data', (text: string) => {
-        if (ttftMs < 0 && /"content":"[^"]/.test(text)) ttftMs = performance.now() - began;
-        tail = (tail + text).slice(-4096);
-      });
-      res.on('end', () => {
-        const tokens = /"completion_tokens":(\d+)/.exec(tail);
-        if (res.statusCode !== 200 || !tokens || !tail.includes('data: [DONE]')) reject(new Error(`${url}: status ${res.statusCode}, stream ended with: ${tail.slice(-500)}`));
-        else resolve({ ttftMs, tokens: Number(tokens[1]) });
-      });
-      res.on('error', reject);
-    });
+    const req = httpRequest(
+      `${url}/v1/chat/completions`,
+      { method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(payload) } },
+      (res) => {
+        res.setEncoding('utf8');
+        let ttftMs = -1;
+        let tail = '';
+        res.on('data', (text: string) => {
+          if (ttftMs < 0 && /"content":"[^"]/.test(text)) ttftMs = performance.now() - began;
+          tail = (tail + text).slice(-4096);
+        });
+        res.on('end', () => {
+          const tokens = /"completion_tokens":(\d+)/.exec(tail);
+          if (res.statusCode !== 200 || !tokens || !tail.includes('data: [DONE]'))
+            reject(new Error(`${url}: status ${res.statusCode}, stream ended with: ${tail.slice(-500)}`));
+          else resolve({ ttftMs, tokens: Number(tokens[1]) });
+        });
+        res.on('error', reject);
+      },
+    );
     req.on('error', reject);
     req.end(payload);
   });
@@ -143,7 +146,11 @@ interface Frontend {
 }
 
 async function ready(fe: Frontend, payload: string): Promise<void> {
-  await waitFor(`${fe.name} to serve ${MODEL}`, async () => ((await (await fetch(`${fe.url}/v1/models`).catch(() => undefined))?.text()) ?? '').includes(`"${MODEL}"`), 60_000).catch((err: Error) => {
+  await waitFor(
+    `${fe.name} to serve ${MODEL}`,
+    async () => ((await (await fetch(`${fe.url}/v1/models`).catch(() => undefined))?.text()) ?? '').includes(`"${MODEL}"`),
+    60_000,
+  ).catch((err: Error) => {
     throw new Error(`${err.message}\n${fe.child.stderr().slice(-3000)}`);
   });
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
@@ -167,7 +174,12 @@ async function ttftC1(fe: Frontend, payload: string): Promise<void> {
 }
 
 /** Our frontend's added TTFT at concurrency 1: through it vs straight to the worker, interleaved. */
-async function overheadC1(url: string, deployment: Deployment, preprocessor: Preprocessor, body: Record<string, unknown>): Promise<{ viaFrontend: number; direct: number }> {
+async function overheadC1(
+  url: string,
+  deployment: Deployment,
+  preprocessor: Preprocessor,
+  body: Record<string, unknown>,
+): Promise<{ viaFrontend: number; direct: number }> {
   const runtime = await DistributedRuntime.create({ config: loadRuntimeConfig({ ...deployment.env, DYN_LOG: 'error' }) });
   try {
     const client = await runtime.endpoint(`dynamo.${COMPONENT}.generate`).client();
@@ -208,7 +220,12 @@ async function frameworkCheck(payload: string): Promise<Frontend[]> {
   const servers: Frontend[] = [];
   for (const kind of ['fastify', 'node:http']) {
     const port = await freePort();
-    const child = startChild(process.execPath, ['--import', 'tsx', join(packageDir, 'bench', 'sse-server.ts'), kind === 'fastify' ? 'fastify' : 'http', String(port), '32'], {}, packageDir);
+    const child = startChild(
+      process.execPath,
+      ['--import', 'tsx', join(packageDir, 'bench', 'sse-server.ts'), kind === 'fastify' ? 'fastify' : 'http', String(port), '32'],
+      {},
+      packageDir,
+    );
     await child.waitForLine(/^listening$/);
     servers.push({ name: kind, url: `http://127.0.0.1:${port}`, child, freshConnections: false, rssIdle: rssMiB(child.child.pid!), rows: [] });
   }
@@ -217,7 +234,8 @@ async function frameworkCheck(payload: string): Promise<Frontend[]> {
     // These loads are short, so there are more rounds, in alternating order: one server going
     // first every time would take the drift of each round on one side.
     for (let round = 0; round < rounds * 3; round++) {
-      for (const server of round % 2 ? [...servers].reverse() : servers) server.rows.push(await load(server.name, server.url, server.child.child.pid!, payload, false, c64Requests * 2));
+      for (const server of round % 2 ? [...servers].reverse() : servers)
+        server.rows.push(await load(server.name, server.url, server.child.child.pid!, payload, false, c64Requests * 2));
     }
   } finally {
     for (const server of servers) server.child.kill();
@@ -245,8 +263,19 @@ const loopback = { DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: 
 const deployment = await Deployment.start({ name: 'file + tcp', discovery: 'file', plane: 'tcp' }, loopback);
 try {
   const model = await LocalModel.load(modelDir);
-  const preprocessor = await Preprocessor.create(model, buildCard(model, { modelName: MODEL, modelInput: ModelInput.Tokens, modelType: ModelType.Chat | ModelType.Completions }));
-  const body = { model: MODEL, messages: [{ role: 'user', content: userMessage(preprocessor) }], max_tokens: OSL, min_tokens: OSL, ignore_eos: true, stream: true, stream_options: { include_usage: true } };
+  const preprocessor = await Preprocessor.create(
+    model,
+    buildCard(model, { modelName: MODEL, modelInput: ModelInput.Tokens, modelType: ModelType.Chat | ModelType.Completions }),
+  );
+  const body = {
+    model: MODEL,
+    messages: [{ role: 'user', content: userMessage(preprocessor) }],
+    max_tokens: OSL,
+    min_tokens: OSL,
+    ignore_eos: true,
+    stream: true,
+    stream_options: { include_usage: true },
+  };
   const payload = JSON.stringify(body);
   const promptTokens = (await preprocessor.preprocessChat(body)).request.token_ids.length;
 
@@ -260,7 +289,14 @@ try {
       const port = await freePort();
       const args = ['-m', 'dynamo.frontend', '--http-host', '127.0.0.1', '--http-port', String(port), '--discovery-backend', 'file', '--request-plane', 'tcp'];
       const child = deployment.stockProcess(stock.python, args, { DYN_LOG: level });
-      frontends.push({ name: `stock 1.6.1 (DYN_LOG=${level})`, url: `http://127.0.0.1:${port}`, child, freshConnections: level === 'info', rssIdle: 0, rows: [] });
+      frontends.push({
+        name: `stock 1.6.1 (DYN_LOG=${level})`,
+        url: `http://127.0.0.1:${port}`,
+        child,
+        freshConnections: level === 'info',
+        rssIdle: 0,
+        rows: [],
+      });
     }
   }
   for (const fe of frontends) await ready(fe, payload);
@@ -281,7 +317,9 @@ try {
   const added = overhead.viaFrontend - overhead.direct;
   console.log(`   added by the frontend: ${f(added, 2)} ms (target <= 1 ms -> ${verdict(added <= 1)})`);
 
-  console.log(`\n2. concurrency ${CONCURRENCY}, ${OSL}-token streamed chat, one sample worker at --delay-ms 0, medians of ${rounds} interleaved rounds of ${c64Requests} requests:`);
+  console.log(
+    `\n2. concurrency ${CONCURRENCY}, ${OSL}-token streamed chat, one sample worker at --delay-ms 0, medians of ${rounds} interleaved rounds of ${c64Requests} requests:`,
+  );
   console.log('frontend                   connections       out tok/s  fe CPU ms/req  TTFT p50 ms  client CPU %  RSS idle  RSS peak  c=1 TTFT p50');
   for (const fe of frontends) {
     for (const connections of ['keep-alive', 'new per request']) {
@@ -301,16 +339,27 @@ try {
       if (!a || !b) continue;
       const speed = a.tokensPerSec / b.tokensPerSec;
       const cpu = a.cpuMsPerRequest / b.cpuMsPerRequest;
-      console.log(`   vs ${other.name}, ${connections}: output tokens/s ${f(speed, 2)}x (target >= 1.0x -> ${verdict(speed >= 1)}), frontend CPU ms/request ${f(cpu, 2)}x (target <= 1.0x -> ${verdict(cpu <= 1)})`);
+      console.log(
+        `   vs ${other.name}, ${connections}: output tokens/s ${f(speed, 2)}x (target >= 1.0x -> ${verdict(speed >= 1)}), frontend CPU ms/request ${f(cpu, 2)}x (target <= 1.0x -> ${verdict(cpu <= 1)})`,
+      );
     }
-    console.log(`   vs ${other.name}: RSS idle ${f(mine!.rssIdle / other.rssIdle, 2)}x, under load ${f(summary(mine!, 'keep-alive')!.rssPeak / summary(other, 'keep-alive')!.rssPeak, 2)}x`);
+    console.log(
+      `   vs ${other.name}: RSS idle ${f(mine!.rssIdle / other.rssIdle, 2)}x, under load ${f(summary(mine!, 'keep-alive')!.rssPeak / summary(other, 'keep-alive')!.rssPeak, 2)}x`,
+    );
   }
 
   const [onFastify, onHttp] = await frameworkCheck(payload);
   const [a, b] = [summary(onFastify!, 'keep-alive')!, summary(onHttp!, 'keep-alive')!];
-  console.log(`\n4. fastify vs node:http, the same canned 256-token SSE stream in 32 events, concurrency ${CONCURRENCY}, keep-alive, medians of ${rounds * 3} rounds:`);
-  for (const [server, m] of [[onFastify!, a], [onHttp!, b]] as const) {
-    console.log(`   ${server.name.padEnd(10)} ${f(m.tokensPerSec).padStart(8)} tokens/s  ${f(m.cpuMsPerRequest, 3)} CPU ms/request  c=1 TTFT p50 ${f(server.ttftC1!.keepAlive, 3)} ms`);
+  console.log(
+    `\n4. fastify vs node:http, the same canned 256-token SSE stream in 32 events, concurrency ${CONCURRENCY}, keep-alive, medians of ${rounds * 3} rounds:`,
+  );
+  for (const [server, m] of [
+    [onFastify!, a],
+    [onHttp!, b],
+  ] as const) {
+    console.log(
+      `   ${server.name.padEnd(10)} ${f(m.tokensPerSec).padStart(8)} tokens/s  ${f(m.cpuMsPerRequest, 3)} CPU ms/request  c=1 TTFT p50 ${f(server.ttftC1!.keepAlive, 3)} ms`,
+    );
   }
   const kept = a.tokensPerSec / b.tokensPerSec;
   console.log(`   fastify keeps ${f(kept * 100, 1)}% of node:http's streamed tokens/s (keep fastify unless below 90% -> ${verdict(kept >= 0.9)})`);

@@ -66,7 +66,12 @@ function decisionLatency() {
     if (i >= 256) router.free(`req-${i - 256}`);
   }
   const stats = router.stats();
-  return { p50: percentile(micros, 0.5), p99: percentile(micros, 0.99), blocks: stats.cachedBlocks, mibPerMillion: stats.memoryBytes / 2 ** 20 / (stats.cachedBlocks / 1e6) };
+  return {
+    p50: percentile(micros, 0.5),
+    p99: percentile(micros, 0.99),
+    blocks: stats.cachedBlocks,
+    mibPerMillion: stats.memoryBytes / 2 ** 20 / (stats.cachedBlocks / 1e6),
+  };
 }
 
 interface RunFigures {
@@ -131,7 +136,17 @@ async function drive(url: string, model: string): Promise<RunFigures> {
 /** Runs the workload through one frontend on 4 fresh workers of their own component. */
 async function run(stack: InteropStack, label: string, start: () => Promise<Frontend>, component: string): Promise<RunFigures> {
   const model = `kv-${component}`;
-  const args = ['--simulate-kv-cache', '--kv-block-size', String(BLOCK), '--total-kv-blocks', String(KV_BLOCKS), '--delay-ms', '1', '--prefill-ms-per-token', String(PREFILL_MS)];
+  const args = [
+    '--simulate-kv-cache',
+    '--kv-block-size',
+    String(BLOCK),
+    '--total-kv-blocks',
+    String(KV_BLOCKS),
+    '--delay-ms',
+    '1',
+    '--prefill-ms-per-token',
+    String(PREFILL_MS),
+  ];
   const workers = range(0, WORKERS).map(() => stack.ourSample(model, component, args));
   const frontend = await start();
   await waitFor(
@@ -149,7 +164,9 @@ async function run(stack: InteropStack, label: string, start: () => Promise<Fron
 
 const latency = decisionLatency();
 console.log('\nKV router decision latency (@dynamo/core, 16 workers, 64-block requests, ~256 in flight)');
-console.log(`  cached blocks ${latency.blocks}: p50 ${latency.p50.toFixed(1)} us, p99 ${latency.p99.toFixed(1)} us (target <= 200 us: ${latency.p99 <= 200 ? 'PASS' : 'FAIL'})`);
+console.log(
+  `  cached blocks ${latency.blocks}: p50 ${latency.p50.toFixed(1)} us, p99 ${latency.p99.toFixed(1)} us (target <= 200 us: ${latency.p99 <= 200 ? 'PASS' : 'FAIL'})`,
+);
 console.log(`  index memory: ${latency.mibPerMillion.toFixed(1)} MiB per million cached blocks`);
 
 const stock = stockPython();
@@ -158,16 +175,27 @@ try {
   const rows: Array<[string, RunFigures | string]> = [];
   rows.push(['ours, kv', await run(stack, 'ours kv', () => stack.ourFrontend(['--router-mode', 'kv']), 'kvours')]);
   rows.push(['ours, round-robin', await run(stack, 'ours round-robin', () => stack.ourFrontend(['--router-mode', 'round-robin']), 'kvrr')]);
-  rows.push(['stock 1.6.1, kv', 'skip' in stock ? `skipped: ${stock.skip}` : await run(stack, 'stock kv', () => stack.stockFrontend(['--router-mode', 'kv']), 'kvstock')]);
-  console.log(`\nShared-prefix workload: ${SYSTEM_PROMPTS} system prompts of ${SYSTEM_TOKENS} tokens, ${REQUESTS} requests, concurrency ${CONCURRENCY}, ${WORKERS} simulated-KV workers of ${KV_BLOCKS} blocks (prefill ${PREFILL_MS} ms per uncached token)`);
+  rows.push([
+    'stock 1.6.1, kv',
+    'skip' in stock ? `skipped: ${stock.skip}` : await run(stack, 'stock kv', () => stack.stockFrontend(['--router-mode', 'kv']), 'kvstock'),
+  ]);
+  console.log(
+    `\nShared-prefix workload: ${SYSTEM_PROMPTS} system prompts of ${SYSTEM_TOKENS} tokens, ${REQUESTS} requests, concurrency ${CONCURRENCY}, ${WORKERS} simulated-KV workers of ${KV_BLOCKS} blocks (prefill ${PREFILL_MS} ms per uncached token)`,
+  );
   console.log('| frontend, router | hit rate | TTFT p50 ms | TTFT p99 ms | wall s |');
   console.log('|---|---|---|---|---|');
   for (const [name, f] of rows) {
-    console.log(typeof f === 'string' ? `| ${name} | ${f} | | | |` : `| ${name} | ${(f.hitRate * 100).toFixed(1)}% | ${f.ttftP50.toFixed(1)} | ${f.ttftP99.toFixed(1)} | ${f.seconds.toFixed(1)} |`);
+    console.log(
+      typeof f === 'string'
+        ? `| ${name} | ${f} | | | |`
+        : `| ${name} | ${(f.hitRate * 100).toFixed(1)}% | ${f.ttftP50.toFixed(1)} | ${f.ttftP99.toFixed(1)} | ${f.seconds.toFixed(1)} |`,
+    );
   }
   const kv = rows[0]![1] as RunFigures;
   const rr = rows[1]![1] as RunFigures;
-  console.log(`\nkv vs round-robin: TTFT p50 ${(rr.ttftP50 / kv.ttftP50).toFixed(2)}x lower, p99 ${(rr.ttftP99 / kv.ttftP99).toFixed(2)}x lower, hit rate ${(kv.hitRate / rr.hitRate).toFixed(2)}x`);
+  console.log(
+    `\nkv vs round-robin: TTFT p50 ${(rr.ttftP50 / kv.ttftP50).toFixed(2)}x lower, p99 ${(rr.ttftP99 / kv.ttftP99).toFixed(2)}x lower, hit rate ${(kv.hitRate / rr.hitRate).toFixed(2)}x`,
+  );
 } finally {
   await stack.stop();
 }

@@ -10,8 +10,21 @@ import { SseWriter } from '../src/http/sse.js';
 
 const [kind, port, events] = [process.argv[2], Number(process.argv[3]), Number(process.argv[4])];
 const text = 'x'.repeat(16);
-const usage = JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', created: 0, model: 'qwen3', choices: [], usage: { prompt_tokens: 136, completion_tokens: 256, total_tokens: 392 } });
-const chunk = JSON.stringify({ id: 'chatcmpl-bench', object: 'chat.completion.chunk', created: 0, model: 'qwen3', choices: [{ index: 0, delta: { content: text }, finish_reason: null, logprobs: null }] });
+const usage = JSON.stringify({
+  id: 'chatcmpl-bench',
+  object: 'chat.completion.chunk',
+  created: 0,
+  model: 'qwen3',
+  choices: [],
+  usage: { prompt_tokens: 136, completion_tokens: 256, total_tokens: 392 },
+});
+const chunk = JSON.stringify({
+  id: 'chatcmpl-bench',
+  object: 'chat.completion.chunk',
+  created: 0,
+  model: 'qwen3',
+  choices: [{ index: 0, delta: { content: text }, finish_reason: null, logprobs: null }],
+});
 
 /** Streams EVENTS chunks, one per event-loop turn as a worker's batches would arrive. */
 function stream(res: ServerResponse, body: unknown): void {

@@ -9,15 +9,31 @@ const count = (max: number) => z.coerce.number().int().min(0, 'must not be negat
 const positive = z.coerce.number().positive('must be positive').finite();
 const fraction = z.coerce.number().min(0, 'must not be negative').finite();
 /** An optional value that the word `None` or an empty string (stock's spellings) also leave unset. */
-const unsettable = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (typeof v === 'string' && ['None', ''].includes(v.trim()) ? undefined : v), schema.optional());
+const unsettable = <T extends z.ZodType>(schema: T) =>
+  z.preprocess((v) => (typeof v === 'string' && ['None', ''].includes(v.trim()) ? undefined : v), schema.optional());
 
 /** `dynamo-frontend`'s options: stock Dynamo's flag names and `DYN_*` variables. */
 export const frontendFlags = {
   httpHost: { schema: z.string().min(1).default('0.0.0.0'), description: 'Address to listen on', env: 'DYN_HTTP_HOST', placeholder: 'HOST' },
   httpPort: { schema: count(65535).default(8000), description: 'Port to listen on (0: any free port)', env: 'DYN_HTTP_PORT', placeholder: 'PORT' },
-  routerMode: { schema: z.enum(ROUTER_MODES).default('round-robin'), description: `How requests are spread over workers: ${ROUTER_MODES.join(', ')}`, env: 'DYN_ROUTER_MODE', placeholder: 'MODE' },
-  eventPlane: { schema: z.enum(['zmq', 'nats']).optional(), description: 'Where KV events and worker load travel: zmq (default) or nats', env: 'DYN_EVENT_PLANE', placeholder: 'KIND' },
-  kvCacheBlockSize: { schema: z.coerce.number().int().min(1, 'must be at least 1').max(65536).optional(), description: "KV router: tokens per block (default: the model card's)", env: 'DYN_KV_CACHE_BLOCK_SIZE', placeholder: 'N' },
+  routerMode: {
+    schema: z.enum(ROUTER_MODES).default('round-robin'),
+    description: `How requests are spread over workers: ${ROUTER_MODES.join(', ')}`,
+    env: 'DYN_ROUTER_MODE',
+    placeholder: 'MODE',
+  },
+  eventPlane: {
+    schema: z.enum(['zmq', 'nats']).optional(),
+    description: 'Where KV events and worker load travel: zmq (default) or nats',
+    env: 'DYN_EVENT_PLANE',
+    placeholder: 'KIND',
+  },
+  kvCacheBlockSize: {
+    schema: z.coerce.number().int().min(1, 'must be at least 1').max(65536).optional(),
+    description: "KV router: tokens per block (default: the model card's)",
+    env: 'DYN_KV_CACHE_BLOCK_SIZE',
+    placeholder: 'N',
+  },
   routerKvEvents: {
     schema: z.boolean().default(true),
     boolean: true,
@@ -25,7 +41,12 @@ export const frontendFlags = {
     description: "KV router: follow workers' KV events; --no-router-kv-events guesses each worker's cache from past routing instead",
     env: 'DYN_ROUTER_USE_KV_EVENTS',
   },
-  routerTemperature: { schema: fraction.optional(), description: 'KV router: softmax temperature over worker costs (0: always the cheapest)', env: 'DYN_ROUTER_TEMPERATURE', placeholder: 'T' },
+  routerTemperature: {
+    schema: fraction.optional(),
+    description: 'KV router: softmax temperature over worker costs (0: always the cheapest)',
+    env: 'DYN_ROUTER_TEMPERATURE',
+    placeholder: 'T',
+  },
   routerKvOverlapScoreWeight: {
     schema: fraction.optional(),
     aliases: ['kv-overlap-score-weight'],
@@ -33,27 +54,63 @@ export const frontendFlags = {
     env: 'DYN_ROUTER_KV_OVERLAP_SCORE_WEIGHT',
     placeholder: 'W',
   },
-  routerPrefillLoadScale: { schema: fraction.optional(), description: 'KV router: weight of the prompt work a worker would still do (default 1)', env: 'DYN_ROUTER_PREFILL_LOAD_SCALE', placeholder: 'W' },
-  routerKvOverlapScoreCredit: { schema: fraction.max(1, 'must be at most 1').optional(), description: 'KV router: prompt blocks each cached block saves, 0 to 1 (default 1)', env: 'DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT', placeholder: 'C' },
-  routerKvOverlapScoreCreditDecay: { schema: fraction.optional(), description: 'KV router: how fast that credit shrinks on a worker behind in prefill (default 0)', env: 'DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY', placeholder: 'D' },
-  routerDecodeActiveRequestWeight: { schema: fraction.optional(), description: 'KV router: weight of each request in flight on a worker (default 0)', env: 'DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT', placeholder: 'W' },
-  routerAssumeKvReuse: { schema: z.boolean().default(true), boolean: true, description: 'KV router: count blocks a worker holds for other requests once (--no-router-assume-kv-reuse counts them again)', env: 'DYN_ROUTER_ASSUME_KV_REUSE' },
+  routerPrefillLoadScale: {
+    schema: fraction.optional(),
+    description: 'KV router: weight of the prompt work a worker would still do (default 1)',
+    env: 'DYN_ROUTER_PREFILL_LOAD_SCALE',
+    placeholder: 'W',
+  },
+  routerKvOverlapScoreCredit: {
+    schema: fraction.max(1, 'must be at most 1').optional(),
+    description: 'KV router: prompt blocks each cached block saves, 0 to 1 (default 1)',
+    env: 'DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT',
+    placeholder: 'C',
+  },
+  routerKvOverlapScoreCreditDecay: {
+    schema: fraction.optional(),
+    description: 'KV router: how fast that credit shrinks on a worker behind in prefill (default 0)',
+    env: 'DYN_ROUTER_KV_OVERLAP_SCORE_CREDIT_DECAY',
+    placeholder: 'D',
+  },
+  routerDecodeActiveRequestWeight: {
+    schema: fraction.optional(),
+    description: 'KV router: weight of each request in flight on a worker (default 0)',
+    env: 'DYN_ROUTER_DECODE_ACTIVE_REQUEST_WEIGHT',
+    placeholder: 'W',
+  },
+  routerAssumeKvReuse: {
+    schema: z.boolean().default(true),
+    boolean: true,
+    description: 'KV router: count blocks a worker holds for other requests once (--no-router-assume-kv-reuse counts them again)',
+    env: 'DYN_ROUTER_ASSUME_KV_REUSE',
+  },
   activeDecodeBlocksThreshold: {
     schema: unsettable(fraction.max(1, 'must be at most 1')),
-    description: "A worker is busy past this fraction of its KV blocks in use; busy workers get no requests, and 529 when all are (None: off, the default)",
+    description: 'A worker is busy past this fraction of its KV blocks in use; busy workers get no requests, and 529 when all are (None: off, the default)',
     env: 'DYN_ACTIVE_DECODE_BLOCKS_THRESHOLD',
     placeholder: 'FRAC',
   },
-  activePrefillTokensThreshold: { schema: unsettable(count(1e15)), description: 'A worker is busy past this many prompt tokens waiting for prefill (None: off)', env: 'DYN_ACTIVE_PREFILL_TOKENS_THRESHOLD', placeholder: 'N' },
+  activePrefillTokensThreshold: {
+    schema: unsettable(count(1e15)),
+    description: 'A worker is busy past this many prompt tokens waiting for prefill (None: off)',
+    env: 'DYN_ACTIVE_PREFILL_TOKENS_THRESHOLD',
+    placeholder: 'N',
+  },
   activePrefillTokensThresholdFrac: {
     schema: unsettable(fraction),
-    description: "A worker is busy past this fraction of its max_num_batched_tokens waiting for prefill (None: off)",
+    description: 'A worker is busy past this fraction of its max_num_batched_tokens waiting for prefill (None: off)',
     env: 'DYN_ACTIVE_PREFILL_TOKENS_THRESHOLD_FRAC',
     placeholder: 'FRAC',
   },
   routerSessionAffinityTtlSecs: {
-    schema: z.coerce.number().int('must be a whole number').min(1, 'must be between 1 and 31536000').max(31_536_000, 'must be between 1 and 31536000').optional(),
-    description: 'Keep the requests of a session (x-dynamo-session-id, or a coding agent\'s session header) on one worker until it has been idle this long (default: off)',
+    schema: z.coerce
+      .number()
+      .int('must be a whole number')
+      .min(1, 'must be between 1 and 31536000')
+      .max(31_536_000, 'must be between 1 and 31536000')
+      .optional(),
+    description:
+      "Keep the requests of a session (x-dynamo-session-id, or a coding agent's session header) on one worker until it has been idle this long (default: off)",
     env: 'DYN_ROUTER_SESSION_AFFINITY_TTL_SECS',
     placeholder: 'SECS',
   },
@@ -71,18 +128,29 @@ export const frontendFlags = {
   },
   routerQueueThreshold: {
     schema: unsettable(fraction),
-    description: "KV router: queue requests while every worker has more prompt tokens in prefill than this fraction of its max_num_batched_tokens (deprecated in stock 1.6; None: no queue)",
+    description:
+      'KV router: queue requests while every worker has more prompt tokens in prefill than this fraction of its max_num_batched_tokens (deprecated in stock 1.6; None: no queue)',
     env: 'DYN_ROUTER_QUEUE_THRESHOLD',
     placeholder: 'FRAC',
   },
-  routerQueuePolicy: { schema: z.enum(['fcfs', 'wspt']).default('fcfs'), description: 'KV router: order of the queue, fcfs or wspt (shortest prompt first)', env: 'DYN_ROUTER_QUEUE_POLICY', placeholder: 'POLICY' },
+  routerQueuePolicy: {
+    schema: z.enum(['fcfs', 'wspt']).default('fcfs'),
+    description: 'KV router: order of the queue, fcfs or wspt (shortest prompt first)',
+    env: 'DYN_ROUTER_QUEUE_POLICY',
+    placeholder: 'POLICY',
+  },
   routerPolicyConfig: {
     schema: z.string().min(1).optional(),
     description: "KV router: stock's router policy YAML (queue classes: busy threshold, queue_policy, request_queue_limit_per_worker; root or per model)",
     env: 'DYN_ROUTER_POLICY_CONFIG',
     placeholder: 'PATH',
   },
-  routerTtlSecs: { schema: positive.optional(), description: 'KV router without KV events: how long a guessed cached block lives (default 120)', env: 'DYN_ROUTER_TTL_SECS', placeholder: 'SECS' },
+  routerTtlSecs: {
+    schema: positive.optional(),
+    description: 'KV router without KV events: how long a guessed cached block lives (default 120)',
+    env: 'DYN_ROUTER_TTL_SECS',
+    placeholder: 'SECS',
+  },
   migrationLimit: {
     schema: count(1000).optional(),
     description: "Times a request is resent to another worker when its worker fails mid-stream (default: the model card's migration_limit)",
@@ -101,19 +169,74 @@ export const frontendFlags = {
     env: 'DYN_HTTP_BACKEND_STREAM_TIMEOUT_SECS',
     placeholder: 'SECS',
   },
-  namespace: { schema: z.string().regex(/^[a-zA-Z0-9_-]+$/, 'must match [a-zA-Z0-9_-]+').optional(), description: 'Serve only models in this namespace (default: all)', env: 'DYN_NAMESPACE', placeholder: 'NAME' },
-  discoveryBackend: { schema: z.enum(['file', 'etcd', 'mem']).optional(), description: 'Where workers register: file (default), etcd or mem', env: 'DYN_DISCOVERY_BACKEND', placeholder: 'KIND' },
-  requestPlane: { schema: z.enum(['tcp', 'nats']).optional(), description: 'How requests reach workers: tcp (default) or nats', env: 'DYN_REQUEST_PLANE', placeholder: 'KIND' },
+  namespace: {
+    schema: z
+      .string()
+      .regex(/^[a-zA-Z0-9_-]+$/, 'must match [a-zA-Z0-9_-]+')
+      .optional(),
+    description: 'Serve only models in this namespace (default: all)',
+    env: 'DYN_NAMESPACE',
+    placeholder: 'NAME',
+  },
+  discoveryBackend: {
+    schema: z.enum(['file', 'etcd', 'mem']).optional(),
+    description: 'Where workers register: file (default), etcd or mem',
+    env: 'DYN_DISCOVERY_BACKEND',
+    placeholder: 'KIND',
+  },
+  requestPlane: {
+    schema: z.enum(['tcp', 'nats']).optional(),
+    description: 'How requests reach workers: tcp (default) or nats',
+    env: 'DYN_REQUEST_PLANE',
+    placeholder: 'KIND',
+  },
   tlsCertPath: { schema: z.string().min(1).optional(), description: 'TLS certificate (PEM); serve HTTPS with --tls-key-path', placeholder: 'PATH' },
   tlsKeyPath: { schema: z.string().min(1).optional(), description: 'TLS private key (PEM)', placeholder: 'PATH' },
-  modelPath: { schema: z.string().min(1).optional(), description: "Local model directory to use when a card's files are not readable here", placeholder: 'PATH' },
-  metricsPrefix: { schema: z.string().regex(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/, 'must be a Prometheus name prefix').default('dynamo_frontend'), description: 'Prefix of the metric names', env: 'DYN_METRICS_PREFIX', placeholder: 'PREFIX' },
+  modelPath: {
+    schema: z.string().min(1).optional(),
+    description: "Local model directory to use when a card's files are not readable here",
+    placeholder: 'PATH',
+  },
+  metricsPrefix: {
+    schema: z
+      .string()
+      .regex(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/, 'must be a Prometheus name prefix')
+      .default('dynamo_frontend'),
+    description: 'Prefix of the metric names',
+    env: 'DYN_METRICS_PREFIX',
+    placeholder: 'PREFIX',
+  },
   httpBodyLimitMb: { schema: positive.default(45), description: 'Largest request body, in MiB (413 beyond)', env: 'DYN_HTTP_BODY_LIMIT_MB', placeholder: 'MB' },
-  httpRequestTimeoutSecs: { schema: positive.default(30), description: 'Time a client has to send a whole request (408 beyond)', env: 'DYN_HTTP_REQUEST_TIMEOUT_SECS', placeholder: 'SECS' },
-  httpHeadersTimeoutSecs: { schema: positive.default(30), description: "Time a connected client has to send a request's headers (408 and closed beyond)", env: 'DYN_HTTP_HEADERS_TIMEOUT_SECS', placeholder: 'SECS' },
-  httpKeepAliveTimeoutSecs: { schema: positive.default(5), description: 'Time an idle keep-alive connection stays open after a response', env: 'DYN_HTTP_KEEP_ALIVE_TIMEOUT_SECS', placeholder: 'SECS' },
-  httpMaxConnections: { schema: count(10_000_000).default(16_384), description: 'Connections open at once from all clients; more are closed (0: no limit)', env: 'DYN_HTTP_MAX_CONNECTIONS', placeholder: 'N' },
-  httpMaxConnectionsPerIp: { schema: count(10_000_000).default(4_096), description: 'Connections open at once from one address; more are closed (0: no limit)', env: 'DYN_HTTP_MAX_CONNECTIONS_PER_IP', placeholder: 'N' },
+  httpRequestTimeoutSecs: {
+    schema: positive.default(30),
+    description: 'Time a client has to send a whole request (408 beyond)',
+    env: 'DYN_HTTP_REQUEST_TIMEOUT_SECS',
+    placeholder: 'SECS',
+  },
+  httpHeadersTimeoutSecs: {
+    schema: positive.default(30),
+    description: "Time a connected client has to send a request's headers (408 and closed beyond)",
+    env: 'DYN_HTTP_HEADERS_TIMEOUT_SECS',
+    placeholder: 'SECS',
+  },
+  httpKeepAliveTimeoutSecs: {
+    schema: positive.default(5),
+    description: 'Time an idle keep-alive connection stays open after a response',
+    env: 'DYN_HTTP_KEEP_ALIVE_TIMEOUT_SECS',
+    placeholder: 'SECS',
+  },
+  httpMaxConnections: {
+    schema: count(10_000_000).default(16_384),
+    description: 'Connections open at once from all clients; more are closed (0: no limit)',
+    env: 'DYN_HTTP_MAX_CONNECTIONS',
+    placeholder: 'N',
+  },
+  httpMaxConnectionsPerIp: {
+    schema: count(10_000_000).default(4_096),
+    description: 'Connections open at once from one address; more are closed (0: no limit)',
+    env: 'DYN_HTTP_MAX_CONNECTIONS_PER_IP',
+    placeholder: 'N',
+  },
   httpGracefulShutdownTimeoutSecs: {
     schema: z.coerce.number().min(0, 'must not be negative').finite().default(5),
     description: 'On SIGTERM, time in-flight responses get to finish',
@@ -132,7 +255,12 @@ export const frontendFlags = {
     env: 'DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS',
     placeholder: 'MS',
   },
-  mmMaxDataUrlMb: { schema: positive.default(16), description: 'Largest data: URL in an image, video or audio content part, in MiB (400 beyond)', env: 'DYN_MM_MAX_DATA_URL_MB', placeholder: 'MB' },
+  mmMaxDataUrlMb: {
+    schema: positive.default(16),
+    description: 'Largest data: URL in an image, video or audio content part, in MiB (400 beyond)',
+    env: 'DYN_MM_MAX_DATA_URL_MB',
+    placeholder: 'MB',
+  },
   enableAnthropicApi: {
     schema: z.boolean().default(false),
     boolean: true,
@@ -142,14 +270,25 @@ export const frontendFlags = {
   stripAnthropicPreamble: {
     schema: z.boolean().default(true),
     boolean: true,
-    description: "Anthropic API: drop Claude Code's x-anthropic-billing-header line from the start of the system prompt (it changes per session and spoils prefix caching)",
+    description:
+      "Anthropic API: drop Claude Code's x-anthropic-billing-header line from the start of the system prompt (it changes per session and spoils prefix caching)",
     env: 'DYN_STRIP_ANTHROPIC_PREAMBLE',
   },
-  enableForceIncludeUsage: { schema: z.boolean().default(false), boolean: true, description: 'End every stream with a usage chunk', env: 'DYN_ENABLE_FORCE_INCLUDE_USAGE' },
-  ignoreOpenaiFeUnsupportedFields: { schema: z.boolean().default(false), boolean: true, description: 'Accept unknown request fields instead of answering 400', env: 'DYN_IGNORE_OPENAI_FE_UNSUPPORTED_FIELDS' },
+  enableForceIncludeUsage: {
+    schema: z.boolean().default(false),
+    boolean: true,
+    description: 'End every stream with a usage chunk',
+    env: 'DYN_ENABLE_FORCE_INCLUDE_USAGE',
+  },
+  ignoreOpenaiFeUnsupportedFields: {
+    schema: z.boolean().default(false),
+    boolean: true,
+    description: 'Accept unknown request fields instead of answering 400',
+    env: 'DYN_IGNORE_OPENAI_FE_UNSUPPORTED_FIELDS',
+  },
   dynToolCallParser: {
     schema: z.string().min(1).optional(),
-    description: "Tool-call parser for models whose workers name none (hermes, qwen3_coder, llama3_json, mistral, pythonic, deepseek_v3)",
+    description: 'Tool-call parser for models whose workers name none (hermes, qwen3_coder, llama3_json, mistral, pythonic, deepseek_v3)',
     env: 'DYN_TOOL_CALL_PARSER',
     placeholder: 'NAME',
   },
@@ -207,7 +346,10 @@ export function frontendOptionsFromFlags(values: FrontendFlagValues, env: Readon
       ...optional('activePrefillTokensThreshold', values.activePrefillTokensThreshold),
       ...optional('activePrefillTokensThresholdFrac', values.activePrefillTokensThresholdFrac),
     },
-    ...optional('sessionAffinity', values.routerSessionAffinityTtlSecs === undefined ? undefined : { ttlSecs: values.routerSessionAffinityTtlSecs, mode: values.routerSessionAffinityMode }),
+    ...optional(
+      'sessionAffinity',
+      values.routerSessionAffinityTtlSecs === undefined ? undefined : { ttlSecs: values.routerSessionAffinityTtlSecs, mode: values.routerSessionAffinityMode },
+    ),
     adminApi: !parseOrThrow(envFlag.default(false), env.DYN_DISABLE_FRONTEND_ADMIN_API, 'DYN_DISABLE_FRONTEND_ADMIN_API'),
     ...optional('migrationLimit', values.migrationLimit),
     ...optional('migrationMaxSeqLen', values.migrationMaxSeqLen),
@@ -236,7 +378,11 @@ export function frontendOptionsFromFlags(values: FrontendFlagValues, env: Readon
     ignoreUnknownFields: values.ignoreOpenaiFeUnsupportedFields,
     runtimeOptions: {
       env,
-      overrides: { ...optional('discoveryBackend', values.discoveryBackend), ...optional('requestPlane', values.requestPlane), ...optional('eventPlane', values.eventPlane) },
+      overrides: {
+        ...optional('discoveryBackend', values.discoveryBackend),
+        ...optional('requestPlane', values.requestPlane),
+        ...optional('eventPlane', values.eventPlane),
+      },
     },
   };
 }

@@ -30,9 +30,20 @@ export class FrontendMetrics {
     processMetrics();
     const registers = [this.registry];
     const name = (suffix: string) => `${prefix}_${suffix}`;
-    this.requests = new Counter({ name: name('requests_total'), help: 'Total number of LLM requests processed', labelNames: ['model', 'endpoint', 'request_type', 'status'], registers });
+    this.requests = new Counter({
+      name: name('requests_total'),
+      help: 'Total number of LLM requests processed',
+      labelNames: ['model', 'endpoint', 'request_type', 'status'],
+      registers,
+    });
     this.inflight = new Gauge({ name: name('inflight_requests'), help: 'Number of inflight requests', labelNames: ['model'], registers });
-    this.duration = new Histogram({ name: name('request_duration_seconds'), help: 'Duration of LLM requests', labelNames: ['model'], buckets: [0, 1, 2, 4, 8, 16, 32, 64, 128, 256], registers });
+    this.duration = new Histogram({
+      name: name('request_duration_seconds'),
+      help: 'Duration of LLM requests',
+      labelNames: ['model'],
+      buckets: [0, 1, 2, 4, 8, 16, 32, 64, 128, 256],
+      registers,
+    });
     this.inputTokens = new Histogram({
       name: name('input_sequence_tokens'),
       help: 'Input sequence length in tokens',
@@ -54,16 +65,36 @@ export class FrontendMetrics {
       buckets: [0, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 240, 480],
       registers,
     });
-    this.itl = new TokenHistogram(name('inter_token_latency_seconds'), 'Inter-token latency in seconds', [0, 0.001, 0.005, 0.01, 0.015, 0.02, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2], this.registry);
-    this.migrations = new Counter({ name: name('model_migration_total'), help: 'Requests resent to another worker after theirs failed', labelNames: ['model'], registers });
+    this.itl = new TokenHistogram(
+      name('inter_token_latency_seconds'),
+      'Inter-token latency in seconds',
+      [0, 0.001, 0.005, 0.01, 0.015, 0.02, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2],
+      this.registry,
+    );
+    this.migrations = new Counter({
+      name: name('model_migration_total'),
+      help: 'Requests resent to another worker after theirs failed',
+      labelNames: ['model'],
+      registers,
+    });
     this.migrationMaxSeqLenExceeded = new Counter({
       name: name('model_migration_max_seq_len_exceeded_total'),
       help: 'Requests that grew past the migration max sequence length, so were not migrated any more',
       labelNames: ['model'],
       registers,
     });
-    this.rejections = new Counter({ name: name('model_rejection_total'), help: 'Requests refused because every worker was busy', labelNames: ['model', 'endpoint'], registers });
-    this.disconnects = new Counter({ name: name('disconnected_clients'), help: 'Clients that went away before their response was complete', labelNames: ['model'], registers });
+    this.rejections = new Counter({
+      name: name('model_rejection_total'),
+      help: 'Requests refused because every worker was busy',
+      labelNames: ['model', 'endpoint'],
+      registers,
+    });
+    this.disconnects = new Counter({
+      name: name('disconnected_clients'),
+      help: 'Clients that went away before their response was complete',
+      labelNames: ['model'],
+      registers,
+    });
   }
 
   /** Prometheus text of every metric here, then the process's own (memory, fds, handles, event-loop delay). */

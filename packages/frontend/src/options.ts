@@ -82,12 +82,19 @@ export const FrontendSettingsSchema = z.object({
   /** Silence after which a worker's stream is given up and the request migrated (stock's `DYN_HTTP_BACKEND_STREAM_TIMEOUT_SECS`); 0: never. */
   backendStreamTimeoutMs: z.number().int().min(0).default(0),
   /** Serve only the models registered in this namespace. */
-  namespace: z.string().regex(/^[a-zA-Z0-9_-]+$/, 'must match [a-zA-Z0-9_-]+').optional(),
+  namespace: z
+    .string()
+    .regex(/^[a-zA-Z0-9_-]+$/, 'must match [a-zA-Z0-9_-]+')
+    .optional(),
   /** TLS certificate and key (PEM files); both or neither. */
   tlsCertPath: z.string().min(1).optional(),
   tlsKeyPath: z.string().min(1).optional(),
   /** Largest request body accepted (413 beyond); stock's default is 45 MiB. */
-  bodyLimitBytes: z.number().int().positive().default(45 * 1024 * 1024),
+  bodyLimitBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(45 * 1024 * 1024),
   /** How long a client may take to send a whole request before a 408. */
   requestTimeoutMs: z.number().int().positive().default(30_000),
   /** How long a connected client may take to send a request's headers before a 408 and the socket closed. */
@@ -103,13 +110,20 @@ export const FrontendSettingsSchema = z.object({
   /** A local model directory used when a card's files cannot be read where the card says. */
   modelPath: z.string().min(1).optional(),
   /** Prefix of the Prometheus metric names. */
-  metricsPrefix: z.string().regex(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/, 'must be a Prometheus name prefix').default('dynamo_frontend'),
+  metricsPrefix: z
+    .string()
+    .regex(/^[a-zA-Z_:][a-zA-Z0-9_:]*$/, 'must be a Prometheus name prefix')
+    .default('dynamo_frontend'),
   /** The status of an answer from a worker with no room (stock's `DYN_HTTP_OVERLOAD_STATUS_CODE`, 529). */
   overloadStatus: z.number().int().min(200).max(999).default(529),
   /** Silence after which a stream gets an SSE keep-alive comment (`:`); 0 sends none. */
   sseKeepAliveMs: z.number().int().min(0).default(15_000),
   /** Largest `data:` URL a media content part may carry (stock's `DYN_MM_MAX_DATA_URL_MB`, 16 MiB). */
-  maxDataUrlBytes: z.number().int().positive().default(16 * 1024 * 1024),
+  maxDataUrlBytes: z
+    .number()
+    .int()
+    .positive()
+    .default(16 * 1024 * 1024),
   /** Serve the Anthropic Messages API (`/v1/messages`, `/v1/messages/count_tokens`), off by default as in stock. */
   enableAnthropicApi: z.boolean().default(false),
   /** Drop Claude Code's per-session billing-header line from Anthropic system prompts, on by default as in stock. */

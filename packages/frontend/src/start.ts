@@ -64,7 +64,11 @@ export async function startFrontend(options: FrontendOptions = {}): Promise<Fron
   const routingOptions: ModelRoutingOptions = {
     runtime,
     log: routerLog,
-    thresholds: { active_decode_blocks_threshold: decode ?? null, active_prefill_tokens_threshold: tokens ?? null, active_prefill_tokens_threshold_frac: frac ?? null },
+    thresholds: {
+      active_decode_blocks_threshold: decode ?? null,
+      active_prefill_tokens_threshold: tokens ?? null,
+      active_prefill_tokens_threshold_frac: frac ?? null,
+    },
     ...(settings.sessionAffinity ? { affinity: settings.sessionAffinity } : {}),
   };
   if (settings.routerMode !== 'kv' && !router && (kvSettings.replicaSync || kvSettings.queueThreshold !== undefined || policyConfig)) {
@@ -76,7 +80,10 @@ export async function startFrontend(options: FrontendOptions = {}): Promise<Fron
     runtime,
     ...(settings.namespace === undefined ? {} : { namespace: settings.namespace }),
     routing: (name, card) => new ModelRouting(name, card, routerOf(name, card), routingOptions),
-    cardFiles: new CardFiles({ ...(settings.modelPath === undefined ? {} : { fallbackModelPath: settings.modelPath }), ...(runtimeOptions?.env ? { env: runtimeOptions.env } : {}) }),
+    cardFiles: new CardFiles({
+      ...(settings.modelPath === undefined ? {} : { fallbackModelPath: settings.modelPath }),
+      ...(runtimeOptions?.env ? { env: runtimeOptions.env } : {}),
+    }),
     defaultParsers: { toolCallParser: settings.toolCallParser, reasoningParser: settings.reasoningParser },
     log: runtime.log('frontend.models'),
   });

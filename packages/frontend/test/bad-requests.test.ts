@@ -46,17 +46,37 @@ const cases: Array<[string, () => Promise<Response>, number, RegExp]> = [
   ['an unknown model', () => post(url, '/v1/chat/completions', { ...chat, model: 'no-such-model' }), 404, /Model not found: no-such-model/],
   ['n: 2 at temperature 0', () => post(url, '/v1/chat/completions', { ...chat, n: 2, temperature: 0 }), 400, /When n > 1, temperature must be greater than 0/],
   ['n: 129', () => post(url, '/v1/chat/completions', { ...chat, n: 129 }), 400, /n must be between 1 and 128, got 129/],
-  ['33 stop token ids', () => post(url, '/v1/chat/completions', { ...chat, stop: Array.from({ length: 33 }, (_, i) => i) }), 400, /Maximum of 32 stop token IDs allowed, got 33/],
+  [
+    '33 stop token ids',
+    () => post(url, '/v1/chat/completions', { ...chat, stop: Array.from({ length: 33 }, (_, i) => i) }),
+    400,
+    /Maximum of 32 stop token IDs allowed, got 33/,
+  ],
   ['an unknown reasoning_effort', () => post(url, '/v1/chat/completions', { ...chat, reasoning_effort: 'huge' }), 400, /reasoning_effort/],
-  ['an image part that is not a URL', () => post(url, '/v1/chat/completions', { ...chat, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'not a url' } }] }] }), 400, /messages\[0\]\.content\[0\]: image_url\.url is not an absolute URL/],
+  [
+    'an image part that is not a URL',
+    () => post(url, '/v1/chat/completions', { ...chat, messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: 'not a url' } }] }] }),
+    400,
+    /messages\[0\]\.content\[0\]: image_url\.url is not an absolute URL/,
+  ],
   ['an unknown field', () => post(url, '/v1/chat/completions', { ...chat, bogus: true }), 400, /Unsupported parameter\(s\): `bogus`/],
   ['deprecated functions', () => post(url, '/v1/chat/completions', { ...chat, functions: [] }), 501, /deprecated/],
-  ['a 10 MB body', () => raw('/v1/chat/completions', JSON.stringify({ ...chat, messages: [{ role: 'user', content: 'x'.repeat(10 * 1024 * 1024) }] })), 413, /larger than the limit/],
+  [
+    'a 10 MB body',
+    () => raw('/v1/chat/completions', JSON.stringify({ ...chat, messages: [{ role: 'user', content: 'x'.repeat(10 * 1024 * 1024) }] })),
+    413,
+    /larger than the limit/,
+  ],
   ['invalid UTF-8', () => raw('/v1/chat/completions', Buffer.from([0x7b, 0x22, 0x6d, 0x22, 0x3a, 0x22, 0xff, 0xfe, 0x22, 0x7d])), 400, /UTF-8/],
   ['a text/plain body', () => raw('/v1/chat/completions', JSON.stringify(chat), { 'content-type': 'text/plain' }), 415, /Content-Type application\/json/],
   ['GET on a POST route', () => raw('/v1/chat/completions', '', {}, 'GET'), 405, /only takes POST/],
   ['an unknown route', () => raw('/v1/nothing', '', {}, 'GET'), 404, /Route not found: GET \/v1\/nothing/],
-  ['a batch of too many choices', () => post(url, '/v1/completions', { model: MODEL, prompt: ['a', 'b'], n: 65 }), 400, /Total choices \(batch_size × n = 2 × 65 = 130\) exceeds maximum of 128/],
+  [
+    'a batch of too many choices',
+    () => post(url, '/v1/completions', { model: MODEL, prompt: ['a', 'b'], n: 65 }),
+    400,
+    /Total choices \(batch_size × n = 2 × 65 = 130\) exceeds maximum of 128/,
+  ],
   ['a bad instance pin', () => post(url, '/v1/chat/completions', chat, { headers: { 'x-dynamo-worker-instance-id': 'abc' } }), 400, /instance id/],
 ];
 
@@ -140,7 +160,9 @@ describe('bad requests', () => {
     await Promise.all(open.map((s) => new Promise((resolve) => s.on('connect', resolve))));
     const sixth = connect(port, '127.0.0.1').on('error', () => {});
     await new Promise((resolve) => sixth.on('close', resolve));
-    await waitFor('the warning', () => [...capped.child.lines, capped.child.stderr()].some((l) => /5 connections are open from this address \(raise --http-max-connections-per-ip\)/.test(l)));
+    await waitFor('the warning', () =>
+      [...capped.child.lines, capped.child.stderr()].some((l) => /5 connections are open from this address \(raise --http-max-connections-per-ip\)/.test(l)),
+    );
     for (const s of open) s.destroy();
     await waitFor('a connection to be taken again', async () => (await fetch(`${capped.url}/live`).catch(() => undefined))?.status === 200);
   }, 30_000);
@@ -162,12 +184,16 @@ describe('bad requests', () => {
         const roll = random();
         if (roll < 0.3) out[pick(keys)] = pick(values);
         else if (roll < 0.45) delete out[pick(keys)];
-        else if (roll < 0.6) out[pick(['n', 'logprobs', 'top_logprobs', 'seed', 'max_completion_tokens', 'tools', 'response_format', 'top_k', 'echo', 'best_of', 'zz'])] = pick(values);
+        else if (roll < 0.6)
+          out[pick(['n', 'logprobs', 'top_logprobs', 'seed', 'max_completion_tokens', 'tools', 'response_format', 'top_k', 'echo', 'best_of', 'zz'])] =
+            pick(values);
         else if (roll < 0.75) {
           const messages = out.messages;
-          if (Array.isArray(messages) && typeof messages[0] === 'object' && messages[0] !== null) (messages[0] as Record<string, unknown>)[pick(['role', 'content', 'name'])] = pick(values);
+          if (Array.isArray(messages) && typeof messages[0] === 'object' && messages[0] !== null)
+            (messages[0] as Record<string, unknown>)[pick(['role', 'content', 'name'])] = pick(values);
           else out.prompt = pick(values);
-        } else if (roll < 0.85) out.nvext = pick([{ token_data: pick(values) }, { annotations: pick(values) }, { backend_instance_id: pick(values) }, pick(values)]);
+        } else if (roll < 0.85)
+          out.nvext = pick([{ token_data: pick(values) }, { annotations: pick(values) }, { backend_instance_id: pick(values) }, pick(values)]);
         else {
           const text = JSON.stringify(out);
           const at = Math.floor(random() * text.length);
@@ -192,7 +218,8 @@ describe('bad requests', () => {
           const res = await raw(path, typeof body === 'string' ? body : JSON.stringify(body));
           const text = await res.text();
           statuses.set(res.status, (statuses.get(res.status) ?? 0) + 1);
-          if (res.status >= 500 && res.status !== 503) bad.push(`${res.status} ${typeof body === 'string' ? body : JSON.stringify(body)} -> ${text.slice(0, 200)}`);
+          if (res.status >= 500 && res.status !== 503)
+            bad.push(`${res.status} ${typeof body === 'string' ? body : JSON.stringify(body)} -> ${text.slice(0, 200)}`);
           else if (res.status >= 400 && !(typeof JSON.parse(text).message === 'string')) bad.push(`no JSON error: ${text.slice(0, 200)}`);
         }
       }),
@@ -208,7 +235,9 @@ describe('bad requests', () => {
 /** This process's limit of open files (Linux), or a conservative guess elsewhere. */
 function openFileLimit(): number {
   try {
-    const line = readFileSync('/proc/self/limits', 'utf8').split('\n').find((l) => l.startsWith('Max open files'));
+    const line = readFileSync('/proc/self/limits', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('Max open files'));
     return Number(line?.trim().split(/\s+/)[3] ?? 1024) || 1024;
   } catch {
     return 1024;

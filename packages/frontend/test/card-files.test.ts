@@ -69,7 +69,9 @@ describe('card files over HTTP', () => {
 
   it('a file whose bytes differ from the card is refused, naming it and both checksums', async () => {
     tampered.set('tokenizer_config.json', '{}');
-    await expect(new CardFiles({ cacheDir: cache() }).load(await httpCard())).rejects.toThrow(/model qwen3: card file http:\/\/.*\/tokenizer_config\.json: its bytes have checksum blake3:[0-9a-f]{64} but the card says blake3:/);
+    await expect(new CardFiles({ cacheDir: cache() }).load(await httpCard())).rejects.toThrow(
+      /model qwen3: card file http:\/\/.*\/tokenizer_config\.json: its bytes have checksum blake3:[0-9a-f]{64} but the card says blake3:/,
+    );
   });
 
   it('a file the worker cannot serve fails with its HTTP status; --model-path is used instead when given', async () => {

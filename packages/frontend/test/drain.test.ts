@@ -28,7 +28,11 @@ beforeAll(async () => {
   for (let i = 0; i < 2; i++) {
     const port = await freePort();
     admin.push(`http://127.0.0.1:${port}`);
-    deployment.sampleWorker(['--model-name', MODEL, '--delay-ms', '5'], { DYN_SYSTEM_PORT: String(port), DYN_SYSTEM_HOST: '127.0.0.1', DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS: '2' });
+    deployment.sampleWorker(['--model-name', MODEL, '--delay-ms', '5'], {
+      DYN_SYSTEM_PORT: String(port),
+      DYN_SYSTEM_HOST: '127.0.0.1',
+      DYN_GRACEFUL_SHUTDOWN_GRACE_PERIOD_SECS: '2',
+    });
   }
   await waitForModel(url, MODEL, 'sample', 2);
 }, 60_000);
@@ -75,7 +79,10 @@ describe('drain and resume a worker (/engine/drain, /engine/resume)', () => {
 
   it('refuses a bad drain body, naming the field, and leaves the worker serving', async () => {
     const [a] = admin as [string];
-    expect(await adminCall(a, 'drain', 'POST', { timeout_secs: 'soon' })).toMatchObject({ status: 200, body: { status: 'error', message: expect.stringContaining('[timeout_secs]') } });
+    expect(await adminCall(a, 'drain', 'POST', { timeout_secs: 'soon' })).toMatchObject({
+      status: 200,
+      body: { status: 'error', message: expect.stringContaining('[timeout_secs]') },
+    });
     expect(await adminCall(a, 'drain', 'GET')).toMatchObject({ body: { state: 'serving' } });
   });
 });

@@ -61,7 +61,11 @@ const APIS: Array<{ path: string; base: Record<string, unknown>; fields: string[
   { path: '/v1/chat/completions', base: chat, fields: Object.keys(ChatCompletionRequestSchema.shape) },
   { path: '/v1/completions', base: { model: MODEL, prompt: 'Once', max_tokens: 4 }, fields: Object.keys(CompletionRequestSchema.shape) },
   { path: '/v1/responses', base: { model: MODEL, input: 'Hi', max_output_tokens: 4 }, fields: Object.keys(ResponsesRequestSchema.shape) },
-  { path: '/v1/messages', base: { model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: 'Hi' }] }, fields: Object.keys(MessagesRequestSchema.shape) },
+  {
+    path: '/v1/messages',
+    base: { model: MODEL, max_tokens: 4, messages: [{ role: 'user', content: 'Hi' }] },
+    fields: Object.keys(MessagesRequestSchema.shape),
+  },
 ];
 const WRONG: unknown[] = [true, -1, 1.5, 1e308, 'x', '', '\ud800', [], [null], [{}], {}, { a: { b: [1] } }];
 
@@ -76,7 +80,12 @@ function inputs(): Input[] {
   // A wrong (or, by chance, valid) value for every field each API reads.
   for (const api of APIS) {
     for (const field of api.fields) {
-      for (const value of WRONG) list.push({ name: `${api.path} ${field}: ${JSON.stringify(value)}`, send: () => send(api.path, JSON.stringify({ ...api.base, [field]: value })), okAllowed: true });
+      for (const value of WRONG)
+        list.push({
+          name: `${api.path} ${field}: ${JSON.stringify(value)}`,
+          send: () => send(api.path, JSON.stringify({ ...api.base, [field]: value })),
+          okAllowed: true,
+        });
     }
   }
   // Malformed JSON: every cut of a valid body, and bytes changed at random.
@@ -97,9 +106,15 @@ function inputs(): Input[] {
     { name: '100,000 stop strings', send: () => send('/v1/chat/completions', JSON.stringify({ ...chat, stop: many(100_000, 'z') })) },
     { name: '200,000 prompt token ids', send: () => send('/v1/completions', JSON.stringify({ model: MODEL, prompt: many(200_000, 7), max_tokens: 4 })) },
     { name: 'a 300-digit number', send: () => send('/v1/chat/completions', `{"model":"${MODEL}","messages":[],"max_tokens":${'9'.repeat(300)}}`) },
-    { name: 'a 20-digit max_tokens', send: () => send('/v1/chat/completions', JSON.stringify(chat).replace('"max_tokens":4', `"max_tokens":${'1'.repeat(20)}`)) },
+    {
+      name: 'a 20-digit max_tokens',
+      send: () => send('/v1/chat/completions', JSON.stringify(chat).replace('"max_tokens":4', `"max_tokens":${'1'.repeat(20)}`)),
+    },
     { name: 'a 2 MB body', send: () => send('/v1/chat/completions', JSON.stringify({ ...chat, user: 'x'.repeat(2 * 2 ** 20) })) },
-    { name: '10,000 fields', send: () => send('/v1/chat/completions', JSON.stringify({ ...chat, ...Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [`f${i}`, i])) })) },
+    {
+      name: '10,000 fields',
+      send: () => send('/v1/chat/completions', JSON.stringify({ ...chat, ...Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [`f${i}`, i])) })),
+    },
   );
   // Deeply nested values where the frontend reads, validates, templates or forwards them.
   const nested: Array<[string, string, string]> = [
@@ -121,14 +136,34 @@ function inputs(): Input[] {
   for (const bytes of [[0xff], [0xc0, 0xaf], [0xed, 0xa0, 0x80], [0xe2, 0x82], [0xf8, 0x88, 0x80, 0x80, 0x80]]) {
     const bad = Buffer.from(bytes);
     list.push(
-      { name: `UTF-8 ${bad.toString('hex')} in content`, send: () => send('/v1/chat/completions', Buffer.concat([Buffer.from(`{"model":"${MODEL}","max_tokens":4,"messages":[{"role":"user","content":"a`), bad, Buffer.from('"}]}')])) },
-      { name: `UTF-8 ${bad.toString('hex')} in a key`, send: () => send('/v1/completions', Buffer.concat([Buffer.from(`{"model":"${MODEL}","prompt":"a","`), bad, Buffer.from('":1}')])) },
+      {
+        name: `UTF-8 ${bad.toString('hex')} in content`,
+        send: () =>
+          send(
+            '/v1/chat/completions',
+            Buffer.concat([Buffer.from(`{"model":"${MODEL}","max_tokens":4,"messages":[{"role":"user","content":"a`), bad, Buffer.from('"}]}')]),
+          ),
+      },
+      {
+        name: `UTF-8 ${bad.toString('hex')} in a key`,
+        send: () => send('/v1/completions', Buffer.concat([Buffer.from(`{"model":"${MODEL}","prompt":"a","`), bad, Buffer.from('":1}')])),
+      },
     );
   }
   // Wrong content types.
-  for (const type of ['text/plain', 'application/x-www-form-urlencoded', 'multipart/form-data; boundary=x', 'application/jsonx', 'application/octet-stream', '']) {
+  for (const type of [
+    'text/plain',
+    'application/x-www-form-urlencoded',
+    'multipart/form-data; boundary=x',
+    'application/jsonx',
+    'application/octet-stream',
+    '',
+  ]) {
     for (const path of ['/v1/chat/completions', '/v1/messages']) {
-      list.push({ name: `${path} as "${type}"`, send: () => send(path, JSON.stringify(APIS.find((a) => a.path === path)!.base), type === '' ? {} : { 'content-type': type }) });
+      list.push({
+        name: `${path} as "${type}"`,
+        send: () => send(path, JSON.stringify(APIS.find((a) => a.path === path)!.base), type === '' ? {} : { 'content-type': type }),
+      });
     }
   }
   return list;
@@ -139,10 +174,13 @@ function onSocket(bytes: Buffer): Promise<{ reply: string; closed: boolean }> {
   return new Promise((resolve) => {
     const socket = connect(port, '127.0.0.1');
     let reply = '';
-    const hang = setTimeout(() => {
-      socket.destroy();
-      resolve({ reply, closed: false });
-    }, (HEADERS_TIMEOUT_S + 4) * 1000);
+    const hang = setTimeout(
+      () => {
+        socket.destroy();
+        resolve({ reply, closed: false });
+      },
+      (HEADERS_TIMEOUT_S + 4) * 1000,
+    );
     socket.on('data', (d: Buffer) => (reply += d.toString('latin1')));
     socket.on('error', () => {});
     socket.on('close', () => {
@@ -160,8 +198,16 @@ function socketInputs(): Array<[string, Buffer]> {
   const text = (s: string) => Buffer.from(s, 'latin1');
   const list: Array<[string, Buffer]> = [];
   for (let i = 0; i < 40; i++) list.push([`${1 + i * 97} random bytes`, bytes(1 + i * 97)]);
-  for (let i = 0; i < 20; i++) list.push([`a request line, then ${i * 50} random bytes`, Buffer.concat([text('POST /v1/chat/completions HTTP/1.1\r\n'), bytes(i * 50)])]);
-  for (const head of ['POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-', 'GET /v1/mod', 'POST', '\r\n\r\n', 'POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n{"model"']) list.push([`half: ${JSON.stringify(head)}`, text(head)]);
+  for (let i = 0; i < 20; i++)
+    list.push([`a request line, then ${i * 50} random bytes`, Buffer.concat([text('POST /v1/chat/completions HTTP/1.1\r\n'), bytes(i * 50)])]);
+  for (const head of [
+    'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-',
+    'GET /v1/mod',
+    'POST',
+    '\r\n\r\n',
+    'POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 100\r\n\r\n{"model"',
+  ])
+    list.push([`half: ${JSON.stringify(head)}`, text(head)]);
   for (const head of [
     'POST /v1/chat/completions HTTP/1.1\r\nContent-Length: -5\r\n\r\n',
     'POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n',
@@ -172,7 +218,8 @@ function socketInputs(): Array<[string, Buffer]> {
     'GET / HTTP/9.9\r\n\r\n',
     'BREW /v1/models HTTP/1.1\r\n\r\n',
     'GET /v1/models HTTP/1.1\r\nHost: a\r\n bad folding\r\n\r\n',
-  ]) list.push([`framing: ${JSON.stringify(head.slice(0, 60))}`, text(head)]);
+  ])
+    list.push([`framing: ${JSON.stringify(head.slice(0, 60))}`, text(head)]);
   return list;
 }
 
@@ -203,7 +250,8 @@ describe('HTTP fuzz', () => {
           const res = await post(url, '/v1/chat/completions', { ...chat, stream: true }, { signal: AbortSignal.timeout(HANG_MS) }).catch((err: Error) => err);
           const got = res instanceof Response && res.status === 200 ? await readStream(res).catch((err: Error) => err) : res;
           if (!(got instanceof Error) && !(got instanceof Response) && got.done && got.finishes.length === 1 && got.error === undefined) good.finished += 1;
-          else if (good.problems.length < 5) good.problems.push(got instanceof Response ? `HTTP ${got.status}` : got instanceof Error ? got.message : JSON.stringify(got));
+          else if (good.problems.length < 5)
+            good.problems.push(got instanceof Response ? `HTTP ${got.status}` : got instanceof Error ? got.message : JSON.stringify(got));
         }
       }),
     );
@@ -232,7 +280,9 @@ describe('HTTP fuzz', () => {
     // Each 4xx is Dynamo's JSON error (or Anthropic's, under /v1/messages), naming what was wrong.
     expect(outcomes.filter((o) => o.status >= 400 && o.message === undefined).slice(0, 5)).toEqual([]);
     expect(outcomes.find((o) => o.name === '10,000 fields')?.message).toMatch(/^Validation: Unsupported parameter\(s\): `f0`, .* and 9980 more$/);
-    expect(outcomes.find((o) => o.name === '/v1/chat/completions tools nested deep')?.message).toBe('request body nests arrays and objects deeper than 100 levels');
+    expect(outcomes.find((o) => o.name === '/v1/chat/completions tools nested deep')?.message).toBe(
+      'request body nests arrays and objects deeper than 100 levels',
+    );
     expect(outcomes.filter((o) => o.status === 200).length).toBeGreaterThan(0);
     expect(outcomes.filter((o) => o.status === 400).length).toBeGreaterThan(outcomes.length / 2);
 

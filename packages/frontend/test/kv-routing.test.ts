@@ -25,7 +25,16 @@ async function cachedTokens(url: string, tokens: number[], maxTokens = 2): Promi
   return body.usage?.prompt_tokens_details?.cached_tokens ?? 0;
 }
 
-const simulated = (args: string[] = []) => ['--simulate-kv-cache', '--kv-block-size', String(BLOCK), '--delay-ms', '1', '--prefill-ms-per-token', '0.01', ...args];
+const simulated = (args: string[] = []) => [
+  '--simulate-kv-cache',
+  '--kv-block-size',
+  String(BLOCK),
+  '--delay-ms',
+  '1',
+  '--prefill-ms-per-token',
+  '0.01',
+  ...args,
+];
 
 describe('KV-aware routing (etcd + NATS, KV events on NATS)', () => {
   let deployment: Deployment;
@@ -97,7 +106,14 @@ describe('KV-aware routing (etcd + NATS, KV events on NATS)', () => {
     for (const p of prompts) await cachedTokens(roundRobin, p);
     const late = await deployment.frontend(['--router-mode', 'kv'], { DYN_LOG: 'info' });
     await waitForModel(late.url, MODEL, COMPONENT, 2);
-    await waitFor('both workers recovered', () => late.child.stderr().split('\n').filter((l) => l.includes('KV state recovered from the worker')).length >= 2);
+    await waitFor(
+      'both workers recovered',
+      () =>
+        late.child
+          .stderr()
+          .split('\n')
+          .filter((l) => l.includes('KV state recovered from the worker')).length >= 2,
+    );
     // Six prompts, each on the worker that cached it: by chance, 1 in 64.
     for (const p of prompts) expect(await cachedTokens(late.url, [...p, 3])).toBe(4 * BLOCK);
     late.child.kill();
@@ -108,7 +124,12 @@ describe('KV-aware routing (etcd + NATS, KV events on NATS)', () => {
     workers[0]!.kill();
     await waitForModel(kv.url, MODEL, COMPONENT, 1);
     // The frontend logs (pino, to stderr) the worker it dropped and the blocks it had indexed.
-    const line = await waitFor('the frontend to drop the worker', () => kv.child.stderr().split('\n').find((l) => l.includes('worker removed from the KV index')));
+    const line = await waitFor('the frontend to drop the worker', () =>
+      kv.child
+        .stderr()
+        .split('\n')
+        .find((l) => l.includes('worker removed from the KV index')),
+    );
     expect(Number(/"cached_blocks":(\d+)/.exec(line)?.[1])).toBeGreaterThan(0);
     // Requests go on to the survivor.
     expect(await cachedTokens(kv.url, prompt(9, 3))).toBe(0);
@@ -151,14 +172,19 @@ describe('KV-aware prefill routing (disaggregated, file + tcp, KV events on ZMQ)
     deployment.sampleWorker(['--disaggregation-mode', 'decode', '--component', 'decode', '--delay-ms', '1']);
     ({ url } = await deployment.frontend(['--router-mode', 'kv']));
     await waitForModel(url, MODEL, 'decode', 1);
-    await waitFor('both prefill workers behind the frontend', async () => ((await (await fetch(`${url}/health`)).json()) as { instances: Array<{ component: string }> }).instances.filter((i) => i.component === 'prefill').length === 2);
+    await waitFor(
+      'both prefill workers behind the frontend',
+      async () =>
+        ((await (await fetch(`${url}/health`)).json()) as { instances: Array<{ component: string }> }).instances.filter((i) => i.component === 'prefill')
+          .length === 2,
+    );
   }, 120_000);
   afterAll(() => deployment.stop());
 
   /** Requests each prefill worker has received so far. */
   const received = () => Promise.all(prefills.map(async (metrics) => counter(metrics, 'dynamo_component_requests_total')));
 
-  it('sends the prefill of a repeated prefix to the prefill worker that cached it, from the prefill workers\' KV events', async () => {
+  it("sends the prefill of a repeated prefix to the prefill worker that cached it, from the prefill workers' KV events", async () => {
     const p = prompt(21, 10);
     const before = await received();
     await cachedTokens(url, p);
@@ -184,7 +210,9 @@ describe('KV router flags', () => {
       routerMode: 'kv',
       kvRouter: { useKvEvents: false, overlapScoreWeight: 0.5, ttlSecs: 30, assumeKvReuse: true },
     });
-    expect(parse([], { DYN_ROUTER_TEMPERATURE: '0.7', DYN_ACTIVE_DECODE_BLOCKS_THRESHOLD: '0.9', DYN_ROUTER_USE_KV_EVENTS: 'false', DYN_EVENT_PLANE: 'nats' })).toMatchObject({
+    expect(
+      parse([], { DYN_ROUTER_TEMPERATURE: '0.7', DYN_ACTIVE_DECODE_BLOCKS_THRESHOLD: '0.9', DYN_ROUTER_USE_KV_EVENTS: 'false', DYN_EVENT_PLANE: 'nats' }),
+    ).toMatchObject({
       kvRouter: { temperature: 0.7, useKvEvents: false },
       busyThresholds: { activeDecodeBlocksThreshold: 0.9 },
       runtimeOptions: { overrides: { eventPlane: 'nats' } },

@@ -24,10 +24,24 @@ describe('dynamo-frontend process', () => {
     const res = await post(url, '/v1/completions', { model: 'successor', prompt: [500], max_tokens: 50, stream: true });
     // Each step has its own bound, so a hang says which step and what the frontend logged.
     const within = <T>(what: string, p: Promise<T>) =>
-      Promise.race([p, new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`${what} took over 20 s; frontend stderr:\n${child.stderr().slice(-4000)}\nstdout:\n${child.lines.slice(-20).join('\n')}`)), 20_000))]);
+      Promise.race([
+        p,
+        new Promise<never>((_, reject) =>
+          setTimeout(
+            () => reject(new Error(`${what} took over 20 s; frontend stderr:\n${child.stderr().slice(-4000)}\nstdout:\n${child.lines.slice(-20).join('\n')}`)),
+            20_000,
+          ),
+        ),
+      ]);
     // SIGTERM at the first event: the other 49 tokens are still to come (20 ms apart), and a loaded
     // machine that merges the rest into a few events still gets its signal.
-    const result = await within('the stream', readStream(res, once(1, () => child.child.kill('SIGTERM'))));
+    const result = await within(
+      'the stream',
+      readStream(
+        res,
+        once(1, () => child.child.kill('SIGTERM')),
+      ),
+    );
     expect(result).toMatchObject({ finishes: ['length'], done: true });
     expect(await within('the exit after SIGTERM', child.exited)).toBe(0);
     await expect(fetch(`${url}/live`)).rejects.toThrow();
@@ -37,25 +51,33 @@ describe('dynamo-frontend process', () => {
 
   // The CLIs' first lines are an sh launcher: node with a small young generation, glibc with two
   // malloc arenas unless the environment sets another number (Linux: read back from /proc).
-  it.runIf(process.platform === 'linux')('run as programs, dynamo-frontend and dynamo-sample-engine start node with their memory settings', async () => {
-    const frontend = await deployment.frontend([], { MALLOC_ARENA_MAX: '' });
-    const worker = deployment.sampleWorker(['--model-name', 'launcher-check'], { MALLOC_ARENA_MAX: '4' });
-    await waitForModel(frontend.url, 'launcher-check', 'sample', 1);
-    const args = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
-    const env = (pid: number) => readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
-    for (const pid of [frontend.child.child.pid!, worker.child.pid!]) {
-      expect(args(pid).slice(0, 2)).toEqual(['node', '--max-semi-space-size=4']);
-    }
-    expect(env(frontend.child.child.pid!)).toContain('MALLOC_ARENA_MAX=2');
-    expect(env(worker.child.pid!)).toContain('MALLOC_ARENA_MAX=4');
-    const res = await post(frontend.url, '/v1/completions', { model: 'launcher-check', prompt: [500], max_tokens: 2 });
-    expect(res.status).toBe(200);
-  }, 60_000);
+  it.runIf(process.platform === 'linux')(
+    'run as programs, dynamo-frontend and dynamo-sample-engine start node with their memory settings',
+    async () => {
+      const frontend = await deployment.frontend([], { MALLOC_ARENA_MAX: '' });
+      const worker = deployment.sampleWorker(['--model-name', 'launcher-check'], { MALLOC_ARENA_MAX: '4' });
+      await waitForModel(frontend.url, 'launcher-check', 'sample', 1);
+      const args = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+      const env = (pid: number) => readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0');
+      for (const pid of [frontend.child.child.pid!, worker.child.pid!]) {
+        expect(args(pid).slice(0, 2)).toEqual(['node', '--max-semi-space-size=4']);
+      }
+      expect(env(frontend.child.child.pid!)).toContain('MALLOC_ARENA_MAX=2');
+      expect(env(worker.child.pid!)).toContain('MALLOC_ARENA_MAX=4');
+      const res = await post(frontend.url, '/v1/completions', { model: 'launcher-check', prompt: [500], max_tokens: 2 });
+      expect(res.status).toBe(200);
+    },
+    60_000,
+  );
 
   it('serves HTTPS with --tls-cert-path and --tls-key-path', async () => {
     const tls = makeTestTlsFiles();
     const port = await freePort();
-    const child = startChild(process.execPath, [cli, '--http-host', '127.0.0.1', '--http-port', String(port), '--tls-cert-path', tls.certFile, '--tls-key-path', tls.keyFile], deployment.env);
+    const child = startChild(
+      process.execPath,
+      [cli, '--http-host', '127.0.0.1', '--http-port', String(port), '--tls-cert-path', tls.certFile, '--tls-key-path', tls.keyFile],
+      deployment.env,
+    );
     deployment.children.push(child);
     const ca = readFileSync(tls.caFile);
     const call = (method: string, path: string, body?: unknown) =>
@@ -67,7 +89,11 @@ describe('dynamo-frontend process', () => {
         });
         req.on('error', reject).end(body === undefined ? undefined : JSON.stringify(body));
       });
-    await waitFor('the HTTPS frontend to list the model', async () => (await call('GET', '/v1/models').catch(() => undefined))?.body.includes('successor'), 30_000);
+    await waitFor(
+      'the HTTPS frontend to list the model',
+      async () => (await call('GET', '/v1/models').catch(() => undefined))?.body.includes('successor'),
+      30_000,
+    );
     const res = await call('POST', '/v1/completions', { model: 'successor', prompt: [65], max_tokens: 3 });
     expect(res.status).toBe(200);
     // Tokens 66, 67, 68 of Qwen3's byte-level vocabulary.

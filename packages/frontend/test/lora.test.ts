@@ -27,7 +27,11 @@ beforeAll(async () => {
   ({ url, child: frontend } = await deployment.frontend());
   const port = await freePort();
   admin = `http://127.0.0.1:${port}`;
-  deployment.sampleWorker(['--model-name', MODEL, '--delay-ms', '0'], { DYN_SYSTEM_PORT: String(port), DYN_SYSTEM_HOST: '127.0.0.1', DYN_LORA_ENABLED: 'true' });
+  deployment.sampleWorker(['--model-name', MODEL, '--delay-ms', '0'], {
+    DYN_SYSTEM_PORT: String(port),
+    DYN_SYSTEM_HOST: '127.0.0.1',
+    DYN_LORA_ENABLED: 'true',
+  });
   await waitForModel(url, MODEL, 'sample', 1);
 }, 60_000);
 afterAll(async () => {
@@ -43,7 +47,12 @@ async function loras(method: string, path = '', body?: unknown): Promise<{ statu
 const listed = async () => ((await (await fetch(`${url}/v1/models`)).json()) as { data: Array<{ id: string }> }).data.map((m) => m.id).sort();
 
 async function complete(model: string, requestId?: string): Promise<{ status: number; text: string }> {
-  const res = await post(url, '/v1/completions', { model, prompt: 'Tell me a story', max_tokens: 6 }, requestId === undefined ? {} : { headers: { 'x-request-id': requestId } });
+  const res = await post(
+    url,
+    '/v1/completions',
+    { model, prompt: 'Tell me a story', max_tokens: 6 },
+    requestId === undefined ? {} : { headers: { 'x-request-id': requestId } },
+  );
   const body = (await res.json()) as { choices?: Array<{ text: string }>; error?: { message: string } };
   return { status: res.status, text: body.choices?.[0]?.text ?? body.error?.message ?? '' };
 }
@@ -67,7 +76,10 @@ describe('LoRA adapters through our frontend', () => {
     expect((await complete('pirate')).text).toBe(adapted.text);
 
     expect(await loras('GET')).toMatchObject({ status: 200, body: { count: 1, loras: { pirate: expect.any(Number) } } });
-    expect(await loras('DELETE', '/pirate')).toMatchObject({ status: 200, body: { status: 'success', message: "LoRA adapter 'pirate' unloaded successfully" } });
+    expect(await loras('DELETE', '/pirate')).toMatchObject({
+      status: 200,
+      body: { status: 'success', message: "LoRA adapter 'pirate' unloaded successfully" },
+    });
     await waitFor('the adapter to leave /v1/models', async () => !(await listed()).includes('pirate'), 20_000);
     const gone = await complete('pirate');
     expect(gone.status).toBe(404);
@@ -80,7 +92,10 @@ describe('LoRA adapters through our frontend', () => {
       status: 500,
       body: { status: 'error', message: expect.stringContaining('no such file or folder') },
     });
-    expect(await loras('DELETE', '/nobody')).toEqual({ status: 500, body: { status: 'error', message: 'LoRA adapter \'nobody\' not found. Available LoRAs: []' } });
+    expect(await loras('DELETE', '/nobody')).toEqual({
+      status: 500,
+      body: { status: 'error', message: "LoRA adapter 'nobody' not found. Available LoRAs: []" },
+    });
     const direct = await fetch(`${admin}/engine/update/unload_lora`, { method: 'POST', body: '{"lora_name":"nobody"}' });
     // The same refusal on the engine route is a 200, as stock's.
     expect(direct.status).toBe(200);
@@ -112,7 +127,8 @@ describe('adapter cards grouped as stock 1.6.1 groups them', () => {
   });
 
   it("sends the adapter's name as the request's model and routing.lora_name", async () => {
-    const sent = async (requestId: string) => JSON.parse((await withBase.waitForLine(new RegExp(`^REQUEST ${requestId} `), 5_000)).split(' ').slice(2).join(' ')) as unknown;
+    const sent = async (requestId: string) =>
+      JSON.parse((await withBase.waitForLine(new RegExp(`^REQUEST ${requestId} `), 5_000)).split(' ').slice(2).join(' ')) as unknown;
     expect((await complete('shared', 'lora-by-name')).status).toBe(200);
     expect(await sent('lora-by-name')).toEqual({ model: 'shared', routing: { lora_name: 'shared' } });
     expect((await complete('echo-base', 'base-by-name')).status).toBe(200);
@@ -121,7 +137,15 @@ describe('adapter cards grouped as stock 1.6.1 groups them', () => {
 
   it('refuses a record whose key and card disagree on being an adapter, and serves the rest', async () => {
     deployment.loraCardsWorker('mismatch-base', 'lora-mismatch', ['base', 'mismatch=rogue']);
-    await waitFor('the refusal in the frontend log', () => frontend.stderr().split('\n').find((l) => l.includes('LoRA discovery identity and card metadata disagree')), 20_000);
+    await waitFor(
+      'the refusal in the frontend log',
+      () =>
+        frontend
+          .stderr()
+          .split('\n')
+          .find((l) => l.includes('LoRA discovery identity and card metadata disagree')),
+      20_000,
+    );
     await waitForModel(url, 'mismatch-base', 'lora-mismatch', 1);
     expect(await listed()).toEqual(['echo-base', 'mismatch-base', MODEL, 'shared']);
     expect((await complete('rogue')).status).toBe(404);
@@ -147,7 +171,14 @@ describe('an hf:// adapter under KV routing', () => {
     const port = await freePort();
     kvAdmin = `http://127.0.0.1:${port}`;
     const cache = ['--simulate-kv-cache', '--kv-block-size', String(BLOCK), '--total-kv-blocks', '256'];
-    const env = { DYN_SYSTEM_PORT: String(port), DYN_SYSTEM_HOST: '127.0.0.1', DYN_LORA_ENABLED: 'true', HF_ENDPOINT: hub.url, HF_HUB_OFFLINE: '0', DYN_LORA_PATH: loraPath };
+    const env = {
+      DYN_SYSTEM_PORT: String(port),
+      DYN_SYSTEM_HOST: '127.0.0.1',
+      DYN_LORA_ENABLED: 'true',
+      HF_ENDPOINT: hub.url,
+      HF_HUB_OFFLINE: '0',
+      DYN_LORA_PATH: loraPath,
+    };
     deployment.sampleWorker(['--model-name', KV_MODEL, '--component', 'sample-kv', '--delay-ms', '0', ...cache], env);
     await waitForModel(kvUrl, KV_MODEL, 'sample-kv', 1);
   }, 60_000);
@@ -171,11 +202,18 @@ describe('an hf:// adapter under KV routing', () => {
   }
 
   it('downloads the adapter into DYN_LORA_PATH, and the router matches its prompts only against its own blocks', async () => {
-    const load = await fetch(`${kvAdmin}/v1/loras`, { method: 'POST', body: JSON.stringify({ lora_name: 'captain', source: { uri: 'hf://Adapters/Captain-GGUF' } }) });
+    const load = await fetch(`${kvAdmin}/v1/loras`, {
+      method: 'POST',
+      body: JSON.stringify({ lora_name: 'captain', source: { uri: 'hf://Adapters/Captain-GGUF' } }),
+    });
     const loaded = (await load.json()) as Record<string, unknown>;
     expect(loaded, JSON.stringify(loaded)).toMatchObject({ status: 'success', lora_name: 'captain' });
     expect(existsSync(join(loraPath, 'models--Adapters--Captain-GGUF', 'snapshots', 'c4'.repeat(20), 'captain.gguf'))).toBe(true);
-    await waitFor('the adapter in /v1/models', async () => ((await (await fetch(`${kvUrl}/v1/models`)).json()) as { data: Array<{ id: string }> }).data.some((m) => m.id === 'captain'), 20_000);
+    await waitFor(
+      'the adapter in /v1/models',
+      async () => ((await (await fetch(`${kvUrl}/v1/models`)).json()) as { data: Array<{ id: string }> }).data.some((m) => m.id === 'captain'),
+      20_000,
+    );
 
     const prompt = Array.from({ length: 8 * BLOCK }, (_, i) => 3000 + i);
     expect((await send('captain', prompt)).cached).toBe(0);

@@ -15,7 +15,8 @@ const messages = [{ role: 'user', content: 'Say something.' }];
 
 type Chunk = { choices?: Array<{ delta?: { content?: string }; finish_reason?: string | null }>; error?: { message: string; type: string; code: number } };
 const textOf = (events: Array<Chunk | '[DONE]'>) => events.map((e) => (e === '[DONE]' ? '' : (e.choices?.[0]?.delta?.content ?? ''))).join('');
-const counter = async (url: string, name: string, model: string) => Number((await (await fetch(`${url}/metrics`)).text()).match(new RegExp(`^dynamo_frontend_${name}\\{model="${model}"\\} (\\d+)`, 'm'))?.[1] ?? 0);
+const counter = async (url: string, name: string, model: string) =>
+  Number((await (await fetch(`${url}/metrics`)).text()).match(new RegExp(`^dynamo_frontend_${name}\\{model="${model}"\\} (\\d+)`, 'm'))?.[1] ?? 0);
 
 describe('migration as stock 1.6.1 does it (file + tcp)', () => {
   let deployment: Deployment;
@@ -24,7 +25,21 @@ describe('migration as stock 1.6.1 does it (file + tcp)', () => {
   let seam = 0;
   const fe = { migrate: '', none: '', short: '' };
   const replay = (model: string, args: string[]) =>
-    deployment.nodeProcess(['--import', 'tsx', new URL('./fixtures/replay-engine.ts', import.meta.url).pathname, '--model-path', modelDir, '--model-name', model, '--component', model, '--resume', '--delay-ms', '10', ...args]);
+    deployment.nodeProcess([
+      '--import',
+      'tsx',
+      new URL('./fixtures/replay-engine.ts', import.meta.url).pathname,
+      '--model-path',
+      modelDir,
+      '--model-name',
+      model,
+      '--component',
+      model,
+      '--resume',
+      '--delay-ms',
+      '10',
+      ...args,
+    ]);
 
   beforeAll(async () => {
     tokenizer = await (await LocalModel.load(modelDir)).tokenizer();
@@ -50,7 +65,9 @@ describe('migration as stock 1.6.1 does it (file + tcp)', () => {
 
   it('a stream whose worker dies with its last token inside a multi-byte character comes out byte-identical to an unbroken one', async () => {
     expect(tokenizer.decode(Uint32Array.from(Array.from(tokenizer.encodeSync(TEXT, false)).slice(0, seam)), false).endsWith('\ufffd')).toBe(true);
-    const events = (await sseEvents(await post(fe.migrate, '/v1/chat/completions', { model: 'seam', messages, seed: CASE, stream: true }))) as Array<Chunk | '[DONE]'>;
+    const events = (await sseEvents(await post(fe.migrate, '/v1/chat/completions', { model: 'seam', messages, seed: CASE, stream: true }))) as Array<
+      Chunk | '[DONE]'
+    >;
     expect(textOf(events)).toBe(TEXT);
     expect(Buffer.from(textOf(events))).toEqual(Buffer.from(TEXT));
     expect(events.at(-1)).toBe('[DONE]');
@@ -59,11 +76,15 @@ describe('migration as stock 1.6.1 does it (file + tcp)', () => {
 
   it('a worker that goes silent past the response timeout is given up, and the stream goes on from another', async () => {
     const started = Date.now();
-    const events = (await sseEvents(await post(fe.migrate, '/v1/chat/completions', { model: 'silent', messages, seed: CASE, stream: true }))) as Array<Chunk | '[DONE]'>;
+    const events = (await sseEvents(await post(fe.migrate, '/v1/chat/completions', { model: 'silent', messages, seed: CASE, stream: true }))) as Array<
+      Chunk | '[DONE]'
+    >;
     expect(textOf(events)).toBe(TEXT);
     expect(Date.now() - started).toBeGreaterThanOrEqual(1000);
     // Without a migration budget the client is told: 504, in stock's stream frame or as the status.
-    const stalled = (await sseEvents(await post(fe.none, '/v1/chat/completions', { model: 'silent', messages, seed: CASE, stream: true }))) as Array<Chunk | '[DONE]'>;
+    const stalled = (await sseEvents(await post(fe.none, '/v1/chat/completions', { model: 'silent', messages, seed: CASE, stream: true }))) as Array<
+      Chunk | '[DONE]'
+    >;
     expect((stalled.at(-2) as Chunk).error).toMatchObject({ type: 'timeout_error', code: 504 });
     expect(stalled.at(-1)).toBe('[DONE]');
     const whole = await post(fe.none, '/v1/chat/completions', { model: 'silent', messages, seed: CASE });
@@ -78,13 +99,17 @@ describe('migration as stock 1.6.1 does it (file + tcp)', () => {
       expect(((await res.json()) as { choices: Array<{ message: { content: string } }> }).choices[0]!.message.content).toBe(TEXT);
     }
     expect(await counter(fe.migrate, 'model_migration_total', 'busy')).toBeGreaterThanOrEqual(1);
-    const statuses = await Promise.all(Array.from({ length: 4 }, async () => (await post(fe.none, '/v1/chat/completions', { model: 'busy', messages, seed: CASE })).status));
+    const statuses = await Promise.all(
+      Array.from({ length: 4 }, async () => (await post(fe.none, '/v1/chat/completions', { model: 'busy', messages, seed: CASE })).status),
+    );
     expect(statuses).toContain(529);
     expect(statuses).toContain(200);
   });
 
   it('a request past --migration-max-seq-len is not migrated any more, and is counted', async () => {
-    const events = (await sseEvents(await post(fe.short, '/v1/chat/completions', { model: 'silent', messages, seed: CASE, stream: true }))) as Array<Chunk | '[DONE]'>;
+    const events = (await sseEvents(await post(fe.short, '/v1/chat/completions', { model: 'silent', messages, seed: CASE, stream: true }))) as Array<
+      Chunk | '[DONE]'
+    >;
     expect((events.at(-2) as Chunk).error).toMatchObject({ code: 504 });
     expect(await counter(fe.short, 'model_migration_max_seq_len_exceeded_total', 'silent')).toBe(1);
     expect(await counter(fe.short, 'model_migration_total', 'silent')).toBe(0);

@@ -15,10 +15,19 @@ const fe: Record<'limit0' | 'limit1' | 'limit3', string> = { limit0: '', limit1:
 const workers: Child[] = [];
 
 /** The text of tokens first+1 .. first+count. */
-const expected = (first: number, count: number) => tokenizer.decode(Uint32Array.from({ length: count }, (_, i) => first + i + 1), false);
+const expected = (first: number, count: number) =>
+  tokenizer.decode(
+    Uint32Array.from({ length: count }, (_, i) => first + i + 1),
+    false,
+  );
 
 const streamRequest = (url: string, first: number, maxTokens: number, id: string, signal?: AbortSignal) =>
-  post(url, '/v1/completions', { model: MODEL, prompt: [first], max_tokens: maxTokens, stream: true }, { headers: { 'x-request-id': id }, ...(signal && { signal }) });
+  post(
+    url,
+    '/v1/completions',
+    { model: MODEL, prompt: [first], max_tokens: maxTokens, stream: true },
+    { headers: { 'x-request-id': id }, ...(signal && { signal }) },
+  );
 
 /** The worker that printed GENERATE for request `id`. */
 async function servingWorker(id: string): Promise<Child> {
@@ -39,9 +48,9 @@ describe('request migration and cancellation (file + tcp)', () => {
     // A short discovery TTL so a SIGKILLed worker's records go away soon after its sockets do.
     deployment = await Deployment.start(SETUPS[0]!, { DYN_FILE_KV_TTL_SECS: '2' });
     workers.push(deployment.successorWorker(['--delay-ms', '20']), deployment.successorWorker(['--delay-ms', '20']));
-    [fe.limit0, fe.limit1, fe.limit3] = (
-      await Promise.all(['0', '1', '3'].map((limit) => deployment.frontend(['--migration-limit', limit])))
-    ).map((f) => f.url) as [string, string, string];
+    [fe.limit0, fe.limit1, fe.limit3] = (await Promise.all(['0', '1', '3'].map((limit) => deployment.frontend(['--migration-limit', limit])))).map(
+      (f) => f.url,
+    ) as [string, string, string];
     for (const url of Object.values(fe)) await waitForModel(url, MODEL, 'successor', 2);
   }, 120_000);
   afterAll(() => deployment.stop());
@@ -54,10 +63,14 @@ describe('request migration and cancellation (file + tcp)', () => {
     let victim: Child | undefined;
     const reading = readStream(
       res,
-      once(5, () => void servingWorker('migrate-1').then((w) => {
-          victim = w;
-          w.kill();
-        })),
+      once(
+        5,
+        () =>
+          void servingWorker('migrate-1').then((w) => {
+            victim = w;
+            w.kill();
+          }),
+      ),
     );
     const result = await reading;
     expect(victim).toBeDefined();
@@ -73,10 +86,14 @@ describe('request migration and cancellation (file + tcp)', () => {
     let victim: Child | undefined;
     const result = await readStream(
       res,
-      once(5, () => void servingWorker('no-migrate-1').then((w) => {
-          victim = w;
-          w.kill();
-        })),
+      once(
+        5,
+        () =>
+          void servingWorker('no-migrate-1').then((w) => {
+            victim = w;
+            w.kill();
+          }),
+      ),
     );
     expect(result.done).toBe(true);
     expect(result.finishes).toEqual([]);

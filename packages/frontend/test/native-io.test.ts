@@ -129,7 +129,9 @@ sys.stdout.buffer.write(data)
     child.stdout.on('data', (b: Buffer) => out.push(b));
     child.stderr.on('data', (b: Buffer) => err.push(b));
     child.on('error', reject);
-    child.on('close', (code) => (code === 0 ? resolve(Buffer.concat(out)) : reject(new Error(`python client exited ${code}: ${Buffer.concat(err).toString()}`))));
+    child.on('close', (code) =>
+      code === 0 ? resolve(Buffer.concat(out)) : reject(new Error(`python client exited ${code}: ${Buffer.concat(err).toString()}`)),
+    );
   });
 }
 
@@ -152,7 +154,10 @@ function readSse(body: string) {
   let content = '';
   let finish: string | null = null;
   let completionTokens: number | undefined;
-  const data = body.split('\n\n').filter((e) => e.startsWith('data: ')).map((e) => e.slice(6));
+  const data = body
+    .split('\n\n')
+    .filter((e) => e.startsWith('data: '))
+    .map((e) => e.slice(6));
   for (const d of data.slice(0, -1)) {
     const chunk = JSON.parse(d) as { choices: Array<{ delta: { content?: string }; finish_reason: string | null }>; usage?: { completion_tokens: number } };
     for (const c of chunk.choices) {

@@ -28,7 +28,18 @@ describe('tool calls, reasoning and structured outputs through dynamo-frontend',
   let frontend: Child;
   let client: OpenAI;
   const replay = (model: string, args: string[]) =>
-    deployment.nodeProcess(['--import', 'tsx', new URL('./fixtures/replay-engine.ts', import.meta.url).pathname, '--model-path', modelDir, '--model-name', model, '--component', model, ...args]);
+    deployment.nodeProcess([
+      '--import',
+      'tsx',
+      new URL('./fixtures/replay-engine.ts', import.meta.url).pathname,
+      '--model-path',
+      modelDir,
+      '--model-name',
+      model,
+      '--component',
+      model,
+      ...args,
+    ]);
 
   beforeAll(async () => {
     deployment = await Deployment.start({ name: 'file + tcp', discovery: 'file', plane: 'tcp' });
@@ -71,7 +82,10 @@ describe('tool calls, reasoning and structured outputs through dynamo-frontend',
     const whole = await client.chat.completions.create({ model: 'qwen3-tools', messages, tools: TOOLS, seed: seed('hermes: think then a call') });
     const message = whole.choices[0]!.message as OpenAI.ChatCompletionMessage & { reasoning_content?: string };
     expect(message.reasoning_content).toBe('\nI need the weather tool.\n');
-    expect((message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall).function).toEqual({ name: 'get_weather', arguments: '{"city": "Paris", "unit": "celsius"}' });
+    expect((message.tool_calls![0] as OpenAI.ChatCompletionMessageFunctionToolCall).function).toEqual({
+      name: 'get_weather',
+      arguments: '{"city": "Paris", "unit": "celsius"}',
+    });
     expect(whole.choices[0]!.finish_reason).toBe('tool_calls');
   });
 
@@ -97,7 +111,10 @@ describe('tool calls, reasoning and structured outputs through dynamo-frontend',
   it.each([
     [{ response_format: { type: 'json_schema' } }, /request\.response_format\.json_schema/],
     [{ response_format: { type: 'json_schema', json_schema: { schema: {} } } }, /request\.response_format\.json_schema\.name/],
-    [{ response_format: { type: 'json_schema', json_schema: { name: 'x', schema: 'text' } } }, /request\.response_format\.json_schema\.schema: must be a JSON object/],
+    [
+      { response_format: { type: 'json_schema', json_schema: { name: 'x', schema: 'text' } } },
+      /request\.response_format\.json_schema\.schema: must be a JSON object/,
+    ],
     [{ response_format: { type: 'bogus' } }, /request\.response_format/],
     [{ response_format: 'json' }, /request\.response_format/],
     [{ guided_choice: 'yes' }, /request\.guided_choice/],
@@ -115,7 +132,11 @@ describe('tool calls, reasoning and structured outputs through dynamo-frontend',
     const schema = { type: 'object', properties: { a: { type: 'integer' } } };
     const worker = deployment.children.find((c) => c.child.spawnargs.includes('no-parser'))!;
     const seen = worker.lines.length;
-    const res = await post(url, '/v1/chat/completions', { model: 'no-parser', messages, response_format: { type: 'json_schema', json_schema: { name: 'a', schema } } });
+    const res = await post(url, '/v1/chat/completions', {
+      model: 'no-parser',
+      messages,
+      response_format: { type: 'json_schema', json_schema: { name: 'a', schema } },
+    });
     expect(res.status).toBe(200);
     const line = await waitFor('the engine to print the request', () => worker.lines.slice(seen).find((l) => l.startsWith('REQUEST ')));
     expect(JSON.parse(line.slice('REQUEST '.length)).sampling_options.guided_decoding).toEqual({ json: schema });

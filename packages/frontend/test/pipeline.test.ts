@@ -15,7 +15,10 @@ const chatBody = { model: MODEL, messages: [{ role: 'user', content: 'Hello ther
 let preprocessor: Preprocessor;
 beforeAll(async () => {
   const model = await LocalModel.load(modelDir);
-  preprocessor = await Preprocessor.create(model, buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat | ModelType.Completions, modelName: MODEL }));
+  preprocessor = await Preprocessor.create(
+    model,
+    buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat | ModelType.Completions, modelName: MODEL }),
+  );
 });
 
 /** Requests a worker has received, from its own /metrics. */
@@ -46,7 +49,13 @@ describe.each(SETUPS)('frontend + two sample workers, $name', (setup) => {
     const res = await post(url, '/v1/chat/completions', chatBody);
     expect(res.status).toBe(200);
     expect(res.headers.get('x-request-id')).toMatch(/^[0-9a-f-]{36}$/);
-    const body = (await res.json()) as { id: string; object: string; model: string; choices: Array<{ message: { role: string; content: string }; finish_reason: string }>; usage: Record<string, number> };
+    const body = (await res.json()) as {
+      id: string;
+      object: string;
+      model: string;
+      choices: Array<{ message: { role: string; content: string }; finish_reason: string }>;
+      usage: Record<string, number>;
+    };
     const prompt = (await preprocessor.preprocessChat(chatBody)).request.token_ids.length;
     expect(body).toMatchObject({ object: 'chat.completion', model: MODEL, usage: { prompt_tokens: prompt, completion_tokens: 12, total_tokens: prompt + 12 } });
     expect(body.id).toMatch(/^chatcmpl-/);
@@ -55,15 +64,27 @@ describe.each(SETUPS)('frontend + two sample workers, $name', (setup) => {
   });
 
   it('streams the same chat completion as SSE, with the usage chunk and [DONE]', async () => {
-    const res = await post(url, '/v1/chat/completions', { ...chatBody, stream: true, stream_options: { include_usage: true } }, { headers: { 'x-request-id': 'my-request-1' } });
+    const res = await post(
+      url,
+      '/v1/chat/completions',
+      { ...chatBody, stream: true, stream_options: { include_usage: true } },
+      { headers: { 'x-request-id': 'my-request-1' } },
+    );
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toBe('text/event-stream');
     expect(res.headers.get('x-request-id')).toBe('my-request-1');
     const events = await sseEvents(res);
     expect(events.at(-1)).toBe('[DONE]');
-    const chunks = events.slice(0, -1) as Array<{ id: string; choices: Array<{ delta: { role?: string; content?: string }; finish_reason: string | null }>; usage?: Record<string, number> }>;
+    const chunks = events.slice(0, -1) as Array<{
+      id: string;
+      choices: Array<{ delta: { role?: string; content?: string }; finish_reason: string | null }>;
+      usage?: Record<string, number>;
+    }>;
     expect(chunks.every((c) => c.id === 'chatcmpl-my-request-1')).toBe(true);
-    const content = chunks.flatMap((c) => c.choices).map((c) => c.delta.content ?? '').join('');
+    const content = chunks
+      .flatMap((c) => c.choices)
+      .map((c) => c.delta.content ?? '')
+      .join('');
     expect(content).toBe(`"#$%&'()*+,-`);
     expect(chunks[0]!.choices[0]!.delta.role).toBe('assistant');
     const finishes = chunks.flatMap((c) => c.choices).map((c) => c.finish_reason);
@@ -121,7 +142,13 @@ describe.each(SETUPS)('frontend + two sample workers, $name', (setup) => {
     const completion = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 4 });
     expect(completion.choices[0]!.message.content).toBe('"#$%');
     expect(completion.choices[0]!.finish_reason).toBe('length');
-    const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: 'Hi' }], max_tokens: 4, stream: true, stream_options: { include_usage: true } });
+    const stream = await client.chat.completions.create({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'Hi' }],
+      max_tokens: 4,
+      stream: true,
+      stream_options: { include_usage: true },
+    });
     let text = '';
     let usage: OpenAI.CompletionUsage | null | undefined;
     for await (const chunk of stream) {
@@ -156,7 +183,15 @@ describe.each(SETUPS)('frontend + two sample workers, $name', (setup) => {
 
   it('reports per-model metrics with stock names', async () => {
     const text = await (await fetch(`${url}/metrics`)).text();
-    for (const name of ['requests_total', 'inflight_requests', 'time_to_first_token_seconds', 'inter_token_latency_seconds', 'input_sequence_tokens', 'output_sequence_tokens', 'request_duration_seconds']) {
+    for (const name of [
+      'requests_total',
+      'inflight_requests',
+      'time_to_first_token_seconds',
+      'inter_token_latency_seconds',
+      'input_sequence_tokens',
+      'output_sequence_tokens',
+      'request_duration_seconds',
+    ]) {
       expect(text).toContain(`dynamo_frontend_${name}`);
     }
     expect(text).toMatch(/dynamo_frontend_requests_total\{model="qwen3-sample",endpoint="chat_completions",request_type="unary",status="success"\} [1-9]/);
@@ -164,7 +199,8 @@ describe.each(SETUPS)('frontend + two sample workers, $name', (setup) => {
     // The process's own, under Prometheus' standard names, to watch for leaks.
     expect(Number(text.match(/^process_resident_memory_bytes (\d+)/m)?.[1])).toBeGreaterThan(10 * 2 ** 20);
     expect(Number(text.match(/^process_open_fds (\d+)/m)?.[1])).toBeGreaterThan(0);
-    for (const name of ['nodejs_heap_size_used_bytes', 'nodejs_external_memory_bytes', 'nodejs_active_handles_total', 'nodejs_eventloop_lag_p99_seconds']) expect(text).toMatch(new RegExp(`^${name} [0-9.e+-]+$`, 'm'));
+    for (const name of ['nodejs_heap_size_used_bytes', 'nodejs_external_memory_bytes', 'nodejs_active_handles_total', 'nodejs_eventloop_lag_p99_seconds'])
+      expect(text).toMatch(new RegExp(`^${name} [0-9.e+-]+$`, 'm'));
     expect(text.match(/^# TYPE process_resident_memory_bytes /gm)).toHaveLength(1);
   });
 });

@@ -22,7 +22,8 @@ const TOOLS: OpenAI.ChatCompletionTool[] = [
 ];
 const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: 'What is the weather in Paris?' }];
 // A template that renders media parts as placeholders, as vision models' templates do.
-const VISION_TEMPLATE = "{% for m in messages %}{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content %}{% if p.type == 'text' %}{{ p.text }}{% else %}<{{ p.type }}>{% endif %}{% endfor %}{% endif %}{% endfor %}";
+const VISION_TEMPLATE =
+  "{% for m in messages %}{% if m.content is string %}{{ m.content }}{% else %}{% for p in m.content %}{% if p.type == 'text' %}{{ p.text }}{% else %}<{{ p.type }}>{% endif %}{% endfor %}{% endif %}{% endfor %}";
 
 describe('request options through dynamo-frontend', () => {
   let deployment: Deployment;
@@ -30,7 +31,18 @@ describe('request options through dynamo-frontend', () => {
   let client: OpenAI;
   let systemPort = 0;
   const replay = (model: string, args: string[]) =>
-    deployment.nodeProcess(['--import', 'tsx', new URL('./fixtures/replay-engine.ts', import.meta.url).pathname, '--model-path', modelDir, '--model-name', model, '--component', model, ...args]);
+    deployment.nodeProcess([
+      '--import',
+      'tsx',
+      new URL('./fixtures/replay-engine.ts', import.meta.url).pathname,
+      '--model-path',
+      modelDir,
+      '--model-name',
+      model,
+      '--component',
+      model,
+      ...args,
+    ]);
   const workerOf = (model: string): Child => deployment.children.find((c) => c.child.spawnargs.includes(model))!;
   /** Sends a request and returns it as the worker of `model` received it. */
   const received = async (model: string, body: Record<string, unknown>, path = '/v1/chat/completions') => {
@@ -51,7 +63,9 @@ describe('request options through dynamo-frontend', () => {
     replay('tools', ['--dyn-tool-call-parser', 'hermes', '--dyn-reasoning-parser', 'qwen3']);
     replay('vision', ['--custom-jinja-template', template]);
     systemPort = await freePort();
-    deployment.sampleWorker(['--model-name', 'slow', '--component', 'slow', '--delay-ms', '400', '--context-length', '40960'], { DYN_SYSTEM_PORT: String(systemPort) });
+    deployment.sampleWorker(['--model-name', 'slow', '--component', 'slow', '--delay-ms', '400', '--context-length', '40960'], {
+      DYN_SYSTEM_PORT: String(systemPort),
+    });
     ({ url } = await deployment.frontend(['--mm-max-data-url-mb', '0.001', '--enable-anthropic-api'], { DYN_HTTP_SSE_KEEP_ALIVE_INTERVAL_MS: '150' }));
     for (const model of ['tools', 'vision', 'slow']) await waitForModel(url, model, model, 1, 60_000);
     client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'unused', maxRetries: 0 });
@@ -78,9 +92,19 @@ describe('request options through dynamo-frontend', () => {
 
   it('reasoning_effort goes into the template arguments as stock folds it: "none" closes the think block', async () => {
     const off = await received('tools', { messages, reasoning_effort: 'none' });
-    expect(off.extra_args.reasoning_parser_kwargs.chat_template_kwargs).toEqual({ thinking: false, enable_thinking: false, thinking_mode: 'disabled', reasoning_effort: 'none' });
+    expect(off.extra_args.reasoning_parser_kwargs.chat_template_kwargs).toEqual({
+      thinking: false,
+      enable_thinking: false,
+      thinking_mode: 'disabled',
+      reasoning_effort: 'none',
+    });
     const on = await received('tools', { messages, reasoning_effort: 'high' });
-    expect(on.extra_args.reasoning_parser_kwargs.chat_template_kwargs).toEqual({ thinking: true, enable_thinking: true, thinking_mode: 'enabled', reasoning_effort: 'high' });
+    expect(on.extra_args.reasoning_parser_kwargs.chat_template_kwargs).toEqual({
+      thinking: true,
+      enable_thinking: true,
+      thinking_mode: 'enabled',
+      reasoning_effort: 'high',
+    });
     // Qwen3's template ends an answer without thinking with an empty think block: four more tokens.
     expect(off.token_ids.length).toBe(on.token_ids.length + 4);
   });
@@ -95,21 +119,47 @@ describe('request options through dynamo-frontend', () => {
       { type: 'input_audio', input_audio: { data: 'UklGRg==', format: 'wav' } },
     ];
     const request = await received('vision', { messages: [{ role: 'user', content }] });
-    expect(request.multi_modal_data).toEqual({ image_url: [{ Url: 'https://example.com/a.png' }, { Url: data }], video_url: [{ Url: 'https://example.com/v.mp4' }] });
+    expect(request.multi_modal_data).toEqual({
+      image_url: [{ Url: 'https://example.com/a.png' }, { Url: data }],
+      video_url: [{ Url: 'https://example.com/v.mp4' }],
+    });
     expect(request.extra_args.messages[0].content[2].image_url.url).toBe('');
     expect(request.extra_args.formatted_prompt).toBe('Compare<image><image><video><audio>');
     // Past the data: URL limit (here 0.001 MiB), a 400 names the part.
     const big = `data:image/png;base64,${'A'.repeat(2000)}`;
-    const res = await post(url, '/v1/chat/completions', { model: 'vision', messages: [{ role: 'user', content: [{ type: 'text', text: 'x' }, { type: 'image_url', image_url: { url: big } }] }] });
+    const res = await post(url, '/v1/chat/completions', {
+      model: 'vision',
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'x' },
+            { type: 'image_url', image_url: { url: big } },
+          ],
+        },
+      ],
+    });
     expect(res.status).toBe(400);
-    expect(((await res.json()) as { message: string }).message).toMatch(/^messages\[0\]\.content\[1\]: image_url data: URL is 2022 bytes, exceeds the 1049-byte limit/);
+    expect(((await res.json()) as { message: string }).message).toMatch(
+      /^messages\[0\]\.content\[1\]: image_url data: URL is 2022 bytes, exceeds the 1049-byte limit/,
+    );
   });
 
   it('stream_options.continuous_usage_stats puts the running usage on every chunk', async () => {
-    const events = await sseEvents(await post(url, '/v1/chat/completions', { model: 'slow', messages, max_tokens: 3, stream: true, stream_options: { include_usage: true, continuous_usage_stats: true } }));
+    const events = await sseEvents(
+      await post(url, '/v1/chat/completions', {
+        model: 'slow',
+        messages,
+        max_tokens: 3,
+        stream: true,
+        stream_options: { include_usage: true, continuous_usage_stats: true },
+      }),
+    );
     const chunks = events.slice(0, -1) as Array<{ choices: unknown[]; usage?: { completion_tokens: number } }>;
     expect(chunks.map((c) => c.usage?.completion_tokens)).toEqual([1, 2, 3, 3]);
-    const plain = await sseEvents(await post(url, '/v1/chat/completions', { model: 'slow', messages, max_tokens: 2, stream: true, stream_options: { include_usage: true } }));
+    const plain = await sseEvents(
+      await post(url, '/v1/chat/completions', { model: 'slow', messages, max_tokens: 2, stream: true, stream_options: { include_usage: true } }),
+    );
     expect((plain.slice(0, -2) as Array<{ usage?: unknown }>).every((c) => c.usage === undefined)).toBe(true);
   }, 30_000);
 
@@ -126,7 +176,8 @@ describe('request options through dynamo-frontend', () => {
       const text = await (await fetch(`http://127.0.0.1:${systemPort}/metrics`)).text();
       return [...text.matchAll(/^dynamo_component_inflight_requests\{[^}]*\} (\d+)/gm)].reduce((sum, m) => sum + Number(m[1]), 0);
     };
-    const disconnects = async () => Number((await (await fetch(`${url}/metrics`)).text()).match(/^dynamo_frontend_disconnected_clients\{[^}]*\} (\d+)/m)?.[1] ?? 0);
+    const disconnects = async () =>
+      Number((await (await fetch(`${url}/metrics`)).text()).match(/^dynamo_frontend_disconnected_clients\{[^}]*\} (\d+)/m)?.[1] ?? 0);
     const before = await disconnects();
     // Another request in flight: the frontend then preprocesses off its event loop, where it
     // sees the hang-up while the prompt is still being tokenized.
@@ -165,9 +216,24 @@ describe('request options through dynamo-frontend', () => {
   });
 
   it('serves /openapi.json: every route, with the request schemas the routes validate with', async () => {
-    const doc = (await (await fetch(`${url}/openapi.json`)).json()) as { openapi: string; paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: { $ref: string } }> } }>>; components: { schemas: Record<string, { properties?: Record<string, unknown>; required?: string[] }> } };
+    const doc = (await (await fetch(`${url}/openapi.json`)).json()) as {
+      openapi: string;
+      paths: Record<string, Record<string, { requestBody?: { content: Record<string, { schema: { $ref: string } }> } }>>;
+      components: { schemas: Record<string, { properties?: Record<string, unknown>; required?: string[] }> };
+    };
     expect(doc.openapi).toBe('3.1.0');
-    expect(Object.keys(doc.paths)).toEqual(expect.arrayContaining(['/v1/chat/completions', '/v1/completions', '/v1/embeddings', '/v1/responses', '/v1/models', '/v1/models/{model}/ready', '/health', '/metrics']));
+    expect(Object.keys(doc.paths)).toEqual(
+      expect.arrayContaining([
+        '/v1/chat/completions',
+        '/v1/completions',
+        '/v1/embeddings',
+        '/v1/responses',
+        '/v1/models',
+        '/v1/models/{model}/ready',
+        '/health',
+        '/metrics',
+      ]),
+    );
     const chat = doc.components.schemas.CreateChatCompletionRequest!;
     expect(chat.required).toEqual(expect.arrayContaining(['model', 'messages']));
     expect(Object.keys(chat.properties!)).toEqual(expect.arrayContaining(['temperature', 'logprobs', 'top_logprobs', 'tools', 'reasoning_effort']));
@@ -185,7 +251,9 @@ describe('request options through dynamo-frontend', () => {
     const answer = '\n\nThe answer is 4.';
     const question = `What is 2+2? [case ${seed('think block then answer')}]`;
     type Item = { type: string; content: Array<{ text: string }> };
-    const response = (await (await post(url, '/v1/responses', { model: 'tools', input: question, reasoning: { summary: 'auto' } })).json()) as { output: Item[] };
+    const response = (await (await post(url, '/v1/responses', { model: 'tools', input: question, reasoning: { summary: 'auto' } })).json()) as {
+      output: Item[];
+    };
     expect(response.output.map((o) => [o.type, o.content[0]!.text])).toEqual([
       ['reasoning', reasoning],
       ['message', answer],
@@ -194,22 +262,46 @@ describe('request options through dynamo-frontend', () => {
       .split('\n\n')
       .filter((e) => e.startsWith('event: '))
       .map((e) => JSON.parse(e.slice(e.indexOf('\ndata: ') + 7)) as { type: string; delta?: string });
-    expect(events.filter((e) => e.type === 'response.reasoning_text.delta').map((e) => e.delta).join('')).toBe(reasoning);
-    expect(events.filter((e) => e.type === 'response.output_text.delta').map((e) => e.delta).join('')).toBe(answer);
+    expect(
+      events
+        .filter((e) => e.type === 'response.reasoning_text.delta')
+        .map((e) => e.delta)
+        .join(''),
+    ).toBe(reasoning);
+    expect(
+      events
+        .filter((e) => e.type === 'response.output_text.delta')
+        .map((e) => e.delta)
+        .join(''),
+    ).toBe(answer);
     // Without reasoning.summary, as in stock, no reasoning item.
     const plain = (await (await post(url, '/v1/responses', { model: 'tools', input: question })).json()) as { output: Item[] };
     expect(plain.output.map((o) => o.type)).toEqual(['message']);
 
-    const message = (await (await post(url, '/v1/messages', { model: 'tools', max_tokens: 100, messages: [{ role: 'user', content: question }] })).json()) as { content: Array<{ type: string; thinking?: string; text?: string }> };
+    const message = (await (await post(url, '/v1/messages', { model: 'tools', max_tokens: 100, messages: [{ role: 'user', content: question }] })).json()) as {
+      content: Array<{ type: string; thinking?: string; text?: string }>;
+    };
     expect(message.content).toEqual([
       { type: 'thinking', thinking: reasoning, signature: '' },
       { type: 'text', text: answer },
     ]);
-    const stream = (await (await post(url, '/v1/messages', { model: 'tools', max_tokens: 100, stream: true, messages: [{ role: 'user', content: question }] })).text())
+    const stream = (
+      await (await post(url, '/v1/messages', { model: 'tools', max_tokens: 100, stream: true, messages: [{ role: 'user', content: question }] })).text()
+    )
       .split('\n\n')
       .filter((e) => e.startsWith('event: content_block_delta'))
       .map((e) => (JSON.parse(e.slice(e.indexOf('\ndata: ') + 7)) as { delta: { type: string; thinking?: string; text?: string } }).delta);
-    expect(stream.filter((d) => d.type === 'thinking_delta').map((d) => d.thinking).join('')).toBe(reasoning);
-    expect(stream.filter((d) => d.type === 'text_delta').map((d) => d.text).join('')).toBe(answer);
+    expect(
+      stream
+        .filter((d) => d.type === 'thinking_delta')
+        .map((d) => d.thinking)
+        .join(''),
+    ).toBe(reasoning);
+    expect(
+      stream
+        .filter((d) => d.type === 'text_delta')
+        .map((d) => d.text)
+        .join(''),
+    ).toBe(answer);
   });
 });

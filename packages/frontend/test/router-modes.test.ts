@@ -16,7 +16,12 @@ const roleOf = new Map<string, string>();
 
 /** One completion; returns the component of the worker that served it. */
 async function served(url: string, body: Record<string, unknown> = {}, headers: Record<string, string> = {}): Promise<string> {
-  const res = await post(url, '/v1/completions', { model: MODEL, prompt: 'route me', max_tokens: 6, ...body, nvext: { extra_fields: ['worker_id'] } }, { headers });
+  const res = await post(
+    url,
+    '/v1/completions',
+    { model: MODEL, prompt: 'route me', max_tokens: 6, ...body, nvext: { extra_fields: ['worker_id'] } },
+    { headers },
+  );
   const text = await res.text();
   if (res.status !== 200) throw new Error(`status ${res.status}: ${text}`);
   // The id is a u64: read it as text, not as a (rounded) number.
@@ -47,7 +52,21 @@ async function instanceOf(component: string): Promise<string> {
   return instances.find((i) => i.component === component)!.instance_id;
 }
 
-const workerArgs = (component: string, delayMs: number) => ['--model-name', MODEL, '--component', component, '--delay-ms', String(delayMs), '--simulate-kv-cache', '--kv-block-size', String(BLOCK), '--total-kv-blocks', '64', '--context-length', '40960'];
+const workerArgs = (component: string, delayMs: number) => [
+  '--model-name',
+  MODEL,
+  '--component',
+  component,
+  '--delay-ms',
+  String(delayMs),
+  '--simulate-kv-cache',
+  '--kv-block-size',
+  String(BLOCK),
+  '--total-kv-blocks',
+  '64',
+  '--context-length',
+  '40960',
+];
 
 /** Starts a request on `component`'s worker that runs until stopped (its prompt holds `blocks` KV blocks meanwhile). */
 async function hold(url: string, component: string, blocks = 1): Promise<() => Promise<void>> {
@@ -70,7 +89,16 @@ beforeAll(async () => {
     ...modes.map((mode) => deployment.frontend(['--router-mode', mode])),
     deployment.frontend(['--router-mode', 'least-loaded', '--router-session-affinity-ttl-secs', '2', '--migration-limit', '3']),
     deployment.frontend(['--router-mode', 'least-loaded', '--router-session-affinity-ttl-secs', '60']),
-    deployment.frontend(['--router-mode', 'round-robin', '--router-session-affinity-ttl-secs', '60', '--router-session-affinity-mode', 'soft', '--active-decode-blocks-threshold', '0.5']),
+    deployment.frontend([
+      '--router-mode',
+      'round-robin',
+      '--router-session-affinity-ttl-secs',
+      '60',
+      '--router-session-affinity-mode',
+      'soft',
+      '--active-decode-blocks-threshold',
+      '0.5',
+    ]),
   ]);
   for (const [i, mode] of modes.entries()) fronts[mode] = started[i]!.url;
   fronts.affinity = started[3]!.url;
@@ -123,7 +151,12 @@ describe('session affinity (--router-session-affinity-ttl-secs 2, least-loaded)'
     const session = { 'x-dynamo-session-id': 'chat-3' };
     const bound = await served(url, {}, session);
     const elsewhere = await instanceOf(bound === 'fast' ? 'slow' : 'fast');
-    const res = await post(url, '/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 2 }, { headers: { ...session, 'x-dynamo-worker-instance-id': elsewhere } });
+    const res = await post(
+      url,
+      '/v1/completions',
+      { model: MODEL, prompt: 'x', max_tokens: 2 },
+      { headers: { ...session, 'x-dynamo-worker-instance-id': elsewhere } },
+    );
     expect(res.status).toBe(400);
     expect(((await res.json()) as { message: string }).message).toBe(`session chat-3 is bound to worker ${await instanceOf(bound)}, not ${elsewhere}`);
     const long = await post(url, '/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 2 }, { headers: { 'x-dynamo-session-id': 's'.repeat(257) } });
@@ -164,7 +197,9 @@ describe('soft session affinity (--router-session-affinity-mode soft)', () => {
 
 describe('/busy_threshold', () => {
   const metric = async (url: string) => {
-    const line = (await (await fetch(`${url}/metrics`)).text()).split('\n').find((l) => l.startsWith(`dynamo_frontend_model_rejection_total{model="${MODEL}",endpoint="completions"}`));
+    const line = (await (await fetch(`${url}/metrics`)).text())
+      .split('\n')
+      .find((l) => l.startsWith(`dynamo_frontend_model_rejection_total{model="${MODEL}",endpoint="completions"}`));
     return line ? Number(line.split(' ').at(-1)) : 0;
   };
 
@@ -189,7 +224,11 @@ describe('/busy_threshold', () => {
     // Both past it: 529, counted.
     const before = await metric(url);
     const stopFast = await hold(url, 'fast', 40);
-    await waitFor('the fast worker to report its blocks', async () => (await post(url, '/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 1 })).status === 529, 10_000);
+    await waitFor(
+      'the fast worker to report its blocks',
+      async () => (await post(url, '/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 1 })).status === 529,
+      10_000,
+    );
     expect(await metric(url)).toBeGreaterThan(before);
 
     // Raised past use, both serve again (the value it does not give is kept).
@@ -205,15 +244,27 @@ describe('/busy_threshold', () => {
       const res = await post(url, '/busy_threshold', body);
       return { status: res.status, body: await res.json() };
     };
-    expect(await call({ model: 'nope', active_decode_blocks_threshold: 0.5 })).toEqual({ status: 404, body: { error: "Model 'nope' not found. Thresholds can only be set for discovered models." } });
+    expect(await call({ model: 'nope', active_decode_blocks_threshold: 0.5 })).toEqual({
+      status: 404,
+      body: { error: "Model 'nope' not found. Thresholds can only be set for discovered models." },
+    });
     expect(await call({ model: 'nope' })).toMatchObject({ status: 200, body: { model: 'nope', active_decode_blocks_threshold: null } });
-    expect(await call({ model: MODEL, active_decode_blocks_threshold: 1.5 })).toEqual({ status: 400, body: { error: 'active_decode_blocks_threshold must be between 0.0 and 1.0, got 1.5' } });
+    expect(await call({ model: MODEL, active_decode_blocks_threshold: 1.5 })).toEqual({
+      status: 400,
+      body: { error: 'active_decode_blocks_threshold must be between 0.0 and 1.0, got 1.5' },
+    });
     expect(await call({ model: MODEL, active_prefill_tokens_threshold_frac: -1 })).toEqual({
       status: 400,
       body: { error: 'active_prefill_tokens_threshold_frac must be a finite value greater than or equal to 0.0, got -1' },
     });
-    expect(await call({ model: MODEL, active_prefill_tokens_threshold: -5 })).toMatchObject({ status: 422, body: { error: expect.stringContaining('active_prefill_tokens_threshold') } });
-    expect(await call({ active_decode_blocks_threshold: 0.5 })).toMatchObject({ status: 422, body: { error: expect.stringContaining('missing field `model`') } });
+    expect(await call({ model: MODEL, active_prefill_tokens_threshold: -5 })).toMatchObject({
+      status: 422,
+      body: { error: expect.stringContaining('active_prefill_tokens_threshold') },
+    });
+    expect(await call({ active_decode_blocks_threshold: 0.5 })).toMatchObject({
+      status: 422,
+      body: { error: expect.stringContaining('missing field `model`') },
+    });
   });
 
   it('is not served with DYN_DISABLE_FRONTEND_ADMIN_API', async () => {
@@ -230,7 +281,12 @@ describe('a session whose worker is killed', () => {
     await waitForModel(url, MODEL, 'doomed', 1);
     const doomed = await instanceOf('doomed');
     roleOf.set(doomed, 'doomed');
-    const res = await post(url, '/v1/completions', { model: MODEL, prompt: 'x', max_tokens: 2 }, { headers: { ...session, 'x-dynamo-worker-instance-id': doomed } });
+    const res = await post(
+      url,
+      '/v1/completions',
+      { model: MODEL, prompt: 'x', max_tokens: 2 },
+      { headers: { ...session, 'x-dynamo-worker-instance-id': doomed } },
+    );
     expect(res.status).toBe(200);
     expect(await served(url, {}, session)).toBe('doomed');
     deployment.children.at(-1)!.child.kill('SIGKILL');

@@ -53,7 +53,19 @@ beforeAll(async () => {
   );
   deployment = await Deployment.start(SETUPS[0]!, { DYN_EVENT_PLANE: 'zmq' });
   // Prefill costs 1 ms per uncached prompt token: a request is "busy in prefill" until its first token.
-  deployment.sampleWorker(['--model-name', MODEL, '--delay-ms', '1', '--simulate-kv-cache', '--kv-block-size', String(BLOCK), '--prefill-ms-per-token', '1', '--context-length', '8192']);
+  deployment.sampleWorker([
+    '--model-name',
+    MODEL,
+    '--delay-ms',
+    '1',
+    '--simulate-kv-cache',
+    '--kv-block-size',
+    String(BLOCK),
+    '--prefill-ms-per-token',
+    '1',
+    '--context-length',
+    '8192',
+  ]);
   const started = await Promise.all([
     deployment.frontend(['--router-mode', 'kv', '--router-policy-config', config]),
     deployment.frontend(['--router-mode', 'kv', '--router-queue-threshold', '0', '--router-queue-policy', 'wspt']),
@@ -125,10 +137,15 @@ describe('a request that names its worker, in kv mode', () => {
   it('is counted on that worker by the KV router, as stock counts it', async () => {
     const health = (await (await fetch(`${unsynced}/health`)).text()).replace(/"instance_id":(\d+)/g, '"instance_id":"$1"');
     const worker = (JSON.parse(health) as { instances: Array<{ instance_id: string }> }).instances[0]!.instance_id;
-    const blocks = async () => (await (await fetch(`${unsynced}/metrics`)).text()).split('\n').find((l) => l.startsWith(`dynamo_frontend_worker_active_decode_blocks{worker_id="${worker}"`));
+    const blocks = async () =>
+      (await (await fetch(`${unsynced}/metrics`)).text())
+        .split('\n')
+        .find((l) => l.startsWith(`dynamo_frontend_worker_active_decode_blocks{worker_id="${worker}"`));
     const abort = new AbortController();
     const body = { model: MODEL, prompt: prompt(500, 12 * BLOCK), max_tokens: 5000, stream: true };
-    const running = post(unsynced, '/v1/completions', body, { headers: { 'x-dynamo-worker-instance-id': worker }, signal: abort.signal }).then((r) => r.text()).catch(() => '');
+    const running = post(unsynced, '/v1/completions', body, { headers: { 'x-dynamo-worker-instance-id': worker }, signal: abort.signal })
+      .then((r) => r.text())
+      .catch(() => '');
     await waitFor('the pinned request to be counted', async () => (await blocks())?.endsWith(' 12') === true, 10_000);
     abort.abort();
     await running;
@@ -143,7 +160,9 @@ describe('replica sync (--router-replica-sync)', () => {
     const [a, b] = synced;
     const abort = new AbortController();
     // 20 blocks of prompt, held while the request streams.
-    const running = post(a, '/v1/completions', { model: MODEL, prompt: prompt(400, 20 * BLOCK), max_tokens: 5000, stream: true }, { signal: abort.signal }).then((r) => r.text()).catch(() => '');
+    const running = post(a, '/v1/completions', { model: MODEL, prompt: prompt(400, 20 * BLOCK), max_tokens: 5000, stream: true }, { signal: abort.signal })
+      .then((r) => r.text())
+      .catch(() => '');
     await waitFor('frontend A to count the request', async () => (await blocks(a)).some((n) => n >= 20), 10_000);
     await waitFor('frontend B to count the same blocks', async () => JSON.stringify(await blocks(b)) === JSON.stringify(await blocks(a)), 10_000);
     expect(await blocks(unsynced)).not.toContain(20);

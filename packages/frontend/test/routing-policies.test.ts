@@ -71,7 +71,10 @@ describe('agentSession', () => {
     // Claude Code: the root session, or a subagent of it.
     expect(agentSession({ 'x-claude-code-session-id': 'root' })).toEqual({ sessionId: 'root' });
     expect(agentSession({ 'x-claude-code-session-id': 'root', 'x-claude-code-agent-id': 'a1' })).toEqual({ sessionId: 'a1', parentSessionId: 'root' });
-    expect(agentSession({ 'x-claude-code-session-id': 'root', 'x-claude-code-agent-id': 'a2', 'x-claude-code-parent-agent-id': 'a1' })).toEqual({ sessionId: 'a2', parentSessionId: 'a1' });
+    expect(agentSession({ 'x-claude-code-session-id': 'root', 'x-claude-code-agent-id': 'a2', 'x-claude-code-parent-agent-id': 'a1' })).toEqual({
+      sessionId: 'a2',
+      parentSessionId: 'a1',
+    });
     expect(agentSession({ 'x-claude-code-session-id': 'root', 'x-claude-code-parent-agent-id': 'a1' })).toEqual({ sessionId: 'root' });
     expect(agentSession({ 'thread-id': 't', 'x-codex-parent-thread-id': 'pt' })).toEqual({ sessionId: 't', parentSessionId: 'pt' });
     expect(agentSession({ 'x-session-id': 'o', 'x-parent-session-id': 'po' })).toEqual({ sessionId: 'o', parentSessionId: 'po' });
@@ -143,7 +146,9 @@ describe('BusyThresholds', () => {
     t.update({ active_decode_blocks_threshold: 0.8 });
     t.update({ active_prefill_tokens_threshold: 5000, active_decode_blocks_threshold: null });
     expect(t.values).toEqual({ active_decode_blocks_threshold: 0.8, active_prefill_tokens_threshold: 5000, active_prefill_tokens_threshold_frac: null });
-    expect(() => t.update({ active_prefill_tokens_threshold: 1, active_decode_blocks_threshold: 2 })).toThrow('active_decode_blocks_threshold must be between 0.0 and 1.0, got 2');
+    expect(() => t.update({ active_prefill_tokens_threshold: 1, active_decode_blocks_threshold: 2 })).toThrow(
+      'active_decode_blocks_threshold must be between 0.0 and 1.0, got 2',
+    );
     expect(t.values.active_prefill_tokens_threshold).toBe(5000);
     expect(changes).toBe(2);
     t.update({ active_prefill_tokens_threshold_frac: 0.25 });
@@ -165,13 +170,17 @@ describe('routing flags', () => {
       sessionAffinity: { ttlSecs: 30, mode: 'soft' },
       adminApi: true,
     });
-    expect(parse([], { DYN_ROUTER_MODE: 'power-of-two', DYN_ACTIVE_PREFILL_TOKENS_THRESHOLD_FRAC: '0.5', DYN_DISABLE_FRONTEND_ADMIN_API: 'true' })).toMatchObject({
+    expect(
+      parse([], { DYN_ROUTER_MODE: 'power-of-two', DYN_ACTIVE_PREFILL_TOKENS_THRESHOLD_FRAC: '0.5', DYN_DISABLE_FRONTEND_ADMIN_API: 'true' }),
+    ).toMatchObject({
       routerMode: 'power-of-two',
       busyThresholds: { activePrefillTokensThresholdFrac: 0.5 },
       adminApi: false,
     });
     expect(parse(['--active-decode-blocks-threshold', 'None', '--active-prefill-tokens-threshold', '']).busyThresholds).toEqual({});
-    expect(parse(['--router-replica-sync', '--router-queue-threshold', '0', '--router-queue-policy', 'wspt', '--router-policy-config', 'p.yaml']).kvRouter).toMatchObject({
+    expect(
+      parse(['--router-replica-sync', '--router-queue-threshold', '0', '--router-queue-policy', 'wspt', '--router-policy-config', 'p.yaml']).kvRouter,
+    ).toMatchObject({
       replicaSync: true,
       queueThreshold: 0,
       queuePolicy: 'wspt',
@@ -216,11 +225,20 @@ describe('RouterPolicyConfig', () => {
     writeFileSync(path, text);
     return () => RouterPolicyConfig.load(path);
   };
-  const cls = '{name: batch, policy_family: std, cache_bucket: all, quantum: 1, queue_policy: wspt, prefill_busy_threshold: 100, request_queue_limit_per_worker: 4}';
+  const cls =
+    '{name: batch, policy_family: std, cache_bucket: all, quantum: 1, queue_policy: wspt, prefill_busy_threshold: 100, request_queue_limit_per_worker: 4}';
 
   it('takes a root profile and per-model ones of one policy class each', () => {
-    const config = load('ok.yaml', `default_policy_family: std\nuncached_isl_buckets: [{min_tokens: 0, bucket: all}]\npolicy_classes: [${cls}]\nmodels:\n  m2:\n    default_policy_family: std\n    uncached_isl_buckets: [{min_tokens: 0, bucket: all}]\n    policy_classes: [{name: solo, policy_family: std, cache_bucket: all, quantum: 1, prefill_busy_threshold_frac: 0.5}]\n`)();
-    expect(queueClassFor('m1', config, undefined, 'fcfs')).toEqual({ name: 'batch', policy: 'wspt', prefillBusyThreshold: 100, limits: { requestsPerWorker: 4 } });
+    const config = load(
+      'ok.yaml',
+      `default_policy_family: std\nuncached_isl_buckets: [{min_tokens: 0, bucket: all}]\npolicy_classes: [${cls}]\nmodels:\n  m2:\n    default_policy_family: std\n    uncached_isl_buckets: [{min_tokens: 0, bucket: all}]\n    policy_classes: [{name: solo, policy_family: std, cache_bucket: all, quantum: 1, prefill_busy_threshold_frac: 0.5}]\n`,
+    )();
+    expect(queueClassFor('m1', config, undefined, 'fcfs')).toEqual({
+      name: 'batch',
+      policy: 'wspt',
+      prefillBusyThreshold: 100,
+      limits: { requestsPerWorker: 4 },
+    });
     expect(queueClassFor('m2', config, undefined, 'fcfs')).toMatchObject({ name: 'solo', policy: 'fcfs', prefillBusyThresholdFrac: 0.5, limits: {} });
     expect(queueClassFor('m', undefined, 0.25, 'wspt')).toEqual({ name: 'default', policy: 'wspt', prefillBusyThresholdFrac: 0.25, limits: {} });
     expect(queueClassFor('m', undefined, undefined, 'fcfs')).toBeUndefined();
@@ -230,9 +248,21 @@ describe('RouterPolicyConfig', () => {
     expect(load('empty.yaml', '')).toThrow(/must define a root profile or at least one model profile/);
     expect(() => RouterPolicyConfig.load(join(dir, 'absent.yaml'))).toThrow(/failed to read router policy config .*absent\.yaml/);
     expect(load('bad.yaml', 'policy_classes: [')).toThrow(/failed to parse router policy config .*bad\.yaml/);
-    expect(load('partial.yaml', `policy_classes: [${cls}]`)).toThrow(/root profile must specify default_policy_family, uncached_isl_buckets, and policy_classes/);
-    expect(load('unknown.yaml', `default_policy_family: std\nuncached_isl_buckets: [{min_tokens: 0, bucket: all}]\npolicy_classes: [${cls.replace('quantum: 1', 'quantum: 1, speed: 2')}]`)).toThrow(/policy_classes\.0: Unrecognized key/);
-    expect(load('two.yaml', `default_policy_family: std\nuncached_isl_buckets: [{min_tokens: 0, bucket: all}]\npolicy_classes: [${cls}, ${cls.replace('batch', 'other')}]`)).toThrow(/one policy class per profile/);
+    expect(load('partial.yaml', `policy_classes: [${cls}]`)).toThrow(
+      /root profile must specify default_policy_family, uncached_isl_buckets, and policy_classes/,
+    );
+    expect(
+      load(
+        'unknown.yaml',
+        `default_policy_family: std\nuncached_isl_buckets: [{min_tokens: 0, bucket: all}]\npolicy_classes: [${cls.replace('quantum: 1', 'quantum: 1, speed: 2')}]`,
+      ),
+    ).toThrow(/policy_classes\.0: Unrecognized key/);
+    expect(
+      load(
+        'two.yaml',
+        `default_policy_family: std\nuncached_isl_buckets: [{min_tokens: 0, bucket: all}]\npolicy_classes: [${cls}, ${cls.replace('batch', 'other')}]`,
+      ),
+    ).toThrow(/one policy class per profile/);
     expect(load('router.yaml', 'router: {router_temperature: 0.5}')).toThrow(/the router section is not supported by this frontend/);
   });
 });

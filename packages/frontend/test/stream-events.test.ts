@@ -125,7 +125,21 @@ function workerBytes(chunks: unknown[], complete: boolean): Buffer {
 
 describe('the Rust path of a streamed answer', () => {
   it("reads the Rust reader's flags as the runtime defines them", () => {
-    const core = { STARTED: STREAM_STARTED, OUTPUT: STREAM_OUTPUT, END: STREAM_END, SENTINEL: STREAM_SENTINEL, VIOLATION: STREAM_VIOLATION, REFUSED: STREAM_REFUSED, WORKER_ERROR: STREAM_WORKER_ERROR, FINISHED: STREAM_FINISHED, ENGINE_ERROR: STREAM_ENGINE_ERROR, STRAY_CONTROL: STREAM_STRAY_CONTROL, UNSENT: STREAM_UNSENT, CLOSED: STREAM_CLOSED, ACCOUNT: STREAM_ACCOUNT };
+    const core = {
+      STARTED: STREAM_STARTED,
+      OUTPUT: STREAM_OUTPUT,
+      END: STREAM_END,
+      SENTINEL: STREAM_SENTINEL,
+      VIOLATION: STREAM_VIOLATION,
+      REFUSED: STREAM_REFUSED,
+      WORKER_ERROR: STREAM_WORKER_ERROR,
+      FINISHED: STREAM_FINISHED,
+      ENGINE_ERROR: STREAM_ENGINE_ERROR,
+      STRAY_CONTROL: STREAM_STRAY_CONTROL,
+      UNSENT: STREAM_UNSENT,
+      CLOSED: STREAM_CLOSED,
+      ACCOUNT: STREAM_ACCOUNT,
+    };
     expect(core).toEqual(ReadFlag);
     // The token count above the flags leaves them room.
     expect(2 ** STREAM_TOKENS_SHIFT).toBeGreaterThan(Math.max(...Object.values(ReadFlag)));
@@ -134,9 +148,25 @@ describe('the Rust path of a streamed answer', () => {
   it("writes a worker's last events that arrive before its first were written (the finish right behind the first token)", async () => {
     const ids = Array.from(tokenizerOf().encodeSync('Hello there my friend', false));
     const first = workerBytes([{ token_ids: ids.slice(0, 1) }], false);
-    const all = workerBytes([{ token_ids: ids.slice(0, 1) }, { token_ids: ids.slice(1), finish_reason: 'length', completion_usage: { prompt_tokens: 3, completion_tokens: ids.length, total_tokens: ids.length + 3 } }], true);
+    const all = workerBytes(
+      [
+        { token_ids: ids.slice(0, 1) },
+        {
+          token_ids: ids.slice(1),
+          finish_reason: 'length',
+          completion_usage: { prompt_tokens: 3, completion_tokens: ids.length, total_tokens: ids.length + 3 },
+        },
+      ],
+      true,
+    );
     const reads = [all.subarray(0, first.length), all.subarray(first.length)];
-    const request: PreprocessedRequest = { model: 'qwen3', token_ids: [1, 2, 3], eos_token_ids: [IM_END], stop_conditions: { stop_token_ids_hidden: [IM_END] }, sampling_options: {} };
+    const request: PreprocessedRequest = {
+      model: 'qwen3',
+      token_ids: [1, 2, 3],
+      eos_token_ids: [IM_END],
+      stop_conditions: { stop_token_ids_hidden: [IM_END] },
+      sampling_options: {},
+    };
     const rust = await rustPath('chat', request, reads, true, () => 1);
     expect(rust).toContain('"delta":{"content":" there my friend"},"finish_reason":"length"');
     expect(rust).toBe(await jsPath('chat', request, reads, true));
@@ -158,7 +188,12 @@ describe('the Rust path of a streamed answer', () => {
       const ending = pick(['eos-token', 'eos', 'length', 'stop', 'cancelled', 'content_filter', 'error', 'none', 'cut']);
       if (ending === 'eos-token') chunks.push({ token_ids: [IM_END, 42] });
       else if (ending === 'error') chunks.push({ token_ids: [], finish_reason: { error: 'CUDA out of memory' } });
-      else if (ending !== 'none' && ending !== 'cut') chunks.push({ token_ids: [], finish_reason: ending, completion_usage: { prompt_tokens: 3, completion_tokens: ids.length, total_tokens: ids.length + 3, prompt_tokens_details: { cached_tokens: 2 } } });
+      else if (ending !== 'none' && ending !== 'cut')
+        chunks.push({
+          token_ids: [],
+          finish_reason: ending,
+          completion_usage: { prompt_tokens: 3, completion_tokens: ids.length, total_tokens: ids.length + 3, prompt_tokens_details: { cached_tokens: 2 } },
+        });
       const bytes = workerBytes(chunks, ending !== 'cut');
       const reads: Buffer[] = [];
       // Sometimes a few large reads, as from a worker that sends many tokens at once.

@@ -42,7 +42,13 @@ describe('a Text-input worker behind the frontend', () => {
   });
 
   it('streams a chat completion from the worker chunks, with the usage chunk and [DONE]', async () => {
-    const res = await post(url, '/v1/chat/completions', { model: MODEL, messages: [{ role: 'user', content: 'a b c d' }], stream: true, stream_options: { include_usage: true }, user: 'chat-stream' });
+    const res = await post(url, '/v1/chat/completions', {
+      model: MODEL,
+      messages: [{ role: 'user', content: 'a b c d' }],
+      stream: true,
+      stream_options: { include_usage: true },
+      user: 'chat-stream',
+    });
     expect(res.status).toBe(200);
     const events = await sseEvents(res);
     expect(events.at(-1)).toBe('[DONE]');

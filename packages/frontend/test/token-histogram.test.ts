@@ -12,8 +12,23 @@ describe('TokenHistogram', () => {
     const tokens = new TokenHistogram('itl_seconds', 'ITL', BOUNDS, ours);
     const reference = new Histogram({ name: 'itl_seconds', help: 'ITL', labelNames: ['model'], buckets: BOUNDS, registers: [theirs] });
     const requests = [
-      { model: 'a', steps: [[0.0004, 1], [0.002, 3], [0.02, 1], [5, 2]] },
-      { model: 'b', steps: [[0, 1], [0.001, 70], [0.5, 1]] },
+      {
+        model: 'a',
+        steps: [
+          [0.0004, 1],
+          [0.002, 3],
+          [0.02, 1],
+          [5, 2],
+        ],
+      },
+      {
+        model: 'b',
+        steps: [
+          [0, 1],
+          [0.001, 70],
+          [0.5, 1],
+        ],
+      },
       { model: 'a', steps: [[0.01, 200]] },
     ] as const;
     for (const { model, steps } of requests) {

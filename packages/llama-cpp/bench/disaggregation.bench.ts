@@ -42,7 +42,15 @@ const prompt = (tokens: number, n: number) => `Request ${n}: summarize this in o
 /** One streamed request: time to the first content, and the mean gap between tokens after it. */
 async function measure(url: string, model: string, content: string): Promise<{ ttftMs: number; itlMs: number; promptTokens: number }> {
   const began = performance.now();
-  const res = await post(url, '/v1/chat/completions', { model, messages: [{ role: 'user', content }], temperature: 0, max_tokens: OSL, min_tokens: OSL, stream: true, stream_options: { include_usage: true } });
+  const res = await post(url, '/v1/chat/completions', {
+    model,
+    messages: [{ role: 'user', content }],
+    temperature: 0,
+    max_tokens: OSL,
+    min_tokens: OSL,
+    stream: true,
+    stream_options: { include_usage: true },
+  });
   if (!res.ok || !res.body) throw new Error(`${model}: HTTP ${res.status} ${await res.text()}`);
   let first: number | undefined;
   let last = began;
@@ -76,7 +84,9 @@ async function main(): Promise<void> {
     const decodeMetrics = `http://127.0.0.1:${systemPort}/metrics`;
     deployment.nodeProcess([llamaCli, ...worker, '--model-name', 'smollm2-agg', '--component', 'agg']);
     deployment.nodeProcess([llamaCli, ...worker, '--model-name', 'smollm2', '--component', 'prefill', '--disaggregation-mode', 'prefill']);
-    deployment.nodeProcess([llamaCli, ...worker, '--model-name', 'smollm2', '--component', 'decode', '--disaggregation-mode', 'decode'], { DYN_SYSTEM_PORT: String(systemPort) });
+    deployment.nodeProcess([llamaCli, ...worker, '--model-name', 'smollm2', '--component', 'decode', '--disaggregation-mode', 'decode'], {
+      DYN_SYSTEM_PORT: String(systemPort),
+    });
     const { url } = await deployment.frontend();
     await waitForModel(url, 'smollm2-agg', 'agg', 1, 120_000);
     await waitForModel(url, 'smollm2', 'decode', 1, 120_000);
@@ -86,12 +96,18 @@ async function main(): Promise<void> {
     const results: Array<{ size: number; promptTokens: number; way: Way; samples: Sample[] }> = [];
     let n = 0;
     for (const size of SIZES) {
-      const bySize: Record<Way, { promptTokens: number; samples: Sample[] }> = { aggregated: { promptTokens: 0, samples: [] }, disaggregated: { promptTokens: 0, samples: [] } };
+      const bySize: Record<Way, { promptTokens: number; samples: Sample[] }> = {
+        aggregated: { promptTokens: 0, samples: [] },
+        disaggregated: { promptTokens: 0, samples: [] },
+      };
       for (let i = 0; i < requests; i++) {
         // Alternating, so the machine's drift lands on both ways alike.
         const order: Way[] = i % 2 === 0 ? ['aggregated', 'disaggregated'] : ['disaggregated', 'aggregated'];
         for (const way of order) {
-          const [seconds, bytes] = await Promise.all([counter(decodeMetrics, 'dynamo_component_kv_transfer_seconds_sum'), counter(decodeMetrics, 'dynamo_component_kv_transfer_bytes_sum')]);
+          const [seconds, bytes] = await Promise.all([
+            counter(decodeMetrics, 'dynamo_component_kv_transfer_seconds_sum'),
+            counter(decodeMetrics, 'dynamo_component_kv_transfer_bytes_sum'),
+          ]);
           const { ttftMs, itlMs, promptTokens } = await measure(url, models[way], prompt(size, n++));
           const sample: Sample = { ttftMs, itlMs };
           if (way === 'disaggregated') {
@@ -100,14 +116,17 @@ async function main(): Promise<void> {
           }
           bySize[way].promptTokens = promptTokens;
           bySize[way].samples.push(sample);
-          process.stdout.write(`${size} ${way}: TTFT ${ttftMs.toFixed(0)} ms, ITL ${itlMs.toFixed(1)} ms${sample.transferMs === undefined ? '' : `, transfer ${sample.transferMs.toFixed(0)} ms of ${(sample.transferBytes! / 1e6).toFixed(1)} MB`}\n`);
+          process.stdout.write(
+            `${size} ${way}: TTFT ${ttftMs.toFixed(0)} ms, ITL ${itlMs.toFixed(1)} ms${sample.transferMs === undefined ? '' : `, transfer ${sample.transferMs.toFixed(0)} ms of ${(sample.transferBytes! / 1e6).toFixed(1)} MB`}\n`,
+          );
         }
       }
       for (const way of ['aggregated', 'disaggregated'] as const) results.push({ size, way, ...bySize[way] });
     }
     const med = (samples: Sample[], key: keyof Sample) => median(samples.map((s) => s[key] ?? 0));
     const rows = results.map((r) => {
-      const transfer = r.way === 'disaggregated' ? `${med(r.samples, 'transferMs').toFixed(0)} ms (${(med(r.samples, 'transferBytes') / 1e6).toFixed(1)} MB)` : '-';
+      const transfer =
+        r.way === 'disaggregated' ? `${med(r.samples, 'transferMs').toFixed(0)} ms (${(med(r.samples, 'transferBytes') / 1e6).toFixed(1)} MB)` : '-';
       return `| ${r.promptTokens} | ${r.way} | ${med(r.samples, 'ttftMs').toFixed(0)} | ${med(r.samples, 'itlMs').toFixed(1)} | ${transfer} |`;
     });
     const cpu = cpus()[0]?.model.trim() ?? 'unknown CPU';
@@ -117,7 +136,7 @@ async function main(): Promise<void> {
       `${new Date().toISOString()}, ${cpus().length} × ${cpu}, Node ${process.version}. dynamo-frontend in front of one aggregated`,
       'dynamo-llama-cpp worker and one prefill + decode pair (file discovery, tcp request plane, one llama.cpp thread each, no prefix',
       `caching), ${requests} streamed requests per prompt size and way, one at a time, alternating; ${OSL} output tokens each. Medians.`,
-      'TTFT and ITL are the client\'s; the transfer is the decode worker\'s pull of the prompt\'s state from the prefill worker (its',
+      "TTFT and ITL are the client's; the transfer is the decode worker's pull of the prompt's state from the prefill worker (its",
       'request to the last byte), which TTFT includes along with the prefill request, saving the state and loading it.',
       '',
       '| prompt tokens | serving | TTFT ms | ITL ms | KV transfer per request |',
@@ -126,7 +145,10 @@ async function main(): Promise<void> {
       '',
     ].join('\n');
     writeFileSync(join(here, 'results.disaggregation.md'), report);
-    writeFileSync(join(here, 'results.disaggregation.json'), `${JSON.stringify({ date: new Date().toISOString(), cpu, cores: cpus().length, requests, osl: OSL, results }, null, 2)}\n`);
+    writeFileSync(
+      join(here, 'results.disaggregation.json'),
+      `${JSON.stringify({ date: new Date().toISOString(), cpu, cores: cpus().length, requests, osl: OSL, results }, null, 2)}\n`,
+    );
     process.stdout.write(`\n${report}`);
   } finally {
     await deployment.stop();

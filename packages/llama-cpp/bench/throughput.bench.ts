@@ -43,7 +43,16 @@ const PARALLEL = Math.max(...CONCURRENCIES);
 const CONTEXT = 1024;
 const MODEL = 'smollm2';
 const system = { role: 'system', content: 'You are a helpful assistant.' };
-const QUESTIONS = ['Tell me about the sea.', 'Explain how bees make honey.', 'Describe a city at night.', 'Write about a long train journey.', 'What makes a good friend?', 'Describe the four seasons.', 'Tell a story about a robot.', 'Explain why the sky is blue.'];
+const QUESTIONS = [
+  'Tell me about the sea.',
+  'Explain how bees make honey.',
+  'Describe a city at night.',
+  'Write about a long train journey.',
+  'What makes a good friend?',
+  'Describe the four seasons.',
+  'Tell a story about a robot.',
+  'Explain why the sky is blue.',
+];
 
 type Way = 'alone' | 'ours' | 'stock';
 const lastCpu = cpus().length - 1;
@@ -61,12 +70,14 @@ async function tokensPerSecond(count: number, limit: number, job: (i: number) =>
   let next = 0;
   let tokens = 0;
   const began = performance.now();
-  await Promise.all(Array.from({ length: limit }, async () => {
-    while (next < count) {
-      const made = await job(next++);
-      tokens += made;
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: limit }, async () => {
+      while (next < count) {
+        const made = await job(next++);
+        tokens += made;
+      }
+    }),
+  );
   return tokens / ((performance.now() - began) / 1000);
 }
 
@@ -98,7 +109,20 @@ const loopback = { DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: 
 const deployment = await Deployment.start({ name: 'file + tcp', discovery: 'file', plane: 'tcp' }, loopback);
 const results: Record<number, Record<Way, number[]>> = {};
 try {
-  const worker = deployment.nodeProcess([join(here, '..', 'dist', 'cli.cjs'), '--model-path', modelPath, '--model-name', MODEL, '--parallel', String(PARALLEL), '--max-queued', '64', '--context-size', String(CONTEXT), '--no-enable-prefix-caching']);
+  const worker = deployment.nodeProcess([
+    join(here, '..', 'dist', 'cli.cjs'),
+    '--model-path',
+    modelPath,
+    '--model-name',
+    MODEL,
+    '--parallel',
+    String(PARALLEL),
+    '--max-queued',
+    '64',
+    '--context-size',
+    String(CONTEXT),
+    '--no-enable-prefix-caching',
+  ]);
   const ours = await deployment.frontend();
   const urls: Partial<Record<Way, string>> = { ours: ours.url };
   const pinned = [ours.child.child.pid];
@@ -106,23 +130,47 @@ try {
   if ('skip' in stock) console.log(`stock frontend: not measured (${stock.skip})`);
   else {
     const port = await freePort();
-    const stockFrontend = deployment.stockProcess(stock.python, ['-m', 'dynamo.frontend', '--http-host', '127.0.0.1', '--http-port', String(port), '--discovery-backend', 'file', '--request-plane', 'tcp']);
+    const stockFrontend = deployment.stockProcess(stock.python, [
+      '-m',
+      'dynamo.frontend',
+      '--http-host',
+      '127.0.0.1',
+      '--http-port',
+      String(port),
+      '--discovery-backend',
+      'file',
+      '--request-plane',
+      'tcp',
+    ]);
     pinned.push(stockFrontend.child.pid);
     urls.stock = `http://127.0.0.1:${port}`;
   }
   await waitForModel(urls.ours!, MODEL, 'llama', 1, 120_000);
-  if (urls.stock) await waitFor('the stock frontend to list the model', async () => ((await (await fetch(`${urls.stock}/v1/models`)).json()) as { data: Array<{ id: string }> }).data.some((m) => m.id === MODEL), 150_000);
+  if (urls.stock)
+    await waitFor(
+      'the stock frontend to list the model',
+      async () => ((await (await fetch(`${urls.stock}/v1/models`)).json()) as { data: Array<{ id: string }> }).data.some((m) => m.id === MODEL),
+      150_000,
+    );
   // Started threads only are moved: everything is up by now.
   pinProcess(worker.child.pid, ENGINE_CPUS);
   for (const pid of [...pinned, process.pid]) pinProcess(pid, OTHER_CPUS);
 
   const http = (url: string) => async (i: number) => {
-    const res = await fetch(`${url}/v1/chat/completions`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(bodies[i % bodies.length]) });
+    const res = await fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(bodies[i % bodies.length]),
+    });
     const body = (await res.json()) as { usage?: { completion_tokens: number } };
     if (res.status !== 200 || body.usage?.completion_tokens !== OSL) throw new Error(`${url}: status ${res.status}: ${JSON.stringify(body).slice(0, 300)}`);
     return body.usage.completion_tokens;
   };
-  const ways: Array<[Way, (i: number) => Promise<number>]> = [['alone', alone], ['ours', http(urls.ours!)], ...(urls.stock ? [['stock', http(urls.stock)] as [Way, (i: number) => Promise<number>]] : [])];
+  const ways: Array<[Way, (i: number) => Promise<number>]> = [
+    ['alone', alone],
+    ['ours', http(urls.ours!)],
+    ...(urls.stock ? [['stock', http(urls.stock)] as [Way, (i: number) => Promise<number>]] : []),
+  ];
   // A warm-up of each, so no figure carries a first request's setup.
   for (const [, job] of ways) await tokensPerSecond(PARALLEL, PARALLEL, job);
   for (const c of CONCURRENCIES) results[c] = { alone: [], ours: [], stock: [] };
@@ -168,10 +216,15 @@ for (const c of CONCURRENCIES) {
     targets.push(`ours >= stock: ${verdict(oursStock >= 1)}`);
   }
   const stockCell = Number.isNaN(stockAlone) ? 'not measured' : `${f(m('stock'), 1)} (${f(stockAlone, 3)}x)`;
-  lines.push(`| ${c} | ${f(m('alone'), 1)} | ${f(m('ours'), 1)} (${f(oursAlone, 3)}x) | ${stockCell} | ${Number.isNaN(oursStock) ? '-' : `${f(oursStock, 3)}x`} | ${targets.join('; ')} |`);
+  lines.push(
+    `| ${c} | ${f(m('alone'), 1)} | ${f(m('ours'), 1)} (${f(oursAlone, 3)}x) | ${stockCell} | ${Number.isNaN(oursStock) ? '-' : `${f(oursStock, 3)}x`} | ${targets.join('; ')} |`,
+  );
 }
 const report = lines.join('\n');
 console.log(`\n${report}\n`);
 const stem = pin ? 'results.pinned' : 'results';
-writeFileSync(join(here, `${stem}.md`), `# dynamo-llama-cpp throughput${pin ? ', pinned' : ''}\n\nWritten by \`${pin ? 'BENCH_PIN=1 ' : ''}pnpm --filter @dynamo/llama-cpp bench\` (bench/throughput.bench.ts).\n\n${report}\n`);
+writeFileSync(
+  join(here, `${stem}.md`),
+  `# dynamo-llama-cpp throughput${pin ? ', pinned' : ''}\n\nWritten by \`${pin ? 'BENCH_PIN=1 ' : ''}pnpm --filter @dynamo/llama-cpp bench\` (bench/throughput.bench.ts).\n\n${report}\n`,
+);
 writeFileSync(join(here, `${stem}.json`), `${JSON.stringify({ osl: OSL, parallel: PARALLEL, rounds, perSlot, results, verdicts }, null, 1)}\n`);

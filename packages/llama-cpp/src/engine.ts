@@ -22,7 +22,17 @@ import {
   type WorkerConfig,
   workerConfigFromFlags,
 } from '@dynamo/backend';
-import { getLlama, type Llama, type LlamaContextSequence, type LlamaGrammar, LlamaGrammarEvaluationState, LlamaLogLevel, type LlamaModel, type Token, TokenBias } from 'node-llama-cpp';
+import {
+  getLlama,
+  type Llama,
+  type LlamaContextSequence,
+  type LlamaGrammar,
+  LlamaGrammarEvaluationState,
+  LlamaLogLevel,
+  type LlamaModel,
+  type Token,
+  TokenBias,
+} from 'node-llama-cpp';
 
 import { BlockLedger } from './block-ledger.js';
 import { Embedder } from './embedder.js';
@@ -170,17 +180,36 @@ export class LlamaCppEngine extends LLMEngine {
     this.slotPromptSimilarity = options.slotPromptSimilarity ?? 0.5;
     this.disaggregationMode = options.disaggregationMode ?? 'agg';
     this.kvTransferTimeoutSecs = options.kvTransferTimeoutSecs ?? 60;
-    if (this.embedding && this.disaggregationMode !== 'agg') throw new InvalidArgument(`--embedding with --disaggregation-mode ${this.disaggregationMode}: an embedding worker has no prefill or decode to split`);
+    if (this.embedding && this.disaggregationMode !== 'agg')
+      throw new InvalidArgument(`--embedding with --disaggregation-mode ${this.disaggregationMode}: an embedding worker has no prefill or decode to split`);
   }
 
   /** Builds the engine and its worker config from `dynamo-llama-cpp`'s flags and `DYN_*` env. */
-  static override async fromArgs(argv: string[] = process.argv.slice(2), env: Record<string, string | undefined> = process.env): Promise<[LlamaCppEngine, WorkerConfig]> {
+  static override async fromArgs(
+    argv: string[] = process.argv.slice(2),
+    env: Record<string, string | undefined> = process.env,
+  ): Promise<[LlamaCppEngine, WorkerConfig]> {
     const parsed = parseFlags(llamaCppFlags, argv, env);
     if (parsed.help) {
       process.stdout.write(llamaCppHelp());
       process.exit(0);
     }
-    const { modelPath, ggufFile, modelName, gpu, threads, parallel, loraParallel, maxQueued, contextSize, embedding, enablePrefixCaching, slotPromptSimilarity, kvTransferTimeout, ...common } = parsed.values;
+    const {
+      modelPath,
+      ggufFile,
+      modelName,
+      gpu,
+      threads,
+      parallel,
+      loraParallel,
+      maxQueued,
+      contextSize,
+      embedding,
+      enablePrefixCaching,
+      slotPromptSimilarity,
+      kvTransferTimeout,
+      ...common
+    } = parsed.values;
     const mode = common.disaggregationMode;
     if (mode === 'encode') throw new InvalidArgument('--disaggregation-mode encode: dynamo-llama-cpp has no multimodal encoder (agg, prefill or decode)');
     const file = await resolveGguf(modelPath, ggufFile, env);
@@ -199,7 +228,10 @@ export class LlamaCppEngine extends LLMEngine {
       disaggregationMode: mode,
       kvTransferTimeoutSecs: kvTransferTimeout,
     });
-    const config = workerConfigFromFlags(embedding ? { ...common, endpointTypes: 'embedding' } : common, { modelName: file, servedModelName: engine.modelName });
+    const config = workerConfigFromFlags(embedding ? { ...common, endpointTypes: 'embedding' } : common, {
+      modelName: file,
+      servedModelName: engine.modelName,
+    });
     return [engine, config];
   }
 
@@ -232,19 +264,48 @@ export class LlamaCppEngine extends LLMEngine {
     if (this.embedding) {
       const context = await model.createEmbeddingContext({ contextSize: this.contextSize, threads: this.threads });
       log.info({ model: file, gpu: llama.gpu, threads: this.threads, context_size: this.contextSize }, 'model loaded for embeddings');
-      return { llama, model, embedder: new Embedder(context, { modelName: this.modelName, vocab, contextSize: this.contextSize }), vocab, prefixCaching: false };
+      return {
+        llama,
+        model,
+        embedder: new Embedder(context, { modelName: this.modelName, vocab, contextSize: this.contextSize }),
+        vocab,
+        prefixCaching: false,
+      };
     }
     const prefixCaching = this.prefixCaching && prefixReusable(model);
     const lane = (sequences: number): LaneOptions => ({
       sequences,
       threads: this.threads,
       contextSize: this.contextSize,
-      slots: { maxQueued: this.maxQueued, prefixCaching, blockSize: KV_BLOCK_SIZE, similarity: this.slotPromptSimilarity, ...(prefixCaching && { ledger: this.#ledger }) },
+      slots: {
+        maxQueued: this.maxQueued,
+        prefixCaching,
+        blockSize: KV_BLOCK_SIZE,
+        similarity: this.slotPromptSimilarity,
+        ...(prefixCaching && { ledger: this.#ledger }),
+      },
     });
     const base = await openLane(model, lane(this.parallel));
     const adapters = new LoraLanes(model, lane(this.loraParallel), [this.modelName, this.modelPath]);
-    const handoff = this.disaggregationMode === 'agg' ? undefined : { store: await StateStore.open(this.kvTransferTimeoutSecs * 1000), digest: await modelDigest(file, model.fileInfo.infoEndOffset ?? model.fileInfo.metadataSize) };
-    log.info({ model: file, gpu: llama.gpu, threads: this.threads, parallel: this.parallel, context_size: this.contextSize, prefix_caching: prefixCaching, disaggregation_mode: this.disaggregationMode }, 'model loaded');
+    const handoff =
+      this.disaggregationMode === 'agg'
+        ? undefined
+        : {
+            store: await StateStore.open(this.kvTransferTimeoutSecs * 1000),
+            digest: await modelDigest(file, model.fileInfo.infoEndOffset ?? model.fileInfo.metadataSize),
+          };
+    log.info(
+      {
+        model: file,
+        gpu: llama.gpu,
+        threads: this.threads,
+        parallel: this.parallel,
+        context_size: this.contextSize,
+        prefix_caching: prefixCaching,
+        disaggregation_mode: this.disaggregationMode,
+      },
+      'model loaded',
+    );
     return { llama, model, base, adapters, vocab, prefixCaching, ...(handoff && { handoff }) };
   }
 
@@ -292,7 +353,9 @@ export class LlamaCppEngine extends LLMEngine {
     const params = request.prefill_result?.disaggregated_params as Record<string, unknown> | undefined;
     const made = params?.completed_tokens;
     if (!Array.isArray(made) || made.length === 0 || !made.every((id) => Number.isInteger(id) && id >= 0 && id < loaded.vocab)) {
-      throw new InvalidArgument(`prefill_result.disaggregated_params.completed_tokens must list the prefill worker's token ids, got ${JSON.stringify(made ?? null)}`);
+      throw new InvalidArgument(
+        `prefill_result.disaggregated_params.completed_tokens must list the prefill worker's token ids, got ${JSON.stringify(made ?? null)}`,
+      );
     }
     const madeLogprobs = params?.completed_logprobs as ChunkLogprobs | undefined;
     let state: string | undefined;
@@ -307,7 +370,11 @@ export class LlamaCppEngine extends LLMEngine {
       this.#metrics.handoffFallback();
     }
     try {
-      yield* this.#generateOn(loaded, lane, request, context, { made: made as Token[], ...(madeLogprobs && { madeLogprobs }), ...(state !== undefined && { state }) });
+      yield* this.#generateOn(loaded, lane, request, context, {
+        made: made as Token[],
+        ...(madeLogprobs && { madeLogprobs }),
+        ...(state !== undefined && { state }),
+      });
     } finally {
       if (state !== undefined) await handoff.store.discard(state);
     }
@@ -319,7 +386,10 @@ export class LlamaCppEngine extends LLMEngine {
     const slot = await lane.slots.acquire(request.token_ids, context);
     // With a loaded state the prompt's cached tokens are those the prefill worker found cached.
     const cached = role.state === undefined ? (slot?.reused ?? 0) : cachedTokens(request);
-    const usageOf = (completion: number) => ({ ...usage(request.token_ids.length, completion), ...(loaded.prefixCaching && { prompt_tokens_details: { cached_tokens: cached } }) });
+    const usageOf = (completion: number) => ({
+      ...usage(request.token_ids.length, completion),
+      ...(loaded.prefixCaching && { prompt_tokens_details: { cached_tokens: cached } }),
+    });
     if (slot === undefined) {
       if (!context.isKilled()) yield { token_ids: [], finish_reason: 'cancelled', completion_usage: usageOf(0) };
       return;
@@ -361,8 +431,18 @@ export class LlamaCppEngine extends LLMEngine {
           continue;
         }
         // The prefill ended at its one token (not at EOS or a stop): the decode worker goes on from its state.
-        const handoff = role.prefill && batch.finish === 'length' && whole.tokens.length > 0 && (await this.#stage(loaded, lane, slot, production, whole.tokens as Token[], logprobs));
-        yield { token_ids: whole.tokens, ...logprobs, finish_reason: batch.finish, completion_usage: usageOf(produced), ...(handoff && { disaggregated_params: handoff }) };
+        const handoff =
+          role.prefill &&
+          batch.finish === 'length' &&
+          whole.tokens.length > 0 &&
+          (await this.#stage(loaded, lane, slot, production, whole.tokens as Token[], logprobs));
+        yield {
+          token_ids: whole.tokens,
+          ...logprobs,
+          finish_reason: batch.finish,
+          completion_usage: usageOf(produced),
+          ...(handoff && { disaggregated_params: handoff }),
+        };
         return;
       }
     } finally {
@@ -374,7 +454,14 @@ export class LlamaCppEngine extends LLMEngine {
   }
 
   /** Stages the evaluated prompt in `slot` for the decode worker; returns the terminal chunk's `disaggregated_params`. */
-  async #stage(loaded: Loaded, lane: Lane, slot: Slot<LlamaContextSequence>, production: Promise<boolean>, made: Token[], logprobs: ChunkLogprobs | undefined): Promise<Record<string, unknown>> {
+  async #stage(
+    loaded: Loaded,
+    lane: Lane,
+    slot: Slot<LlamaContextSequence>,
+    production: Promise<boolean>,
+    made: Token[],
+    logprobs: ChunkLogprobs | undefined,
+  ): Promise<Record<string, unknown>> {
     const transfer = this.#transfer;
     if (!transfer || !loaded.handoff) throw new InvalidArgument('prefill worker has no KV transfer (attachKvTransfer was not called)');
     // The sequence is still: its llama.cpp loop ended with the one token.
@@ -473,7 +560,9 @@ export class LlamaCppEngine extends LLMEngine {
    * its blocks, as published, are made of. For checks and debugging.
    */
   kvContents(): Array<{ loraName?: string; tokens: number[] }> {
-    return this.#lanes().flatMap((lane) => lane.slots.contents().map((tokens) => ({ ...(lane.slots.loraName !== undefined && { loraName: lane.slots.loraName }), tokens })));
+    return this.#lanes().flatMap((lane) =>
+      lane.slots.contents().map((tokens) => ({ ...(lane.slots.loraName !== undefined && { loraName: lane.slots.loraName }), tokens })),
+    );
   }
 
   #lanes(): Lane[] {
@@ -497,7 +586,9 @@ export class LlamaCppEngine extends LLMEngine {
     try {
       return await loaded.llama.createGrammar({ grammar: text });
     } catch (err) {
-      throw new InvalidArgument(`sampling_options.guided_decoding: llama.cpp cannot use the grammar (${(err as Error).message}): ${text.slice(0, 200)}`, { cause: err });
+      throw new InvalidArgument(`sampling_options.guided_decoding: llama.cpp cannot use the grammar (${(err as Error).message}): ${text.slice(0, 200)}`, {
+        cause: err,
+      });
     }
   }
 
@@ -624,7 +715,10 @@ export class LlamaCppEngine extends LLMEngine {
 function prefixReusable(model: LlamaModel): boolean {
   const insights = model.fileInsights;
   if (!insights.isRecurrent && insights.swaSize === undefined) return true;
-  log.warn({ architecture: model.fileInfo.metadata.general.architecture }, `prefix caching is off: the model ${insights.isRecurrent ? 'is recurrent' : 'uses sliding-window attention'}, so a cached prefix cannot be cut and extended`);
+  log.warn(
+    { architecture: model.fileInfo.metadata.general.architecture },
+    `prefix caching is off: the model ${insights.isRecurrent ? 'is recurrent' : 'uses sliding-window attention'}, so a cached prefix cannot be cut and extended`,
+  );
   return false;
 }
 

@@ -55,7 +55,8 @@ export const llamaCppFlags = {
   },
   maxQueued: {
     schema: z.coerce.number().int().min(0, 'must not be negative').max(1_000_000).default(64),
-    description: 'Requests that may wait for a free sequence, per context (the base model\'s and each LoRA adapter\'s); past that a request is refused as overloaded',
+    description:
+      "Requests that may wait for a free sequence, per context (the base model's and each LoRA adapter's); past that a request is refused as overloaded",
     placeholder: 'N',
   },
   contextSize: {
@@ -67,11 +68,12 @@ export const llamaCppFlags = {
     schema: z.boolean().default(true),
     boolean: true,
     description:
-      'Keep each sequence\'s KV cache between requests: a prompt that starts like a cached one (the next turn of a conversation) evaluates only what is new, and the cached blocks are published as KV events for KV-aware routers. --no-enable-prefix-caching empties each sequence when its request ends. Always off for recurrent and sliding-window models',
+      "Keep each sequence's KV cache between requests: a prompt that starts like a cached one (the next turn of a conversation) evaluates only what is new, and the cached blocks are published as KV events for KV-aware routers. --no-enable-prefix-caching empties each sequence when its request ends. Always off for recurrent and sliding-window models",
   },
   slotPromptSimilarity: {
     schema: z.coerce.number().min(0, 'must be between 0 and 1').max(1, 'must be between 0 and 1').default(0.5),
-    description: 'The least share of a prompt a cached sequence must hold for the request to take it, instead of an empty or the least recently used sequence (as llama-server\'s --slot-prompt-similarity)',
+    description:
+      "The least share of a prompt a cached sequence must hold for the request to take it, instead of an empty or the least recently used sequence (as llama-server's --slot-prompt-similarity)",
     placeholder: 'FRACTION',
   },
   embedding: {
@@ -81,7 +83,8 @@ export const llamaCppFlags = {
   },
   kvTransferTimeout: {
     schema: z.coerce.number().positive('must be more than 0').max(86_400).default(60),
-    description: 'With --disaggregation-mode prefill: seconds a prompt\'s KV state waits for its decode worker to pull it before it is dropped (the decode worker then evaluates the prompt itself)',
+    description:
+      "With --disaggregation-mode prefill: seconds a prompt's KV state waits for its decode worker to pull it before it is dropped (the decode worker then evaluates the prompt itself)",
     placeholder: 'SECS',
   },
   ...workerFlags,

@@ -23,7 +23,9 @@ export async function resolveGguf(modelPath: string, ggufFile?: string, env: Rea
     resolved = await resolveModelPath(modelPath, { env, ...(ggufFile !== undefined && { ggufFile }) });
   } catch (err) {
     if (err instanceof InvalidArgument && /neither an existing file or directory/.test(err.message)) {
-      throw new InvalidArgument(`--model-path ${modelPath}: no such file or folder, and not a Hugging Face repo id (dynamo-llama-cpp loads a .gguf file, one in a folder, or one of a Hub repo)`);
+      throw new InvalidArgument(
+        `--model-path ${modelPath}: no such file or folder, and not a Hugging Face repo id (dynamo-llama-cpp loads a .gguf file, one in a folder, or one of a Hub repo)`,
+      );
     }
     throw err;
   }
@@ -42,5 +44,9 @@ async function ggufInFolder(modelPath: string, path: string, ggufFile: string | 
     return join(path, ggufFile);
   }
   if (ggufs.length === 1) return join(path, ggufs[0]!);
-  throw new InvalidArgument(ggufs.length === 0 ? `--model-path ${modelPath}: ${path} holds no .gguf file` : `--model-path ${modelPath} holds several .gguf files (${ggufs.join(', ')}): pick one with --gguf-file`);
+  throw new InvalidArgument(
+    ggufs.length === 0
+      ? `--model-path ${modelPath}: ${path} holds no .gguf file`
+      : `--model-path ${modelPath} holds several .gguf files (${ggufs.join(', ')}): pick one with --gguf-file`,
+  );
 }

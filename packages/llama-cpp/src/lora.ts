@@ -14,7 +14,9 @@ import { ggufFilesIn } from './gguf-path.js';
 export async function adapterFile(uri: string): Promise<string> {
   const scheme = /^([a-z][a-z0-9+.-]*):\/\//i.exec(uri)?.[1];
   if (scheme !== undefined && scheme.toLowerCase() !== 'file') {
-    throw new InvalidArgument(`LoRA source ${uri}: the ${scheme}:// scheme is not supported; dynamo-llama-cpp loads adapters from file:// URIs or absolute paths`);
+    throw new InvalidArgument(
+      `LoRA source ${uri}: the ${scheme}:// scheme is not supported; dynamo-llama-cpp loads adapters from file:// URIs or absolute paths`,
+    );
   }
   let path = uri;
   if (scheme !== undefined) {
@@ -32,7 +34,9 @@ export async function adapterFile(uri: string): Promise<string> {
   if (!info.isDirectory()) return path;
   const ggufs = await ggufFilesIn(path);
   if (ggufs.length === 1) return join(path, ggufs[0]!);
-  throw new InvalidArgument(`LoRA source ${uri}: the folder holds ${ggufs.length === 0 ? 'no .gguf file' : `several .gguf files (${ggufs.join(', ')}); name the adapter's file`}`);
+  throw new InvalidArgument(
+    `LoRA source ${uri}: the folder holds ${ggufs.length === 0 ? 'no .gguf file' : `several .gguf files (${ggufs.join(', ')}); name the adapter's file`}`,
+  );
 }
 
 /**
@@ -56,7 +60,8 @@ export async function checkAdapter(file: string, base: GgufFileInfo): Promise<vo
   // Adapter keys are not in node-llama-cpp's metadata types.
   const meta = info.metadata as unknown as { general?: { type?: unknown; architecture?: unknown }; adapter?: { type?: unknown } };
   const type = meta.general?.type;
-  if (type !== 'adapter') fail(`general.type is ${JSON.stringify(type ?? null)}, not "adapter"${type === 'model' ? ': this is a model, not a LoRA adapter' : ''}`);
+  if (type !== 'adapter')
+    fail(`general.type is ${JSON.stringify(type ?? null)}, not "adapter"${type === 'model' ? ': this is a model, not a LoRA adapter' : ''}`);
   if (meta.adapter?.type !== 'lora') fail(`adapter.type is ${JSON.stringify(meta.adapter?.type ?? null)}, not "lora"`);
   const arch = meta.general?.architecture;
   const baseArch = base.metadata.general.architecture;

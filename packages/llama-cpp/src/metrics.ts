@@ -43,18 +43,54 @@ export class EngineMetrics {
 
   constructor(load: () => { queued: number; active: number }) {
     const registers = [this.registry];
-    new Gauge({ name: 'llamacpp:num_requests_waiting', help: 'Requests waiting for a free sequence', registers, collect() { this.set(load().queued); } });
-    new Gauge({ name: 'llamacpp:num_requests_running', help: 'Sequences generating (active requests)', registers, collect() { this.set(load().active); } });
+    new Gauge({
+      name: 'llamacpp:num_requests_waiting',
+      help: 'Requests waiting for a free sequence',
+      registers,
+      collect() {
+        this.set(load().queued);
+      },
+    });
+    new Gauge({
+      name: 'llamacpp:num_requests_running',
+      help: 'Sequences generating (active requests)',
+      registers,
+      collect() {
+        this.set(load().active);
+      },
+    });
     this.#promptTotal = new Counter({ name: 'llamacpp:prompt_tokens_total', help: 'Prompt tokens evaluated', registers });
     this.#generatedTotal = new Counter({ name: 'llamacpp:generation_tokens_total', help: 'Tokens generated', registers });
     // In tokens, as vLLM counts its prefix cache.
     this.#cacheQueries = new Counter({ name: 'llamacpp:prefix_cache_queries_total', help: 'Prompt tokens looked up in the prefix cache', registers });
-    this.#cacheHits = new Counter({ name: 'llamacpp:prefix_cache_hits_total', help: 'Prompt tokens found in the prefix cache (not evaluated again)', registers });
-    this.#handoffFallbacks = new Counter({ name: 'llamacpp:kv_transfer_fallbacks_total', help: 'Decode requests whose prompt was evaluated here because its KV state could not be pulled from the prefill worker', registers });
+    this.#cacheHits = new Counter({
+      name: 'llamacpp:prefix_cache_hits_total',
+      help: 'Prompt tokens found in the prefix cache (not evaluated again)',
+      registers,
+    });
+    this.#handoffFallbacks = new Counter({
+      name: 'llamacpp:kv_transfer_fallbacks_total',
+      help: 'Decode requests whose prompt was evaluated here because its KV state could not be pulled from the prefill worker',
+      registers,
+    });
     const prompt = this.#promptRate;
     const generated = this.#generatedRate;
-    new Gauge({ name: 'llamacpp:prompt_tokens_per_second', help: 'Prompt tokens evaluated per second, over the last 10 s', registers, collect() { this.set(prompt.perSecond()); } });
-    new Gauge({ name: 'llamacpp:generation_tokens_per_second', help: 'Tokens generated per second, over the last 10 s', registers, collect() { this.set(generated.perSecond()); } });
+    new Gauge({
+      name: 'llamacpp:prompt_tokens_per_second',
+      help: 'Prompt tokens evaluated per second, over the last 10 s',
+      registers,
+      collect() {
+        this.set(prompt.perSecond());
+      },
+    });
+    new Gauge({
+      name: 'llamacpp:generation_tokens_per_second',
+      help: 'Tokens generated per second, over the last 10 s',
+      registers,
+      collect() {
+        this.set(generated.perSecond());
+      },
+    });
   }
 
   /** A prompt of `tokens` tokens met the prefix cache, which held its first `hits`. */

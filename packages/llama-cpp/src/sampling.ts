@@ -52,7 +52,10 @@ export function repeatPenalty(num: NumberOption, generated: () => Token[]) {
 /** A bias that bans the model's end-of-generation tokens (for `ignore_eos` and `min_tokens`). */
 export function eogBan(model: LlamaModel): TokenBias {
   const ban = new TokenBias(model.tokenizer);
-  banTokens(ban, [model.tokens.eos, model.tokens.eot].filter((token): token is Token => token !== null));
+  banTokens(
+    ban,
+    [model.tokens.eos, model.tokens.eot].filter((token): token is Token => token !== null),
+  );
   return ban;
 }
 

@@ -85,7 +85,12 @@ export class SequenceSlots<S extends KvSequence> {
   async acquire(prompt: readonly number[], context: Context): Promise<Slot<S> | undefined> {
     const { prefixCaching, blockSize, similarity } = this.#options;
     const pick = prefixCaching
-      ? (free: readonly S[]) => pickSequence(free.map((sequence) => ({ tokens: sequence.contextTokens, lastUsed: this.#lastUsed.get(sequence)! })), prompt, { blockSize, similarity })
+      ? (free: readonly S[]) =>
+          pickSequence(
+            free.map((sequence) => ({ tokens: sequence.contextTokens, lastUsed: this.#lastUsed.get(sequence)! })),
+            prompt,
+            { blockSize, similarity },
+          )
       : undefined;
     const sequence = await this.#pool.acquire(context, pick);
     if (sequence === undefined) return undefined;

@@ -53,7 +53,9 @@ export function stateLayout(context: LlamaContext, model: string, lora: string |
 export function checkStateHeader(header: KvStateHeader, ours: StateLayout): void {
   for (const key of Object.keys(SETTING) as Array<keyof StateLayout>) {
     if (header[key] !== ours[key]) {
-      throw new InvalidArgument(`the prefill worker's KV state does not fit this decode worker: ${SETTING[key]} is ${JSON.stringify(header[key] ?? null)} there and ${JSON.stringify(ours[key])} here`);
+      throw new InvalidArgument(
+        `the prefill worker's KV state does not fit this decode worker: ${SETTING[key]} is ${JSON.stringify(header[key] ?? null)} there and ${JSON.stringify(ours[key])} here`,
+      );
     }
   }
 }

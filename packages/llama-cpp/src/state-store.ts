@@ -65,7 +65,9 @@ export class StateStore {
     const { fileSize: bytes } = await sequence.saveStateToFile(path);
     if (bytes > maxBytes) {
       await unlink(path).catch(() => {});
-      throw new InvalidArgument(`the prompt's KV state is ${bytes} bytes, over the ${maxBytes}-byte transfer limit (DYN_KV_TRANSFER_MAX_BYTES): shorten the prompt or raise the limit`);
+      throw new InvalidArgument(
+        `the prompt's KV state is ${bytes} bytes, over the ${maxBytes}-byte transfer limit (DYN_KV_TRANSFER_MAX_BYTES): shorten the prompt or raise the limit`,
+      );
     }
     const expiry = setTimeout(() => {
       log.warn({ id, bytes, timeout_ms: this.#timeoutMs }, 'KV state not pulled by a decode worker in time; removed');
@@ -78,7 +80,8 @@ export class StateStore {
   /** State `id` for its pull (once): removed when the transfer ends, whether it went through or not. */
   export(id: string): ExportedKvState {
     const staged = this.#staged.get(id);
-    if (!staged) throw new InvalidArgument(`KV state ${id} is not on this prefill worker: never staged, already pulled, or removed after ${this.#timeoutMs / 1000} s`);
+    if (!staged)
+      throw new InvalidArgument(`KV state ${id} is not on this prefill worker: never staged, already pulled, or removed after ${this.#timeoutMs / 1000} s`);
     clearTimeout(staged.expiry);
     // Taken now, so that a second pull of the same id is refused rather than racing the first.
     this.#staged.delete(id);

@@ -6,7 +6,7 @@ import { fullBlocks, RouterView } from './router-view.js';
 const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => from + i);
 
 describe('BlockLedger', () => {
-  it('stores a sequence\'s full blocks once, in one chained event, and removes them when it lets them go', () => {
+  it("stores a sequence's full blocks once, in one chained event, and removes them when it lets them go", () => {
     const ledger = new BlockLedger(4);
     const router = new RouterView();
     const stored: Array<{ blocks: number; parent: bigint | null; tokens: number }> = [];
@@ -47,7 +47,7 @@ describe('BlockLedger', () => {
     expect(router.problems).toEqual([]);
   });
 
-  it('names an adapter\'s blocks apart from the base model\'s', () => {
+  it("names an adapter's blocks apart from the base model's", () => {
     const ledger = new BlockLedger(4);
     const router = new RouterView();
     ledger.attach(router);
@@ -77,7 +77,12 @@ describe('BlockLedger', () => {
       ledger.hold(owner, owner.tokens, owner.lora);
     }
     expect(router.problems).toEqual([]);
-    expect(router.blocks).toEqual(fullBlocks(owners.map((o) => ({ tokens: o.tokens, ...(o.lora && { loraName: o.lora }) })), 4));
+    expect(router.blocks).toEqual(
+      fullBlocks(
+        owners.map((o) => ({ tokens: o.tokens, ...(o.lora && { loraName: o.lora }) })),
+        4,
+      ),
+    );
     expect(ledger.blocks()).toEqual(router.blocks);
   });
 });

@@ -60,7 +60,10 @@ async function disaggregated(prefill: string, decode: string, request: GenerateR
   const prefilled = await call(prefill, { ...request, stop_conditions: { ...request.stop_conditions, max_tokens: 1 } });
   expect(prefilled).toHaveLength(1);
   const [first] = prefilled as [GenerateChunk];
-  const answer = await call(decode, { ...request, prefill_result: { disaggregated_params: first.disaggregated_params, prompt_tokens_details: first.completion_usage?.prompt_tokens_details } });
+  const answer = await call(decode, {
+    ...request,
+    prefill_result: { disaggregated_params: first.disaggregated_params, prompt_tokens_details: first.completion_usage?.prompt_tokens_details },
+  });
   return { prefilled: first, answer };
 }
 
@@ -77,7 +80,10 @@ beforeAll(async () => {
   const model = await LocalModel.load(modelPath);
   const pre = await Preprocessor.create(model, buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat }));
   const ask = async (content: string) => (await pre.preprocessChat({ model: 'x', messages: [{ role: 'user', content }] })).request.token_ids;
-  prompts = [await ask('What is the capital of France?'), await ask(`Summarize in one line: ${'The river runs past the old mill and under the stone bridge. '.repeat(14)}`)];
+  prompts = [
+    await ask('What is the capital of France?'),
+    await ask(`Summarize in one line: ${'The river runs past the old mill and under the stone bridge. '.repeat(14)}`),
+  ];
   aggregated = new LlamaCppEngine({ modelPath, parallel: 2, contextSize: 1024, threads: 1 });
   await aggregated.start(1n);
   prefill = await startWorker('prefill', ['--disaggregation-mode', 'prefill']);
@@ -96,7 +102,11 @@ afterAll(async () => {
   await aggregated?.cleanup();
 }, 60_000);
 
-const greedy = (tokenIds: number[], maxTokens = 24): GenerateRequest => ({ token_ids: tokenIds, sampling_options: { temperature: 0 }, stop_conditions: { max_tokens: maxTokens, ignore_eos: true } });
+const greedy = (tokenIds: number[], maxTokens = 24): GenerateRequest => ({
+  token_ids: tokenIds,
+  sampling_options: { temperature: 0 },
+  stop_conditions: { max_tokens: maxTokens, ignore_eos: true },
+});
 
 async function alone(request: GenerateRequest): Promise<number[]> {
   const chunks: GenerateChunk[] = [];
@@ -105,7 +115,7 @@ async function alone(request: GenerateRequest): Promise<number[]> {
 }
 
 describe('dynamo-llama-cpp prefill and decode workers', () => {
-  it('hands the prompt\'s KV state from the prefill worker to the decode worker over the request plane, and the answer is the aggregated one at temperature 0', async () => {
+  it("hands the prompt's KV state from the prefill worker to the decode worker over the request plane, and the answer is the aggregated one at temperature 0", async () => {
     expect(prompts[1]!.length).toBeGreaterThan(150);
     for (const prompt of prompts) {
       const request = greedy(prompt);

@@ -60,7 +60,11 @@ describe('LlamaCppEngine on SmolLM2-135M', () => {
   }, 120_000);
   afterAll(() => engine.cleanup());
 
-  const greedy = (tokenIds: number[], extra: Partial<GenerateRequest> = {}): GenerateRequest => ({ token_ids: tokenIds, sampling_options: { temperature: 0 }, ...extra });
+  const greedy = (tokenIds: number[], extra: Partial<GenerateRequest> = {}): GenerateRequest => ({
+    token_ids: tokenIds,
+    sampling_options: { temperature: 0 },
+    ...extra,
+  });
 
   it('answers "What is the capital of France?" with Paris at temperature 0, ending at EOS, with the ids llama.cpp gives alone', async () => {
     const chunks = await collect(engine.generate(greedy(france), new Context()));
@@ -83,11 +87,14 @@ describe('LlamaCppEngine on SmolLM2-135M', () => {
     expect(ids).toEqual(alone);
   }, 120_000);
 
-  it('returns each token\'s log probability and the top 3 alternatives for a chat request\'s logprobs: true, top_logprobs: 3, from the model\'s distribution', async () => {
+  it("returns each token's log probability and the top 3 alternatives for a chat request's logprobs: true, top_logprobs: 3, from the model's distribution", async () => {
     // What a frontend sends the worker for the OpenAI fields.
     const { request } = await pre.preprocessChat({
       model: engine.modelName,
-      messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content: 'What is the capital of France?' }],
+      messages: [
+        { role: 'system', content: 'You are a helpful assistant.' },
+        { role: 'user', content: 'What is the capital of France?' },
+      ],
       logprobs: true,
       top_logprobs: 3,
       temperature: 0,
@@ -148,7 +155,9 @@ describe('LlamaCppEngine on SmolLM2-135M', () => {
 
   it('runs 16 requests on 4 sequences: all complete, each with the answer it gets alone', async () => {
     const alone = tokensOf(await collect(engine.generate(greedy(france, { stop_conditions: { max_tokens: 5 } }), new Context())));
-    const runs = await Promise.all(Array.from({ length: 16 }, () => collect(engine.generate(greedy(france, { stop_conditions: { max_tokens: 5 } }), new Context()))));
+    const runs = await Promise.all(
+      Array.from({ length: 16 }, () => collect(engine.generate(greedy(france, { stop_conditions: { max_tokens: 5 } }), new Context()))),
+    );
     for (const chunks of runs) {
       expect(tokensOf(chunks)).toEqual(alone);
       expect(chunks.at(-1)!.finish_reason).toBe('length');
@@ -161,7 +170,18 @@ describe('LlamaCppEngine on SmolLM2-135M', () => {
     // would race on llama.cpp's lazily reordered logits if they ran at once.
     const questions = ['What is the capital of France?', 'Name three colours.', 'Describe the sea in one sentence.', 'How many legs does a spider have?'];
     const prompts = await Promise.all(
-      questions.map(async (content) => (await pre.preprocessChat({ model: 'x', messages: [{ role: 'system', content: 'You are a helpful assistant.' }, { role: 'user', content }] })).request.token_ids),
+      questions.map(
+        async (content) =>
+          (
+            await pre.preprocessChat({
+              model: 'x',
+              messages: [
+                { role: 'system', content: 'You are a helpful assistant.' },
+                { role: 'user', content },
+              ],
+            })
+          ).request.token_ids,
+      ),
     );
     const ask = (ids: number[]) => greedy(ids, { stop_conditions: { max_tokens: 24, ignore_eos: true } });
     const alone: number[][] = [];
@@ -188,7 +208,9 @@ describe('LlamaCppEngine on SmolLM2-135M', () => {
 
   it('refuses a prompt longer than the context, naming both lengths, and an id outside the vocabulary', async () => {
     const long = new Array<number>(1024).fill(260);
-    await expect(collect(engine.generate(greedy(long), new Context()))).rejects.toThrow(new InvalidArgument('the prompt has 1024 tokens; the context holds 1024 (prompt and answer together, --context-size)'));
+    await expect(collect(engine.generate(greedy(long), new Context()))).rejects.toThrow(
+      new InvalidArgument('the prompt has 1024 tokens; the context holds 1024 (prompt and answer together, --context-size)'),
+    );
     await expect(collect(engine.generate(greedy([1, 49152]), new Context()))).rejects.toThrow(/token id 49152 is outside the model's vocabulary of 49152/);
   });
 });

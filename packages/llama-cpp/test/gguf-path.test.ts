@@ -31,7 +31,9 @@ describe('resolveGguf', () => {
   it('takes a file as it is, and the only or the named .gguf of a folder', async () => {
     expect(await resolveGguf(join(fixtures, 'llama-tiny.gguf'))).toBe(join(fixtures, 'llama-tiny.gguf'));
     expect(await resolveGguf(repo, 'qwen3-tiny.gguf')).toBe(join(repo, 'qwen3-tiny.gguf'));
-    await expect(resolveGguf(repo)).rejects.toThrow(`--model-path ${repo} holds several .gguf files (llama-tiny.gguf, qwen3-tiny.gguf): pick one with --gguf-file`);
+    await expect(resolveGguf(repo)).rejects.toThrow(
+      `--model-path ${repo} holds several .gguf files (llama-tiny.gguf, qwen3-tiny.gguf): pick one with --gguf-file`,
+    );
     await expect(resolveGguf(repo, 'q8.gguf')).rejects.toThrow(`--gguf-file q8.gguf is not in ${repo} (it has: llama-tiny.gguf, qwen3-tiny.gguf)`);
     await expect(resolveGguf(join(fixtures, 'llama-tiny.gguf'), 'x.gguf')).rejects.toThrow('--gguf-file picks a file inside a folder or repo');
   });
@@ -41,10 +43,14 @@ describe('resolveGguf', () => {
     const snapshot = join(tmp, 'hf', 'hub', 'models--Quant--Tiny-GGUF', 'snapshots', SHA);
     expect(path).toBe(join(snapshot, 'llama-tiny.gguf'));
     expect(readdirSync(snapshot)).toEqual(['llama-tiny.gguf']);
-    await expect(resolveGguf('Quant/Tiny-GGUF', undefined, env())).rejects.toThrow(/pick one of llama-tiny.gguf, qwen3-tiny.gguf \(the ggufFile option; dynamo-llama-cpp --gguf-file\)/);
+    await expect(resolveGguf('Quant/Tiny-GGUF', undefined, env())).rejects.toThrow(
+      /pick one of llama-tiny.gguf, qwen3-tiny.gguf \(the ggufFile option; dynamo-llama-cpp --gguf-file\)/,
+    );
   });
 
   it('says what --model-path may be when it is nothing of the kind', async () => {
-    await expect(resolveGguf('./no/such.gguf', undefined, env())).rejects.toThrow('--model-path ./no/such.gguf: no such file or folder, and not a Hugging Face repo id');
+    await expect(resolveGguf('./no/such.gguf', undefined, env())).rejects.toThrow(
+      '--model-path ./no/such.gguf: no such file or folder, and not a Hugging Face repo id',
+    );
   });
 });

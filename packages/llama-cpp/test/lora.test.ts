@@ -55,7 +55,13 @@ describe.skipIf('skip' in stock)('LoRA adapters of LlamaCppEngine on SmolLM2-135
 
   /** Eight greedy tokens for the prompt, by the model or adapter `model` names (none: the base). */
   async function answer(model?: string, extra: Partial<GenerateRequest> = {}): Promise<number[]> {
-    const request = { token_ids: prompt, ...(model !== undefined && { model }), sampling_options: { temperature: 0 }, stop_conditions: { max_tokens: 8 }, ...extra };
+    const request = {
+      token_ids: prompt,
+      ...(model !== undefined && { model }),
+      sampling_options: { temperature: 0 },
+      stop_conditions: { max_tokens: 8 },
+      ...extra,
+    };
     return tokensOf(await collect(engine.generate(request, new Context())));
   }
   const text = (ids: number[]) => pre.tokenizer.decode(Uint32Array.from(ids), true);
@@ -100,7 +106,9 @@ describe.skipIf('skip' in stock)('LoRA adapters of LlamaCppEngine on SmolLM2-135
 
   it('unloads once the requests on the adapter finished, refusing new ones by its name from the call on; unloading again does nothing', async () => {
     await engine.loadLora('brief', { uri: adapter });
-    const running = engine.generate({ token_ids: prompt, model: 'brief', sampling_options: { temperature: 0 }, stop_conditions: { max_tokens: 6 } }, new Context())[Symbol.asyncIterator]();
+    const running = engine
+      .generate({ token_ids: prompt, model: 'brief', sampling_options: { temperature: 0 }, stop_conditions: { max_tokens: 6 } }, new Context())
+      [Symbol.asyncIterator]();
     const first = await running.next();
     let unloaded = false;
     const unloading = engine.unloadLora('brief').then(() => {
@@ -121,7 +129,9 @@ describe.skipIf('skip' in stock)('LoRA adapters of LlamaCppEngine on SmolLM2-135
   }, 60_000);
 
   it("refuses routing.lora_name naming no loaded adapter with vLLM's wording; any other model name is the base model's", async () => {
-    await expect(answer(engine.modelName, { routing: { lora_name: 'nobody' } })).rejects.toThrow(new InvalidArgument("unknown model or LoRA adapter: 'nobody'"));
+    await expect(answer(engine.modelName, { routing: { lora_name: 'nobody' } })).rejects.toThrow(
+      new InvalidArgument("unknown model or LoRA adapter: 'nobody'"),
+    );
     expect(await answer('another-name-for-the-model')).toEqual(baseline);
   });
 
@@ -131,13 +141,17 @@ describe.skipIf('skip' in stock)('LoRA adapters of LlamaCppEngine on SmolLM2-135
     writeFileSync(garbage, Buffer.from(Array.from({ length: 4096 }, (_, i) => (i * 37) % 251)));
     const empty = join(tmp, 'empty');
     mkdirSync(empty);
-    expect(await refusal('s3://bucket/adapter.gguf')).toBe('LoRA source s3://bucket/adapter.gguf: the s3:// scheme is not supported; dynamo-llama-cpp loads adapters from file:// URIs or absolute paths');
+    expect(await refusal('s3://bucket/adapter.gguf')).toBe(
+      'LoRA source s3://bucket/adapter.gguf: the s3:// scheme is not supported; dynamo-llama-cpp loads adapters from file:// URIs or absolute paths',
+    );
     expect(await refusal('adapters/pirate.gguf')).toBe('LoRA source adapters/pirate.gguf: not a file:// URI or an absolute path');
     expect(await refusal(missing)).toBe(`LoRA source ${missing}: no such file or folder`);
     expect(await refusal(empty)).toBe(`LoRA source ${empty}: the folder holds no .gguf file`);
     expect(await refusal(modelPath)).toBe(`LoRA adapter ${modelPath}: general.type is "model", not "adapter": this is a model, not a LoRA adapter`);
     expect(await refusal(garbage)).toMatch(new RegExp(`^LoRA adapter ${garbage}: not a readable GGUF file \\(Invalid GGUF magic`));
-    expect(await refusal(misfit)).toBe(`LoRA adapter ${misfit}: blk.0.attn_q.weight: lora_a [577, 8] and lora_b [8, 576] do not fit the base model's [576, 576] (an adapter for another model?)`);
+    expect(await refusal(misfit)).toBe(
+      `LoRA adapter ${misfit}: blk.0.attn_q.weight: lora_a [577, 8] and lora_b [8, 576] do not fit the base model's [576, 576] (an adapter for another model?)`,
+    );
     expect(await refusal(adapter, engine.modelName)).toBe(`LoRA adapter name '${engine.modelName}' is the base model's; pick another`);
 
     await expect(answer(engine.modelName, { routing: { lora_name: 'bad' } })).rejects.toThrow("unknown model or LoRA adapter: 'bad'");

@@ -19,12 +19,25 @@ afterAll(() => rmSync(tmp, { recursive: true, force: true }));
 process.env.XDG_CACHE_HOME = join(tmp, 'cache');
 
 const BLOCK = 16;
-const SYSTEM = 'You are a careful assistant for a small bakery. You answer questions about bread, pastries, opening hours and prices in one or two short sentences, and you never invent facts you were not given.';
+const SYSTEM =
+  'You are a careful assistant for a small bakery. You answer questions about bread, pastries, opening hours and prices in one or two short sentences, and you never invent facts you were not given.';
 const QUESTIONS = [
-  'What time do you open?', 'Name a pastry you sell.', 'Describe your sourdough.', 'How much is a baguette?',
-  'Why is rye bread dark?', 'List two cakes.', 'Give me a breakfast idea.', 'Tell me about croissants.',
-  'Which bread keeps longest?', 'Who bakes the bread?', 'Explain proofing briefly.', 'Write a short slogan.',
-  'Can I order online?', 'Is there parking?', 'Do you sell coffee?', 'Where are you located?',
+  'What time do you open?',
+  'Name a pastry you sell.',
+  'Describe your sourdough.',
+  'How much is a baguette?',
+  'Why is rye bread dark?',
+  'List two cakes.',
+  'Give me a breakfast idea.',
+  'Tell me about croissants.',
+  'Which bread keeps longest?',
+  'Who bakes the bread?',
+  'Explain proofing briefly.',
+  'Write a short slogan.',
+  'Can I order online?',
+  'Is there parking?',
+  'Do you sell coffee?',
+  'Where are you located?',
 ];
 
 async function collect(stream: AsyncIterable<GenerateChunk>): Promise<GenerateChunk[]> {
@@ -33,15 +46,32 @@ async function collect(stream: AsyncIterable<GenerateChunk>): Promise<GenerateCh
   return chunks;
 }
 const tokensOf = (chunks: GenerateChunk[]) => chunks.flatMap((c) => c.token_ids ?? []);
-const cachedOf = (chunks: GenerateChunk[]) => (chunks.at(-1)!.completion_usage as { prompt_tokens_details?: { cached_tokens: number } }).prompt_tokens_details?.cached_tokens;
-const greedy = (tokenIds: number[], maxTokens: number): GenerateRequest => ({ token_ids: tokenIds, sampling_options: { temperature: 0 }, stop_conditions: { max_tokens: maxTokens } });
+const cachedOf = (chunks: GenerateChunk[]) =>
+  (chunks.at(-1)!.completion_usage as { prompt_tokens_details?: { cached_tokens: number } }).prompt_tokens_details?.cached_tokens;
+const greedy = (tokenIds: number[], maxTokens: number): GenerateRequest => ({
+  token_ids: tokenIds,
+  sampling_options: { temperature: 0 },
+  stop_conditions: { max_tokens: maxTokens },
+});
 
 let pre: Preprocessor;
 const encode = async (text: string) => [...(await pre.tokenizer.encodeBatch([text], false))[0]!];
 /** The prompt ids of a chat of the system message and `question`, and where the question starts. */
 async function chat(question: string): Promise<{ ids: number[]; shared: number }> {
-  const { request } = await pre.preprocessChat({ model: 'x', messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content: question }] });
-  const { request: empty } = await pre.preprocessChat({ model: 'x', messages: [{ role: 'system', content: SYSTEM }, { role: 'user', content: '' }] });
+  const { request } = await pre.preprocessChat({
+    model: 'x',
+    messages: [
+      { role: 'system', content: SYSTEM },
+      { role: 'user', content: question },
+    ],
+  });
+  const { request: empty } = await pre.preprocessChat({
+    model: 'x',
+    messages: [
+      { role: 'system', content: SYSTEM },
+      { role: 'user', content: '' },
+    ],
+  });
   let shared = 0;
   while (request.token_ids[shared] === empty.token_ids[shared]) shared++;
   return { ids: request.token_ids, shared };
@@ -61,7 +91,7 @@ beforeAll(async () => {
 }, 120_000);
 
 describe('LlamaCppEngine prefix cache on SmolLM2-135M', () => {
-  it('evaluates only a second turn\'s new tokens, reports them as cached, and answers as a fresh run split at the same place', async () => {
+  it("evaluates only a second turn's new tokens, reports them as cached, and answers as a fresh run split at the same place", async () => {
     const { engine, router } = await started({ modelPath, parallel: 2, contextSize: 1024 });
     try {
       const turn1 = (await chat(QUESTIONS[2]!)).ids;

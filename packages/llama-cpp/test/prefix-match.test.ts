@@ -6,7 +6,7 @@ const range = (from: number, to: number) => Array.from({ length: to - from }, (_
 const options = { blockSize: 4, similarity: 0.5 };
 
 describe('prefix matching', () => {
-  it('measures the common prefix, and keeps the prompt\'s last token out of what a request reuses', () => {
+  it("measures the common prefix, and keeps the prompt's last token out of what a request reuses", () => {
     expect(commonPrefixLength([1, 2, 3], [1, 2, 4])).toBe(2);
     expect(commonPrefixLength([], [1])).toBe(0);
     expect(reusableLength([1, 2, 3, 4, 5], [1, 2, 3])).toBe(2);
@@ -26,11 +26,47 @@ describe('prefix matching', () => {
 
   it('takes an empty sequence over a match under a block or under the similarity, else the least recently used', () => {
     const prompt = range(0, 20);
-    expect(pickSequence([{ tokens: range(0, 3), lastUsed: 0 }, { tokens: [], lastUsed: 5 }], prompt, options)).toBe(1);
+    expect(
+      pickSequence(
+        [
+          { tokens: range(0, 3), lastUsed: 0 },
+          { tokens: [], lastUsed: 5 },
+        ],
+        prompt,
+        options,
+      ),
+    ).toBe(1);
     // 8 of 20 tokens is under half the prompt.
-    expect(pickSequence([{ tokens: range(0, 8), lastUsed: 0 }, { tokens: [], lastUsed: 5 }], prompt, options)).toBe(1);
-    expect(pickSequence([{ tokens: range(0, 8), lastUsed: 1 }, { tokens: [7], lastUsed: 0 }], prompt, options)).toBe(1);
-    expect(pickSequence([{ tokens: range(0, 8), lastUsed: 1 }, { tokens: [7], lastUsed: 0 }], prompt, { blockSize: 4, similarity: 0.1 })).toBe(0);
+    expect(
+      pickSequence(
+        [
+          { tokens: range(0, 8), lastUsed: 0 },
+          { tokens: [], lastUsed: 5 },
+        ],
+        prompt,
+        options,
+      ),
+    ).toBe(1);
+    expect(
+      pickSequence(
+        [
+          { tokens: range(0, 8), lastUsed: 1 },
+          { tokens: [7], lastUsed: 0 },
+        ],
+        prompt,
+        options,
+      ),
+    ).toBe(1);
+    expect(
+      pickSequence(
+        [
+          { tokens: range(0, 8), lastUsed: 1 },
+          { tokens: [7], lastUsed: 0 },
+        ],
+        prompt,
+        { blockSize: 4, similarity: 0.1 },
+      ),
+    ).toBe(0);
     expect(() => pickSequence([], prompt, options)).toThrow(RangeError);
   });
 });

@@ -120,7 +120,12 @@ describe('SequenceSlots', () => {
     }
     await Promise.all(running);
     expect(router.problems).toEqual([]);
-    expect(router.blocks).toEqual(fullBlocks(pool.contents().map((tokens) => ({ tokens })), 4));
+    expect(router.blocks).toEqual(
+      fullBlocks(
+        pool.contents().map((tokens) => ({ tokens })),
+        4,
+      ),
+    );
     expect(router.blocks.size).toBeGreaterThan(0);
   });
 });

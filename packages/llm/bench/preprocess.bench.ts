@@ -44,7 +44,26 @@ async function timed(fn: () => unknown): Promise<number> {
 
 /** Deterministic prose with some code, numbers and non-ASCII text, `bytes` long. */
 function prose(bytes: number): string {
-  const words = ['the', 'model', 'serves', 'requests', 'quickly', 'über', 'naïve', '数据', 'token', 'cache', '2048', 'GPU', 'émoji', '🙂', 'fn(x)', '{"k": 1}', 'and', 'routes'];
+  const words = [
+    'the',
+    'model',
+    'serves',
+    'requests',
+    'quickly',
+    'über',
+    'naïve',
+    '数据',
+    'token',
+    'cache',
+    '2048',
+    'GPU',
+    'émoji',
+    '🙂',
+    'fn(x)',
+    '{"k": 1}',
+    'and',
+    'routes',
+  ];
   let seed = 42;
   let out = '';
   while (Buffer.byteLength(out) < bytes) {
@@ -80,7 +99,12 @@ function pythonBaseline(texts: Record<string, string>, modelDir: string): { enco
   if ('skip' in venv) return `no Python venv (${venv.skip})`;
   const { python } = venv;
   const job = JSON.stringify({ tokenizer_json: QWEN3_TOKENIZER_JSON, model_dir: modelDir, texts, min_seconds: minSeconds, conversation });
-  const out = execFileSync(python, [join(here, 'python_baseline.py')], { input: job, encoding: 'utf8', maxBuffer: 1 << 24, env: { ...process.env, HF_HUB_OFFLINE: '1' } });
+  const out = execFileSync(python, [join(here, 'python_baseline.py')], {
+    input: job,
+    encoding: 'utf8',
+    maxBuffer: 1 << 24,
+    env: { ...process.env, HF_HUB_OFFLINE: '1' },
+  });
   return JSON.parse(out.trim().split('\n').at(-1)!);
 }
 
@@ -106,13 +130,15 @@ try {
     const py = typeof python === 'string' ? undefined : python.encode[name]?.seconds;
     const mbps = (s: number) => bytes / s / 1e6;
     const ratio = py === undefined ? undefined : py / sync;
-    console.log(`| ${name} | ${tokens} | ${fmt(mbps(sync))} | ${fmt(mbps(asyncSecs))} | ${py === undefined ? python : fmt(mbps(py))} | ${ratio === undefined ? '-' : `${fmt(ratio, 2)}x`} | ${ratio === undefined ? '-' : verdict(ratio >= 0.9)} |`);
+    console.log(
+      `| ${name} | ${tokens} | ${fmt(mbps(sync))} | ${fmt(mbps(asyncSecs))} | ${py === undefined ? python : fmt(mbps(py))} | ${ratio === undefined ? '-' : `${fmt(ratio, 2)}x`} | ${ratio === undefined ? '-' : verdict(ratio >= 0.9)} |`,
+    );
   }
 
   const body = JSON.stringify({ model: 'qwen3', ...conversation });
   const renderSync = await timed(() => formatter.renderSync(body));
   const renderAsync = await timed(() => formatter.render(body));
-  const pyRender = typeof python === 'string' ? python : `${fmt((python.render_seconds * 1e6), 0)} us`;
+  const pyRender = typeof python === 'string' ? python : `${fmt(python.render_seconds * 1e6, 0)} us`;
   console.log(`\n## Chat template render (6 turns, 1 tool)\n`);
   console.log('| ours sync | ours off-thread | transformers apply_chat_template |');
   console.log('|---|---|---|');

@@ -18,7 +18,15 @@ export { StopConditionsSchema, SamplingOptionsSchema, OutputOptionsSchema } from
 export { EmbeddingRequestSchema, type PreprocessedEmbeddingRequest, EmbeddingsOutputSchema, embeddingInputs } from './embeddings/request.js';
 export { embeddingToBase64, embeddingFromBase64, float32Json } from './embeddings/codec.js';
 export { ChatOutputParser, joinParts, modelParsers, type ChatParts, type ModelParsers, type ToolCallDelta } from './postprocess/chat-parsing.js';
-export { postprocessBatches, postprocessChoices, OutputPostprocessor, EngineOutputSchema, streamProcessor, stopOptions, type EventIds } from './postprocess/postprocessor.js';
+export {
+  postprocessBatches,
+  postprocessChoices,
+  OutputPostprocessor,
+  EngineOutputSchema,
+  streamProcessor,
+  stopOptions,
+  type EventIds,
+} from './postprocess/postprocessor.js';
 export { fileChecksumBlake3 } from '@dynamo/core';
 export { KvEventPublisher, KV_EVENTS_TOPIC, type KvEventPublisherOptions } from './kv/kv-event-publisher.js';
 export { LoadPublisher, KV_METRICS_TOPIC, LOAD_DEBOUNCE_MS, LOAD_HEARTBEAT_MS, type WorkerLoad } from './kv/load-publisher.js';

@@ -2,7 +2,15 @@ import { constants } from 'node:fs';
 import { access, readFile, stat } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 
-import { type ChatTemplateSources, fileChecksumBlake3, loadGgufTokenizer, loadTokenizer, PromptFormatter, readGgufMetadataJson, type Tokenizer } from '@dynamo/core';
+import {
+  type ChatTemplateSources,
+  fileChecksumBlake3,
+  loadGgufTokenizer,
+  loadTokenizer,
+  PromptFormatter,
+  readGgufMetadataJson,
+  type Tokenizer,
+} from '@dynamo/core';
 import { InvalidArgument } from '@dynamo/runtime';
 
 import { writeGgufHfFiles } from './gguf-hf-files.js';
@@ -132,7 +140,13 @@ export class LocalModel {
     if (this.gguf) return this.gguf.context_length ?? undefined;
     const config = this.config ?? {};
     const text = (config.text_config ?? {}) as Json;
-    for (const value of [config.max_position_embeddings, text.max_position_embeddings, config.max_sequence_length, config.seq_length, this.tokenizerConfig?.model_max_length]) {
+    for (const value of [
+      config.max_position_embeddings,
+      text.max_position_embeddings,
+      config.max_sequence_length,
+      config.seq_length,
+      this.tokenizerConfig?.model_max_length,
+    ]) {
       if (typeof value === 'number' && Number.isInteger(value) && value > 0 && value < 2 ** 32) return value;
     }
     return undefined;
@@ -250,6 +264,7 @@ function tokenIds(value: unknown): number[] {
 /** A special token in `tokenizer_config.json`: a string or an AddedToken object. */
 export function specialTokenText(value: unknown): string | undefined {
   if (typeof value === 'string') return value;
-  if (typeof value === 'object' && value !== null && typeof (value as { content?: unknown }).content === 'string') return (value as { content: string }).content;
+  if (typeof value === 'object' && value !== null && typeof (value as { content?: unknown }).content === 'string')
+    return (value as { content: string }).content;
   return undefined;
 }

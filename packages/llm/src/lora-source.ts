@@ -40,7 +40,13 @@ export async function resolveLoraSource(uri: string, options: LoraSourceOptions 
     } catch (err) {
       throw new InvalidArgument(`LoRA source ${uri}: not a valid file URI (${(err as Error).message})`);
     }
-    if (!(await stat(path).then(() => true, () => false))) throw new InvalidArgument(`LoRA source ${uri}: no such file or folder`);
+    if (
+      !(await stat(path).then(
+        () => true,
+        () => false,
+      ))
+    )
+      throw new InvalidArgument(`LoRA source ${uri}: no such file or folder`);
     return pathToFileURL(path).href;
   }
   if (scheme === 'hf') {

@@ -47,12 +47,25 @@ const registrations = new WeakMap<Endpoint, Map<string, RegisteredModel>>();
  * `registerLlm(ModelType.Backend, endpoint, modelPath)`, the first releases' form, means Tokens
  * input with chat and completions.
  */
-export async function registerLlm(modelInput: ModelInput, modelType: ModelTypeFlags, endpoint: Endpoint, modelPath: string, options?: RegisterLlmOptions): Promise<RegisteredModel>;
+export async function registerLlm(
+  modelInput: ModelInput,
+  modelType: ModelTypeFlags,
+  endpoint: Endpoint,
+  modelPath: string,
+  options?: RegisterLlmOptions,
+): Promise<RegisteredModel>;
 export async function registerLlm(modelType: ModelTypeFlags, endpoint: Endpoint, modelPath: string, options?: RegisterLlmOptions): Promise<RegisteredModel>;
 export async function registerLlm(...args: unknown[]): Promise<RegisteredModel> {
   const legacy = typeof args[0] === 'number';
-  const [modelInput, modelType, endpoint, modelPath, options = {}] = (legacy ? [ModelInput.Tokens, ...args] : args) as [ModelInput, ModelTypeFlags, Endpoint, string, RegisterLlmOptions?];
-  if (!Object.values(ModelInput).includes(modelInput)) throw new InvalidArgument(`modelInput must be one of ${Object.values(ModelInput).join(', ')}, got ${String(modelInput)}`);
+  const [modelInput, modelType, endpoint, modelPath, options = {}] = (legacy ? [ModelInput.Tokens, ...args] : args) as [
+    ModelInput,
+    ModelTypeFlags,
+    Endpoint,
+    string,
+    RegisterLlmOptions?,
+  ];
+  if (!Object.values(ModelInput).includes(modelInput))
+    throw new InvalidArgument(`modelInput must be one of ${Object.values(ModelInput).join(', ')}, got ${String(modelInput)}`);
   const { flags, legacyBackend } = normalizeModelType(modelType);
   if (legacyBackend && modelInput !== ModelInput.Tokens) throw new InvalidArgument('ModelType.Backend takes Tokens input');
   if (typeof modelPath !== 'string' || modelPath === '') throw new InvalidArgument('modelPath must be a non-empty string');
@@ -62,9 +75,12 @@ export async function registerLlm(...args: unknown[]): Promise<RegisteredModel> 
   // A broken tokenizer fails here, naming its file, not later in every frontend.
   if (options.checkTokenizer !== false) await model.tokenizer();
   const lora = options.lora;
-  if (lora !== undefined && (typeof lora.name !== 'string' || slugify(lora.name) === '')) throw new InvalidArgument(`lora.name must be a non-empty name, got ${JSON.stringify(lora.name)}`);
+  if (lora !== undefined && (typeof lora.name !== 'string' || slugify(lora.name) === ''))
+    throw new InvalidArgument(`lora.name must be a non-empty name, got ${JSON.stringify(lora.name)}`);
   const base = buildCard(model, { ...options, modelInput, modelType: flags, ...(lora && { modelName: lora.name }) });
-  const card: ModelDeploymentCard = lora ? { ...base, lora: { name: lora.name, ...(lora.maxGpuLoraCount !== undefined && { max_gpu_lora_count: lora.maxGpuLoraCount }) } } : base;
+  const card: ModelDeploymentCard = lora
+    ? { ...base, lora: { name: lora.name, ...(lora.maxGpuLoraCount !== undefined && { max_gpu_lora_count: lora.maxGpuLoraCount }) } }
+    : base;
   const suffix = lora ? slugify(lora.name) : undefined;
   const runtime = endpoint.component.namespace.runtime;
   const { namespace, component, endpoint: name } = endpoint.path;
@@ -72,7 +88,18 @@ export async function registerLlm(...args: unknown[]): Promise<RegisteredModel> 
   registrations.set(endpoint, cards);
   await cards.get(suffix ?? '')?.unregister();
   await runtime.discovery.registerModel(namespace, component, name, card, suffix);
-  runtime.log('llm.register').info({ model: card.display_name, namespace, component, endpoint: name, model_type: card.model_type, model_input: card.model_input, ...(lora && { lora: lora.name }) }, lora ? 'registered LoRA adapter' : 'registered model');
+  runtime.log('llm.register').info(
+    {
+      model: card.display_name,
+      namespace,
+      component,
+      endpoint: name,
+      model_type: card.model_type,
+      model_input: card.model_input,
+      ...(lora && { lora: lora.name }),
+    },
+    lora ? 'registered LoRA adapter' : 'registered model',
+  );
 
   let removed: Promise<void> | undefined;
   const registered: RegisteredModel = {
@@ -97,5 +124,8 @@ export async function registerLlm(...args: unknown[]): Promise<RegisteredModel> 
  * when given); does nothing if there is none.
  */
 export async function unregisterLlm(endpoint: Endpoint, loraName?: string): Promise<void> {
-  await registrations.get(endpoint)?.get(loraName === undefined ? '' : slugify(loraName))?.unregister();
+  await registrations
+    .get(endpoint)
+    ?.get(loraName === undefined ? '' : slugify(loraName))
+    ?.unregister();
 }

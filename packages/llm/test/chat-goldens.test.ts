@@ -26,5 +26,9 @@ describe('Qwen3 chat template goldens (transformers apply_chat_template)', () =>
     expect(goldens.filter((g) => g.prompt !== undefined).length).toBeGreaterThanOrEqual(30);
   });
 
-  chatGoldenTests(goldens, () => pre, (golden) => golden.token_ids!);
+  chatGoldenTests(
+    goldens,
+    () => pre,
+    (golden) => golden.token_ids!,
+  );
 });

@@ -45,6 +45,9 @@ describe('modelParsers', () => {
     });
     const { parsers, problems } = modelParsers({ toolCallParser: 'harmony', reasoningParser: 'nope' });
     expect(parsers).toEqual({ toolCallParser: undefined, reasoningParser: undefined });
-    expect(problems).toEqual([expect.stringMatching(/^unknown tool_call_parser "harmony"; known: deepseek_v3, hermes/), expect.stringMatching(/^unknown reasoning_parser "nope"; known: basic/)]);
+    expect(problems).toEqual([
+      expect.stringMatching(/^unknown tool_call_parser "harmony"; known: deepseek_v3, hermes/),
+      expect.stringMatching(/^unknown reasoning_parser "nope"; known: basic/),
+    ]);
   });
 });

@@ -54,7 +54,10 @@ describe('a GGUF model', () => {
     expect(pre.tokenizer.decode(Uint32Array.from(request.token_ids))).toBe(prompt);
     // The same model from its Hugging Face files renders and encodes the same request alike.
     const viaFiles = await LocalModel.load(copyAsHfDir(dir));
-    const same = await (await Preprocessor.create(viaFiles, buildCard(viaFiles, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat }))).preprocessChat({ model: 'qwen3-tiny', messages: [{ role: 'user', content: 'Hello world' }] });
+    const same = await (await Preprocessor.create(viaFiles, buildCard(viaFiles, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat }))).preprocessChat({
+      model: 'qwen3-tiny',
+      messages: [{ role: 'user', content: 'Hello world' }],
+    });
     expect(same.prompt).toBe(prompt);
     expect(same.request.token_ids).toEqual(request.token_ids);
   });

@@ -13,7 +13,10 @@ const runtimes: DistributedRuntime[] = [];
 async function pair() {
   const space = new MemKvSpace();
   const make = async () => {
-    const rt = await DistributedRuntime.create({ config: loadRuntimeConfig({ DYN_DISCOVERY_BACKEND: 'mem', DYN_LOG: 'error', DYN_EVENT_PLANE_HOST: '127.0.0.1' }), memSpace: space });
+    const rt = await DistributedRuntime.create({
+      config: loadRuntimeConfig({ DYN_DISCOVERY_BACKEND: 'mem', DYN_LOG: 'error', DYN_EVENT_PLANE_HOST: '127.0.0.1' }),
+      memSpace: space,
+    });
     runtimes.push(rt);
     return rt;
   };
@@ -43,7 +46,12 @@ describe('KvEventPublisher', () => {
     const publisher = await KvEventPublisher.create(worker, { scope, dpRank: 0, blockSize: 4 });
     const [entry] = await worker.discovery.store.list(EVENT_SOURCES_BUCKET);
     const record = EventSourceRecordSchema.parse(parseJson(entry!.value));
-    expect(record).toMatchObject({ type: 'EventSource', topic: 'kv-events', publisher_id: publisher.publisherId, metadata: { worker: { worker_id: worker.instanceId, dp_rank: 0 }, kv_state_endpoint: { namespace: 'dyn', component: 'backend', name: 'generate' } } });
+    expect(record).toMatchObject({
+      type: 'EventSource',
+      topic: 'kv-events',
+      publisher_id: publisher.publisherId,
+      metadata: { worker: { worker_id: worker.instanceId, dp_rank: 0 }, kv_state_endpoint: { namespace: 'dyn', component: 'backend', name: 'generate' } },
+    });
 
     // A ZMQ subscriber joins late: publish until the router has the blocks.
     await waitFor('the stored blocks in the index', () => {
@@ -81,7 +89,12 @@ describe('KvEventPublisher', () => {
     const publisher = await KvEventPublisher.create(worker, { scope, dpRank: 0, blockSize: 4, recovery: { namespace: 'dyn', component: 'backend' } });
     const name = `worker_kv_query_source_${publisher.publisherId.toString(16)}`;
     const [entry] = await worker.discovery.store.list(EVENT_SOURCES_BUCKET);
-    expect(EventSourceRecordSchema.parse(parseJson(entry!.value)).metadata.recovery_target).toMatchObject({ type: 'Endpoint', namespace: 'dyn', component: 'backend', endpoint: name });
+    expect(EventSourceRecordSchema.parse(parseJson(entry!.value)).metadata.recovery_target).toMatchObject({
+      type: 'Endpoint',
+      namespace: 'dyn',
+      component: 'backend',
+      endpoint: name,
+    });
     publisher.events.stored({ tokenIds: [1, 2, 3, 4, 5, 6, 7, 8], blockIds: [11n, 12n] });
     publisher.events.removed([12n]);
 
@@ -92,7 +105,9 @@ describe('KvEventPublisher', () => {
       for await (const reply of client.random({ worker_id: worker.instanceId, dp_rank: 0, ...request }, { plainItems: true })) replies.push(reply);
       return replies;
     };
-    const [events] = (await ask({ start_event_id: 2, end_event_id: null })) as Array<{ Events: { events: Array<{ event: { event_id: number; data: unknown } }>; last_event_id: number } }>;
+    const [events] = (await ask({ start_event_id: 2, end_event_id: null })) as Array<{
+      Events: { events: Array<{ event: { event_id: number; data: unknown } }>; last_event_id: number };
+    }>;
     expect(events!.Events.last_event_id).toBe(2);
     expect(events!.Events.events.map((e) => [e.event.event_id, e.event.data])).toEqual([[2, { removed: { block_hashes: [12] } }]]);
     const [dump] = (await ask({ start_event_id: null, end_event_id: null })) as Array<{ TreeDump: { events: unknown[] } }>;
@@ -111,7 +126,33 @@ describe('KvEventPublisher', () => {
       const publisher = await KvEventPublisher.create(worker, { scope, dpRank: 0, blockSize: 4 });
       publisher.relayFrom(engine.lastEndpoint!);
       // [ts, [["BlockStored", [111, 222], nil, [1..8], 4, nil, "GPU"]], 0], as vLLM's msgspec writes it.
-      const stored = Buffer.from([0x93, 0x00, 0x91, 0x97, 0xab, ...Buffer.from('BlockStored'), 0x92, 0x6f, 0xcc, 0xde, 0xc0, 0x98, 1, 2, 3, 4, 5, 6, 7, 8, 0x04, 0xc0, 0xa3, ...Buffer.from('GPU'), 0x00]);
+      const stored = Buffer.from([
+        0x93,
+        0x00,
+        0x91,
+        0x97,
+        0xab,
+        ...Buffer.from('BlockStored'),
+        0x92,
+        0x6f,
+        0xcc,
+        0xde,
+        0xc0,
+        0x98,
+        1,
+        2,
+        3,
+        4,
+        5,
+        6,
+        7,
+        8,
+        0x04,
+        0xc0,
+        0xa3,
+        ...Buffer.from('GPU'),
+        0x00,
+      ]);
       const seq = Buffer.alloc(8);
       await waitFor('the relayed blocks in the index', async () => {
         await engine.send(['', seq, Buffer.from([0xc1])]);

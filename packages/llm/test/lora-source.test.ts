@@ -56,7 +56,7 @@ describe('resolveLoraSource', () => {
     await expect(resolveLoraSource('s3://bucket/adapter', { env })).rejects.toThrow('LoRA source s3://bucket/adapter: the s3:// scheme is not supported');
   });
 
-  it("keeps adapters where stock does when DYN_LORA_PATH is unset", () => {
+  it('keeps adapters where stock does when DYN_LORA_PATH is unset', () => {
     expect(loraCacheDir({ HOME: '/home/u' })).toBe('/home/u/.cache/dynamo_loras');
     expect(loraCacheDir({})).toBe('/tmp/.cache/dynamo_loras');
     expect(loraCacheDir({ HOME: '/home/u', DYN_LORA_PATH: '/data/loras' })).toBe('/data/loras');

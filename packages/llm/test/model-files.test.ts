@@ -55,7 +55,9 @@ describe('where the chat template comes from', () => {
   });
 
   it('a missing custom template is named', async () => {
-    await expect(LocalModel.load(modelDir(), { customTemplatePath: '/nonexistent/t.jinja' })).rejects.toThrow('customTemplatePath: /nonexistent/t.jinja does not exist');
+    await expect(LocalModel.load(modelDir(), { customTemplatePath: '/nonexistent/t.jinja' })).rejects.toThrow(
+      'customTemplatePath: /nonexistent/t.jinja does not exist',
+    );
   });
 });
 

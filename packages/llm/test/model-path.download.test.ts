@@ -38,7 +38,10 @@ beforeAll(async () => {
   v1 = writeModelRepo(join(fixtures, 'v1'), { max_position_embeddings: 1024 });
   const secret = writeModelRepo(join(fixtures, 'secret'));
   // Repos of GGUF files as quantizers publish them: no config.json, a README, one file per quantization.
-  for (const [name, files] of [['ggufs', ['qwen3-tiny.gguf', 'llama-tiny.gguf']], ['solo', ['qwen3-tiny.gguf']]] as const) {
+  for (const [name, files] of [
+    ['ggufs', ['qwen3-tiny.gguf', 'llama-tiny.gguf']],
+    ['solo', ['qwen3-tiny.gguf']],
+  ] as const) {
     mkdirSync(join(fixtures, name));
     writeFileSync(join(fixtures, name, 'README.md'), '# quantizations\n');
     for (const file of files) copyFileSync(join(crateFixtures, file), join(fixtures, name, file));
@@ -153,12 +156,18 @@ describe('repos of GGUF files', () => {
     expect(await resolveModelPath(SOLO_REPO, { env: env(), ...quiet })).toEqual(resolved);
   });
 
-  it('names the repo\'s .gguf files when none or several could be meant', async () => {
+  it("names the repo's .gguf files when none or several could be meant", async () => {
     await expect(resolveModelPath(GGUF_REPO, { env: env(), ...quiet })).rejects.toThrow(
-      new InvalidArgument(`model '${GGUF_REPO}' (revision 'main') on ${hub.url} has no config.json: for a repo of GGUF files, pick one of llama-tiny.gguf, qwen3-tiny.gguf (the ggufFile option; dynamo-llama-cpp --gguf-file)`),
+      new InvalidArgument(
+        `model '${GGUF_REPO}' (revision 'main') on ${hub.url} has no config.json: for a repo of GGUF files, pick one of llama-tiny.gguf, qwen3-tiny.gguf (the ggufFile option; dynamo-llama-cpp --gguf-file)`,
+      ),
     );
-    await expect(resolveModelPath(GGUF_REPO, { env: env(), ggufFile: 'q8.gguf', ...quiet })).rejects.toThrow(`has no q8.gguf (its .gguf files: llama-tiny.gguf, qwen3-tiny.gguf)`);
-    await expect(resolveModelPath(GGUF_REPO, { env: env(), ggufFile: '../x.gguf', ...quiet })).rejects.toThrow(`ggufFile '../x.gguf' is not the name of a .gguf file at the top of the repo`);
+    await expect(resolveModelPath(GGUF_REPO, { env: env(), ggufFile: 'q8.gguf', ...quiet })).rejects.toThrow(
+      `has no q8.gguf (its .gguf files: llama-tiny.gguf, qwen3-tiny.gguf)`,
+    );
+    await expect(resolveModelPath(GGUF_REPO, { env: env(), ggufFile: '../x.gguf', ...quiet })).rejects.toThrow(
+      `ggufFile '../x.gguf' is not the name of a .gguf file at the top of the repo`,
+    );
   });
 });
 
@@ -243,7 +252,12 @@ describe('progress', () => {
 
   it("progress 'none' writes nothing, not even through a given logger", async () => {
     const calls: unknown[] = [];
-    const log: Log = { debug: (...a: unknown[]) => calls.push(a), info: (...a: unknown[]) => calls.push(a), warn: (...a: unknown[]) => calls.push(a), error: (...a: unknown[]) => calls.push(a) };
+    const log: Log = {
+      debug: (...a: unknown[]) => calls.push(a),
+      info: (...a: unknown[]) => calls.push(a),
+      warn: (...a: unknown[]) => calls.push(a),
+      error: (...a: unknown[]) => calls.push(a),
+    };
     await resolveModelPath(REPO, { env: env(), progress: 'none', log });
     expect(calls).toEqual([]);
   });

@@ -116,7 +116,12 @@ describe('repo ids', () => {
 describe('Hugging Face settings', () => {
   it('defaults to ~/.cache/huggingface/hub and https://huggingface.co', () => {
     const hf = loadHfEnv({ HOME: '/home/u' });
-    expect(hf).toMatchObject({ home: '/home/u/.cache/huggingface', hubCache: '/home/u/.cache/huggingface/hub', endpoint: 'https://huggingface.co', offline: false });
+    expect(hf).toMatchObject({
+      home: '/home/u/.cache/huggingface',
+      hubCache: '/home/u/.cache/huggingface/hub',
+      endpoint: 'https://huggingface.co',
+      offline: false,
+    });
     expect(hf.tokenPath).toBe('/home/u/.cache/huggingface/token');
   });
 
@@ -129,9 +134,7 @@ describe('Hugging Face settings', () => {
   });
 
   it('rejects bad values naming the variable, never the token', () => {
-    expect(() => loadHfEnv({ HF_ENDPOINT: 'ftp://x', HF_HUB_OFFLINE: 'maybe', HF_TOKEN: 'hf_secret' })).toThrow(
-      /HF_ENDPOINT: .*HF_HUB_OFFLINE: expected/,
-    );
+    expect(() => loadHfEnv({ HF_ENDPOINT: 'ftp://x', HF_HUB_OFFLINE: 'maybe', HF_TOKEN: 'hf_secret' })).toThrow(/HF_ENDPOINT: .*HF_HUB_OFFLINE: expected/);
     expect(() => loadHfEnv({ HF_HUB_OFFLINE: 'maybe', HF_TOKEN: 'hf_secret' })).not.toThrow(/hf_secret/);
   });
 });

@@ -24,7 +24,12 @@ const tokenizerGets = () => hub.requests.filter((r) => r.method === 'GET' && r.p
 
 function recordingLog() {
   const warnings: Array<{ fields: Record<string, unknown>; message: string }> = [];
-  const log: Log = { debug() {}, info() {}, error() {}, warn: (fields: unknown, message?: string) => void warnings.push({ fields: fields as Record<string, unknown>, message: message ?? '' }) };
+  const log: Log = {
+    debug() {},
+    info() {},
+    error() {},
+    warn: (fields: unknown, message?: string) => void warnings.push({ fields: fields as Record<string, unknown>, message: message ?? '' }),
+  };
   return { log, warnings };
 }
 

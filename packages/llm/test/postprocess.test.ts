@@ -39,9 +39,18 @@ const ids = (text: string) => Array.from(tokenizer.encodeSync(text, false));
 describe('postprocess', () => {
   it('turns token chunks into text deltas and passes the engine finish reason through', async () => {
     const [a, b, c] = [ids('Hello'), ids(' wonderful'), ids(' world')];
-    const out = await collect(request(), [{ token_ids: a }, { token_ids: b }, { token_ids: c, finish_reason: 'length', completion_usage: { prompt_tokens: 3, completion_tokens: 3, total_tokens: 6 } }]);
+    const out = await collect(request(), [
+      { token_ids: a },
+      { token_ids: b },
+      { token_ids: c, finish_reason: 'length', completion_usage: { prompt_tokens: 3, completion_tokens: 3, total_tokens: 6 } },
+    ]);
     expect(out.map((d) => d.text).join('')).toBe('Hello wonderful world');
-    expect(out.at(-1)).toMatchObject({ finishReason: 'length', openaiFinishReason: 'length', completionTokens: a.length + b.length + c.length, usage: { total_tokens: 6 } });
+    expect(out.at(-1)).toMatchObject({
+      finishReason: 'length',
+      openaiFinishReason: 'length',
+      completionTokens: a.length + b.length + c.length,
+      usage: { total_tokens: 6 },
+    });
   });
 
   it('ends at EOS without rendering it and closes the engine stream', async () => {
@@ -69,7 +78,10 @@ describe('postprocess', () => {
   });
 
   it('uses text the engine already decoded', async () => {
-    const out = await collect(request(), [{ token_ids: [9], text: 'pre-' }, { token_ids: [10], text: 'decoded', finish_reason: 'stop' }]);
+    const out = await collect(request(), [
+      { token_ids: [9], text: 'pre-' },
+      { token_ids: [10], text: 'decoded', finish_reason: 'stop' },
+    ]);
     expect(out.map((d) => d.text).join('')).toBe('pre-decoded');
   });
 
@@ -113,12 +125,23 @@ describe('postprocessBatches', () => {
   });
 
   it('keeps engine text, usage and an error finish that arrive inside a batch', async () => {
-    const out = await collectBatches(request(), [[{ token_ids: ids('Hi') }, { token_ids: [9], text: ' pre' }, { token_ids: ids('!'), finish_reason: { error: 'GPU fell over' }, completion_usage: { prompt_tokens: 3, completion_tokens: 4 } }]]);
-    expect(out).toEqual([expect.objectContaining({ text: 'Hi pre!', finishReason: 'error', error: 'GPU fell over', usage: { prompt_tokens: 3, completion_tokens: 4 } })]);
+    const out = await collectBatches(request(), [
+      [
+        { token_ids: ids('Hi') },
+        { token_ids: [9], text: ' pre' },
+        { token_ids: ids('!'), finish_reason: { error: 'GPU fell over' }, completion_usage: { prompt_tokens: 3, completion_tokens: 4 } },
+      ],
+    ]);
+    expect(out).toEqual([
+      expect.objectContaining({ text: 'Hi pre!', finishReason: 'error', error: 'GPU fell over', usage: { prompt_tokens: 3, completion_tokens: 4 } }),
+    ]);
   });
 
   it('names a malformed chunk by its index in the whole stream', async () => {
-    const err = await collectBatches(request(), [[{ token_ids: [1] }, { token_ids: [2] }], [{ token_ids: [3] }, { token_ids: 'x' }]]).catch((e: unknown) => e);
+    const err = await collectBatches(request(), [
+      [{ token_ids: [1] }, { token_ids: [2] }],
+      [{ token_ids: [3] }, { token_ids: 'x' }],
+    ]).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InvalidArgument);
     expect((err as Error).message).toMatch(/^engine output chunk 3: token_ids: /);
   });
@@ -148,7 +171,10 @@ describe('postprocessChoices', () => {
     const req = request({ sampling_options: { n: 2 }, stop_conditions: { stop: ['world'] } });
     // The crab's bytes arrive in pieces, between the other choice's tokens.
     const items = [
-      [{ token_ids: crab.slice(0, 2), index: 0 }, { token_ids: hello.slice(0, 1), index: 1 }],
+      [
+        { token_ids: crab.slice(0, 2), index: 0 },
+        { token_ids: hello.slice(0, 1), index: 1 },
+      ],
       [{ token_ids: crab.slice(2), index: 0, finish_reason: 'eos' }],
       [{ token_ids: hello.slice(1), index: 1 }],
     ];
@@ -207,7 +233,9 @@ describe('log probabilities', () => {
   });
 
   it('names a skipped special token "" with no bytes', async () => {
-    const [delta] = await collect(request({ output_options: { logprobs: 0 }, stop_conditions: {} }), [{ token_ids: [IM_END], log_probs: [-0.1], finish_reason: 'length' }]);
+    const [delta] = await collect(request({ output_options: { logprobs: 0 }, stop_conditions: {} }), [
+      { token_ids: [IM_END], log_probs: [-0.1], finish_reason: 'length' },
+    ]);
     expect(delta!.logprobs).toEqual([{ tokenId: IM_END, token: '', logprob: -0.1, bytes: null, top: [] }]);
   });
 });

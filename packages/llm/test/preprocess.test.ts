@@ -13,9 +13,21 @@ const stockDir = join(here, '../../../test/interop/fixtures/llm-1.6.1');
 const readJson = (path: string) => JSON.parse(readFileSync(path, 'utf8'));
 
 /** What the stock 1.6.1 frontend sent a worker for each request (test/interop/capture-llm.sh). */
-const stockRequests = readJson(join(stockDir, 'preprocessed-requests.json')) as Array<{ name: string; path: string; request: Record<string, unknown>; received: Record<string, unknown> }>;
+const stockRequests = readJson(join(stockDir, 'preprocessed-requests.json')) as Array<{
+  name: string;
+  path: string;
+  request: Record<string, unknown>;
+  received: Record<string, unknown>;
+}>;
 /** What the stock 1.6.1 frontend answered to bad (and borderline) requests. */
-const stockErrors = readJson(join(stockDir, 'errors.json')) as Array<{ name: string; path: string; status: number; request?: unknown; body?: unknown; response?: { message?: string } }>;
+const stockErrors = readJson(join(stockDir, 'errors.json')) as Array<{
+  name: string;
+  path: string;
+  status: number;
+  request?: unknown;
+  body?: unknown;
+  response?: { message?: string };
+}>;
 /** The cards the stock workers registered (default and small context). */
 const stockCards = Object.values(readJson(join(stockDir, 'mdc-records.llm-workers.json')) as Record<string, string>).map((r) => JSON.parse(r).card_json);
 
@@ -26,8 +38,14 @@ let small: Preprocessor;
 beforeAll(async () => {
   dir = qwen3ModelDir();
   const model = await LocalModel.load(dir);
-  pre = await Preprocessor.create(model, buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat | ModelType.Completions, modelName: 'qwen3' }));
-  small = await Preprocessor.create(model, buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat, modelName: 'qwen3', contextLength: 32 }));
+  pre = await Preprocessor.create(
+    model,
+    buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat | ModelType.Completions, modelName: 'qwen3' }),
+  );
+  small = await Preprocessor.create(
+    model,
+    buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat, modelName: 'qwen3', contextLength: 32 }),
+  );
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -69,7 +87,10 @@ describe('Preprocessor against the stock Dynamo 1.6.1 frontend', () => {
 /** A body Qwen3's template cannot render: with tools, it adds a string to the system message's content, here a list of parts. */
 const templateError = {
   model: 'qwen3',
-  messages: [{ role: 'system', content: [{ type: 'image_url', image_url: { url: 'https://example.com/a.png' } }] }, { role: 'user', content: 'x' }],
+  messages: [
+    { role: 'system', content: [{ type: 'image_url', image_url: { url: 'https://example.com/a.png' } }] },
+    { role: 'user', content: 'x' },
+  ],
   tools: [{ type: 'function', function: { name: 'f' } }],
 };
 
@@ -84,7 +105,14 @@ describe('Preprocessor', () => {
   it('renders an assistant turn of only tool calls alike with content null, "" or no content key', async () => {
     const call = { id: 'call_1', type: 'function', function: { name: 'ls', arguments: '{}' } };
     const turn = (assistant: Record<string, unknown>) =>
-      pre.preprocessChat({ model: 'qwen3', messages: [{ role: 'user', content: 'list' }, { role: 'assistant', tool_calls: [call], ...assistant }, { role: 'tool', tool_call_id: 'call_1', content: 'a.txt' }] });
+      pre.preprocessChat({
+        model: 'qwen3',
+        messages: [
+          { role: 'user', content: 'list' },
+          { role: 'assistant', tool_calls: [call], ...assistant },
+          { role: 'tool', tool_call_id: 'call_1', content: 'a.txt' },
+        ],
+      });
     const empty = await turn({ content: '' });
     expect(empty.prompt).toContain('<tool_call>\n{"name": "ls", "arguments": {}}\n</tool_call>');
     expect((await turn({ content: null })).prompt).toBe(empty.prompt);
@@ -92,7 +120,12 @@ describe('Preprocessor', () => {
   });
 
   it('preprocesses a chat body the same on the calling thread as off it, NULs and u64 fields included', async () => {
-    const body = { model: 'qwen3', messages: [{ role: 'user', content: 'Hi\0 there', name: 2n ** 63n }], max_tokens: 7, nvext: { backend_instance_id: 2n ** 63n + 5n } };
+    const body = {
+      model: 'qwen3',
+      messages: [{ role: 'user', content: 'Hi\0 there', name: 2n ** 63n }],
+      max_tokens: 7,
+      nvext: { backend_instance_id: 2n ** 63n + 5n },
+    };
     const off = await pre.preprocessChat(body);
     const on = await pre.preprocessChat(body, { onCallingThread: true });
     expect(on).toEqual(off);
@@ -134,7 +167,9 @@ describe('Preprocessor', () => {
 
   it('names the field of a mistyped body and a template error', async () => {
     await expect(pre.preprocessChat({ model: 'qwen3', messages: 'hi' })).rejects.toThrow('request.messages');
-    await expect(pre.preprocessChat({ model: 'qwen3', messages: [{ role: 'user', content: 'x' }], chat_template_kwargs: 'yes' })).rejects.toThrow('request.chat_template_kwargs');
+    await expect(pre.preprocessChat({ model: 'qwen3', messages: [{ role: 'user', content: 'x' }], chat_template_kwargs: 'yes' })).rejects.toThrow(
+      'request.chat_template_kwargs',
+    );
     await expect(pre.preprocessCompletion({ model: 'qwen3', prompt: ['a', 'b'] })).rejects.toThrow('holds 2 prompts; use preprocessCompletions');
     await expect(pre.preprocessChat(templateError)).rejects.toThrow(/^request: /);
   });

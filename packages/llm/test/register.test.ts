@@ -50,7 +50,9 @@ describe('registerLlm', () => {
     expect(published.runtime_config).toEqual(stockDefaultCard.runtime_config);
     expect(card).toMatchObject({
       display_name: basename(modelDir),
-      slug: basename(modelDir).toLowerCase().replace(/[^a-z0-9_-]/g, '_'),
+      slug: basename(modelDir)
+        .toLowerCase()
+        .replace(/[^a-z0-9_-]/g, '_'),
       source_path: modelDir,
       context_length: 40960,
       architectural_max_context_length: 40960,
@@ -63,7 +65,9 @@ describe('registerLlm', () => {
     });
     // Checksums of the same bytes equal the ones the stock release computed.
     const stockTokenizer = (stockRecord.card_json.tokenizer as { hf_tokenizer_json: { checksum: string; size: number } }).hf_tokenizer_json;
-    expect(card.tokenizer).toEqual({ hf_tokenizer_json: { path: join(modelDir, 'tokenizer.json'), checksum: stockTokenizer.checksum, size: stockTokenizer.size } });
+    expect(card.tokenizer).toEqual({
+      hf_tokenizer_json: { path: join(modelDir, 'tokenizer.json'), checksum: stockTokenizer.checksum, size: stockTokenizer.size },
+    });
     expect(mdcsum(card)).toMatch(/^[0-9a-f]{64}$/);
     await unregisterLlm(endpoint);
     expect(await cardsIn(runtime)).toEqual([]);
@@ -159,7 +163,9 @@ describe('registerLlm with bad input', () => {
       "contextLength 50000 is larger than the model's maximum of 40960 tokens",
     );
     await expect(registerLlm(ModelInput.Tokens, 1 << 20, endpoint(), modelDir)).rejects.toThrow('not a combination of ModelType flags');
-    await expect(registerLlm(ModelInput.Tokens, ModelType.Chat, endpoint(), modelDir, { kvCacheBlockSize: 0 })).rejects.toThrow('kvCacheBlockSize must be an integer from 1');
+    await expect(registerLlm(ModelInput.Tokens, ModelType.Chat, endpoint(), modelDir, { kvCacheBlockSize: 0 })).rejects.toThrow(
+      'kvCacheBlockSize must be an integer from 1',
+    );
     await expect(registerLlm('Pixels' as ModelInput, ModelType.Chat, endpoint(), modelDir)).rejects.toThrow('modelInput must be one of Text, Tokens, Tensor');
     await expect(registerLlm(ModelInput.Tokens, ModelType.Chat, endpoint(), join(modelDir, 'nope'))).rejects.toThrow(InvalidArgument);
     expect(await cardsIn(runtime)).toEqual([]);
@@ -182,7 +188,9 @@ describe('LoRA adapters', () => {
     expect((await ours()).map((c) => c.key)).toEqual([`dynamo/lora/generate/${id}`]);
     await unregisterLlm(endpoint);
     expect(await ours()).toEqual([]);
-    await expect(registerLlm(ModelInput.Tokens, ModelType.Chat, endpoint, modelDir, { lora: { name: '///' } })).rejects.toThrow('lora.name must be a non-empty name');
+    await expect(registerLlm(ModelInput.Tokens, ModelType.Chat, endpoint, modelDir, { lora: { name: '///' } })).rejects.toThrow(
+      'lora.name must be a non-empty name',
+    );
   });
 
   it("loraId is stock's id for a name", () => {

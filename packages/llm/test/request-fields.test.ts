@@ -14,7 +14,10 @@ let pre: Preprocessor;
 beforeAll(async () => {
   dir = qwen3ModelDir();
   const model = await LocalModel.load(dir);
-  pre = await Preprocessor.create(model, buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat | ModelType.Completions, modelName: 'qwen3' }));
+  pre = await Preprocessor.create(
+    model,
+    buildCard(model, { modelInput: ModelInput.Tokens, modelType: ModelType.Chat | ModelType.Completions, modelName: 'qwen3' }),
+  );
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
@@ -25,9 +28,15 @@ describe('reasoning controls in the template arguments', () => {
     // What stock's template saw for each request (a template printing the four variables).
     [{ reasoning_effort: 'low' }, { thinking: true, enable_thinking: true, thinking_mode: 'enabled', reasoning_effort: 'low' }],
     [{ reasoning_effort: 'none' }, { thinking: false, enable_thinking: false, thinking_mode: 'disabled', reasoning_effort: 'none' }],
-    [{ reasoning_effort: 'high', chat_template_kwargs: { enable_thinking: false } }, { thinking: false, enable_thinking: false, thinking_mode: 'disabled', reasoning_effort: 'high' }],
+    [
+      { reasoning_effort: 'high', chat_template_kwargs: { enable_thinking: false } },
+      { thinking: false, enable_thinking: false, thinking_mode: 'disabled', reasoning_effort: 'high' },
+    ],
     [{ chat_template_kwargs: { reasoning_effort: 'medium' } }, { thinking: true, enable_thinking: true, thinking_mode: 'enabled', reasoning_effort: 'medium' }],
-    [{ reasoning_effort: 'max', thinking: { type: 'adaptive' as const } }, { thinking_mode: 'adaptive', reasoning_effort: 'max' }],
+    [
+      { reasoning_effort: 'max', thinking: { type: 'adaptive' as const } },
+      { thinking_mode: 'adaptive', reasoning_effort: 'max' },
+    ],
     [{ thinking: false }, { thinking: false, enable_thinking: false, thinking_mode: 'disabled' }],
     [{ chat_template_args: { custom: 1 } }, { custom: 1 }],
   ])('%j gives %j', (request, args) => {
@@ -87,13 +96,17 @@ describe('stop token ids and the checks on n, batches and suffix', () => {
   });
 
   it.each([
-    [{ messages, n: 2, temperature: 0 }, 'chat', 'Validation: When n > 1, temperature must be greater than 0 to ensure diverse outputs. Got n=2, temperature=0'],
+    [
+      { messages, n: 2, temperature: 0 },
+      'chat',
+      'Validation: When n > 1, temperature must be greater than 0 to ensure diverse outputs. Got n=2, temperature=0',
+    ],
     [{ messages, stop: Array.from({ length: 33 }, (_, i) => `s${i}`) }, 'chat', 'Maximum of 32 stop sequences allowed, got 33'],
     [{ messages, stop: [] }, 'chat', 'Validation: Stop sequences array cannot be empty'],
     [{ prompt: ['a', 'b', 'c'], n: 50 }, 'completions', 'Validation: Total choices (batch_size × n = 3 × 50 = 150) exceeds maximum of 128'],
     [{ prompt: ['a', ''] }, 'completions', 'Validation: Prompt string at index 1 cannot be empty'],
     [{ prompt: 'a', suffix: 'x'.repeat(10_001) }, 'completions', 'Validation: Suffix is too long, maximum 10000 characters'],
-  ])('%j (%s) is refused with stock\'s message', async (body, kind, message) => {
+  ])("%j (%s) is refused with stock's message", async (body, kind, message) => {
     const run = kind === 'chat' ? pre.preprocessChat({ model: 'qwen3', ...body }) : pre.preprocessCompletions({ model: 'qwen3', ...body });
     await expect(run).rejects.toThrow(message);
   });

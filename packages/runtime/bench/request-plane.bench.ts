@@ -60,7 +60,10 @@ const WARMUP = intEnv('BENCH_WARMUP', 2_000);
 const CONCURRENCY = intEnv('BENCH_CONCURRENCY', 64);
 const SOAK = Math.max(intEnv('BENCH_SOAK', 100_000), WARMUP + REQUESTS);
 const IDLE_SETTLE_MS = intEnv('BENCH_IDLE_SETTLE_S', 60) * 1000;
-const PLANES = (process.env.BENCH_PLANES ?? 'tcp,nats').split(',').map((p) => p.trim()).filter(Boolean) as Array<'tcp' | 'nats'>;
+const PLANES = (process.env.BENCH_PLANES ?? 'tcp,nats')
+  .split(',')
+  .map((p) => p.trim())
+  .filter(Boolean) as Array<'tcp' | 'nats'>;
 const RUNNER_WANTED = process.env.BENCH_RUNNER === 'tsx' ? 'tsx' : 'node';
 const FLOOR = process.env.BENCH_FLOOR !== '0';
 // Extra node flags for the child processes, e.g. `--cpu-prof --cpu-prof-dir=/tmp/prof`.
@@ -345,11 +348,14 @@ async function floorEchoPipelined(port: number, total: number): Promise<ShortRes
       }
     }),
   );
-  const result = await closedLoop(total, CONCURRENCY, () =>
-    new Promise<void>((resolve) => {
-      waiters.push(resolve);
-      writer.write(PING);
-    }),
+  const result = await closedLoop(
+    total,
+    CONCURRENCY,
+    () =>
+      new Promise<void>((resolve) => {
+        waiters.push(resolve);
+        writer.write(PING);
+      }),
   );
   socket.destroy();
   return result;
@@ -361,7 +367,10 @@ async function floorEchoConnectPerRequest(port: number, total: number): Promise<
     const socket = await dial(port);
     await new Promise<void>((resolve, reject) => {
       socket.once('error', reject);
-      socket.on('data', frameReader(() => resolve()));
+      socket.on(
+        'data',
+        frameReader(() => resolve()),
+      );
       socket.write(PING);
     });
     socket.end();
@@ -385,7 +394,10 @@ async function floorStream(port: number, n: number, packed: boolean): Promise<St
   let items = 0;
   await new Promise<void>((resolve, reject) => {
     socket.on('error', reject);
-    socket.on('data', frameReader(() => items++));
+    socket.on(
+      'data',
+      frameReader(() => items++),
+    );
     socket.on('end', () => resolve());
     const request = Buffer.alloc(5);
     request.writeUInt32BE(n, 0);
@@ -605,13 +617,7 @@ function report(env: string[], floor: FloorResults | undefined, planes: PlaneRes
   ]);
   const cpu = (x: { workerCpuUs?: number; callerCpuUs?: number }, digits: number) =>
     x.workerCpuUs === undefined ? '?' : `${x.workerCpuUs.toFixed(digits)} / ${x.callerCpuUs!.toFixed(digits)}`;
-  rows.push([
-    '  CPU us per item, worker / caller',
-    cell(tcp, (r) => cpu(r.stream, 2)),
-    cell(nats, (r) => cpu(r.stream, 2)),
-    '',
-    '',
-  ]);
+  rows.push(['  CPU us per item, worker / caller', cell(tcp, (r) => cpu(r.stream, 2)), cell(nats, (r) => cpu(r.stream, 2)), '', '']);
   rows.push([
     `short requests/s (c=${CONCURRENCY}, ${fmtInt(REQUESTS)})`,
     cell(tcp, (r) => fmtInt(r.short.rps)),
@@ -633,13 +639,7 @@ function report(env: string[], floor: FloorResults | undefined, planes: PlaneRes
     floor ? `${fmtMs(floor.pipelined.p99)} / ${fmtMs(floor.connectPerRequest.p99)}` : 'n/a',
     '',
   ]);
-  rows.push([
-    '  CPU us per request, worker / caller',
-    cell(tcp, (r) => cpu(r.short, 0)),
-    cell(nats, (r) => cpu(r.short, 0)),
-    '',
-    '',
-  ]);
+  rows.push(['  CPU us per request, worker / caller', cell(tcp, (r) => cpu(r.short, 0)), cell(nats, (r) => cpu(r.short, 0)), '', '']);
   if (floor?.natsRequest) {
     const f = floor.natsRequest;
     rows.push(['  floor: plain nats.js request/reply, req/s (p50 / p99 ms)', '', '', `${fmtInt(f.rps)} (${fmtMs(f.p50)} / ${fmtMs(f.p99)})`, '']);
@@ -708,10 +708,15 @@ function report(env: string[], floor: FloorResults | undefined, planes: PlaneRes
     '',
   ]);
 
-  if (tcp) checks.push({ what: 'tcp one stream >= 250k items/s', ok: tcp.stream.perSec >= TARGETS.streamItemsPerSec, detail: `${fmtInt(tcp.stream.perSec)} items/s` });
+  if (tcp)
+    checks.push({ what: 'tcp one stream >= 250k items/s', ok: tcp.stream.perSec >= TARGETS.streamItemsPerSec, detail: `${fmtInt(tcp.stream.perSec)} items/s` });
   for (const f of failures) checks.push({ what: f.split(':')[0]!, ok: false, detail: f.slice(f.indexOf(':') + 1).trim() });
   for (const r of planes) {
-    checks.push({ what: `${r.plane} short requests >= 5k/s`, ok: r.short.rps >= TARGETS.shortRps, detail: `${fmtInt(r.short.rps)} req/s, p50 ${fmtMs(r.short.p50)} ms, p99 ${fmtMs(r.short.p99)} ms` });
+    checks.push({
+      what: `${r.plane} short requests >= 5k/s`,
+      ok: r.short.rps >= TARGETS.shortRps,
+      detail: `${fmtInt(r.short.rps)} req/s, p50 ${fmtMs(r.short.p50)} ms, p99 ${fmtMs(r.short.p99)} ms`,
+    });
     checks.push({ what: `${r.plane} worker RSS idle < 100 MB`, ok: mb(r.idle.rss) < TARGETS.idleRssMb, detail: `${mb(r.idle.rss).toFixed(1)} MB` });
     checks.push({
       what: `${r.plane} worker RSS growth <= 10% after ${fmtInt(r.shortTotal)} requests`,
@@ -719,7 +724,12 @@ function report(env: string[], floor: FloorResults | undefined, planes: PlaneRes
       detail: `${pct(growth(r))} idle (${pct(loadGrowth(r))} right after the load, young generation expanded)`,
     });
     const errors = r.short.errors + (r.soak === r.short ? 0 : r.soak.errors);
-    if (errors > 0) checks.push({ what: `${r.plane} short requests without errors`, ok: false, detail: `${errors} failed, first: ${r.short.firstError ?? r.soak.firstError}` });
+    if (errors > 0)
+      checks.push({
+        what: `${r.plane} short requests without errors`,
+        ok: false,
+        detail: `${errors} failed, first: ${r.short.firstError ?? r.soak.firstError}`,
+      });
   }
 
   const out: string[] = [];
@@ -738,7 +748,9 @@ function report(env: string[], floor: FloorResults | undefined, planes: PlaneRes
   out.push('     sustained load and gives it back after a while idle; the growth target compares idle with idle, and');
   out.push('     the "right after" row shows the loaded figure. Heap in use is the leak signal.');
   if (floor && floor.pipelined.errors + floor.connectPerRequest.errors > 0) {
-    out.push(`   floor errors: ${floor.pipelined.errors + floor.connectPerRequest.errors} (${floor.pipelined.firstError ?? floor.connectPerRequest.firstError})`);
+    out.push(
+      `   floor errors: ${floor.pipelined.errors + floor.connectPerRequest.errors} (${floor.pipelined.firstError ?? floor.connectPerRequest.firstError})`,
+    );
   }
   for (const s of skipped) out.push(`   skipped: ${s}`);
   out.push('');

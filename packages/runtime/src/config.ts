@@ -20,7 +20,12 @@ export const envFlag = z
   });
 const list = z
   .string()
-  .transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean))
+  .transform((v) =>
+    v
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean),
+  )
   .pipe(z.array(z.string()).min(1));
 
 /**
@@ -39,7 +44,10 @@ const envSchema = z.object({
   ETCD_LEASE_TTL: positiveSecs.default(10),
   DYN_FILE_KV: z.string().min(1).default(join(tmpdir(), 'dynamo_store_kv')),
   DYN_FILE_KV_TTL_SECS: positiveSecs.default(10),
-  NATS_SERVER: z.string().regex(/^(nats|tls):\/\//, 'must start with nats:// or tls://').default('nats://localhost:4222'),
+  NATS_SERVER: z
+    .string()
+    .regex(/^(nats|tls):\/\//, 'must start with nats:// or tls://')
+    .default('nats://localhost:4222'),
   NATS_AUTH_USERNAME: z.string().optional(),
   NATS_AUTH_PASSWORD: z.string().optional(),
   NATS_AUTH_TOKEN: z.string().optional(),
@@ -152,10 +160,7 @@ const overrideEnv: Record<keyof RuntimeConfigOverrides, keyof Env> = {
  * or CLI flags) winning. Empty variables count as unset. Throws `InvalidArgument` naming every bad
  * variable.
  */
-export function loadRuntimeConfig(
-  env: Readonly<Record<string, string | undefined>> = process.env,
-  overrides: RuntimeConfigOverrides = {},
-): RuntimeConfig {
+export function loadRuntimeConfig(env: Readonly<Record<string, string | undefined>> = process.env, overrides: RuntimeConfigOverrides = {}): RuntimeConfig {
   const input: Record<string, string> = {};
   for (const key of Object.keys(envSchema.shape)) {
     const value = env[key];

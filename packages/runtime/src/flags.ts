@@ -37,13 +37,11 @@ export type ParsedFlags<F extends Flags> = { help: true } | { help: false; value
  * Parses `argv` against `flags` (env variables fill absent flags; `--help`/`-h` is always
  * accepted). Throws {@link InvalidArgument} naming the flag for unknown options or bad values.
  */
-export function parseFlags<F extends Flags>(
-  flags: F,
-  argv: readonly string[],
-  env: Readonly<Record<string, string | undefined>> = {},
-): ParsedFlags<F> {
+export function parseFlags<F extends Flags>(flags: F, argv: readonly string[], env: Readonly<Record<string, string | undefined>> = {}): ParsedFlags<F> {
   const options = Object.fromEntries(
-    Object.entries(flags).flatMap(([key, flag]) => [kebab(key), ...(flag.aliases ?? [])].map((name) => [name, { type: flag.boolean ? 'boolean' : 'string' }] as const)),
+    Object.entries(flags).flatMap(([key, flag]) =>
+      [kebab(key), ...(flag.aliases ?? [])].map((name) => [name, { type: flag.boolean ? 'boolean' : 'string' }] as const),
+    ),
   ) as Record<string, { type: 'boolean' | 'string' }>;
   let parsed: ReturnType<typeof parseArgs>;
   try {
@@ -73,7 +71,6 @@ export function parseFlags<F extends Flags>(
   }
   return { help: false, values: values as FlagValues<F> };
 }
-
 
 /** Renders `--help` text for `flags`, with each default taken from its schema. */
 export function formatHelp(usage: string, summary: string, flags: Flags): string {

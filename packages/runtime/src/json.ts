@@ -22,9 +22,7 @@ export function parseJson(text: string): unknown {
     return `${prefix}"\\u0000bigint:${digits}"`;
   });
   if (!sawBig) return JSON.parse(text);
-  return JSON.parse(quoted, (_key, value: unknown) =>
-    typeof value === 'string' && value.startsWith(marker) ? BigInt(value.slice(marker.length)) : value,
-  );
+  return JSON.parse(quoted, (_key, value: unknown) => (typeof value === 'string' && value.startsWith(marker) ? BigInt(value.slice(marker.length)) : value));
 }
 
 /** Serializes to JSON, writing `bigint` values as bare integers. */

@@ -36,7 +36,10 @@ function level(value: string, source: string): Level | 'silent' {
  */
 export function parseLogFilter(spec: string | undefined): LogFilter {
   const filter: LogFilter = { level: 'info', targets: [] };
-  for (const part of (spec ?? '').split(',').map((p) => p.trim()).filter(Boolean)) {
+  for (const part of (spec ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter(Boolean)) {
     const eq = part.indexOf('=');
     if (eq < 0) filter.level = level(part, 'DYN_LOG');
     else filter.targets.push({ target: part.slice(0, eq).trim(), level: level(part.slice(eq + 1), `DYN_LOG ${part}`) });

@@ -70,7 +70,8 @@ async function foreignMetrics(taken: ReadonlySet<string>, labels: Readonly<Recor
     if (plain) {
       for (const metric of registry.getMetricsAsArray().filter(shown)) parts.push(await registry.getSingleMetricAsString(metric.name));
     } else {
-      for (const metric of (await registry.getMetricsAsJSON()).filter(shown)) parts.push(withLabels(metric as MetricObjectWithValues<MetricValue<string>>, labels));
+      for (const metric of (await registry.getMetricsAsJSON()).filter(shown))
+        parts.push(withLabels(metric as MetricObjectWithValues<MetricValue<string>>, labels));
     }
   }
   return parts.length === 0 ? '' : `${parts.join('\n')}\n`;
@@ -83,7 +84,12 @@ async function foreignMetrics(taken: ReadonlySet<string>, labels: Readonly<Recor
 export class RuntimeMetrics {
   readonly registry = new Registry();
   readonly #started = process.hrtime.bigint();
-  readonly requests = new Counter({ name: 'dynamo_component_requests_total', help: 'Requests received by the endpoint', labelNames: endpointLabels, registers: [this.registry] });
+  readonly requests = new Counter({
+    name: 'dynamo_component_requests_total',
+    help: 'Requests received by the endpoint',
+    labelNames: endpointLabels,
+    registers: [this.registry],
+  });
   readonly duration = new Histogram({
     name: 'dynamo_component_request_duration_seconds',
     help: 'Time from receiving a request to the end of its response stream',
@@ -91,16 +97,36 @@ export class RuntimeMetrics {
     buckets: durationBuckets,
     registers: [this.registry],
   });
-  readonly inflight = new Gauge({ name: 'dynamo_component_inflight_requests', help: 'Requests being processed', labelNames: endpointLabels, registers: [this.registry] });
-  readonly requestBytes = new Counter({ name: 'dynamo_component_request_bytes_total', help: 'Request payload bytes received', labelNames: endpointLabels, registers: [this.registry] });
-  readonly responseBytes = new Counter({ name: 'dynamo_component_response_bytes_total', help: 'Response payload bytes sent', labelNames: endpointLabels, registers: [this.registry] });
+  readonly inflight = new Gauge({
+    name: 'dynamo_component_inflight_requests',
+    help: 'Requests being processed',
+    labelNames: endpointLabels,
+    registers: [this.registry],
+  });
+  readonly requestBytes = new Counter({
+    name: 'dynamo_component_request_bytes_total',
+    help: 'Request payload bytes received',
+    labelNames: endpointLabels,
+    registers: [this.registry],
+  });
+  readonly responseBytes = new Counter({
+    name: 'dynamo_component_response_bytes_total',
+    help: 'Response payload bytes sent',
+    labelNames: endpointLabels,
+    registers: [this.registry],
+  });
   readonly errors = new Counter({
     name: 'dynamo_component_errors_total',
     help: 'Requests that failed, by error type',
     labelNames: [...endpointLabels, 'error_type'],
     registers: [this.registry],
   });
-  readonly cancellations = new Counter({ name: 'dynamo_component_cancellation_total', help: 'Requests cancelled by the caller', labelNames: endpointLabels, registers: [this.registry] });
+  readonly cancellations = new Counter({
+    name: 'dynamo_component_cancellation_total',
+    help: 'Requests cancelled by the caller',
+    labelNames: endpointLabels,
+    registers: [this.registry],
+  });
 
   constructor() {
     // Made now, so the event-loop delay is measured from the start.

@@ -244,7 +244,11 @@ export class DistributedRuntime implements RuntimeHost {
 
   async #doShutdown(drainTimeoutMs: number): Promise<void> {
     this.#log.info({ endpoints: this.#served.size }, 'shutting down');
-    await Promise.all([...this.#served].map((endpoint) => endpoint.stopServing({ drainTimeoutMs }).catch((err: unknown) => this.#log.warn({ err }, 'endpoint shutdown failed'))));
+    await Promise.all(
+      [...this.#served].map((endpoint) =>
+        endpoint.stopServing({ drainTimeoutMs }).catch((err: unknown) => this.#log.warn({ err }, 'endpoint shutdown failed')),
+      ),
+    );
     for (const hook of this.#shutdownHooks) await Promise.resolve(hook()).catch((err: unknown) => this.#log.warn({ err }, 'shutdown hook failed'));
     const closing: Array<Promise<unknown>> = [];
     const close = (p: Promise<{ close(): Promise<void> }> | undefined) => p && closing.push(p.then((x) => x.close()).catch(() => {}));
@@ -265,12 +269,7 @@ export class DistributedRuntime implements RuntimeHost {
   }
 }
 
-async function openStore(
-  config: RuntimeConfig,
-  logging: Logging,
-  memSpace: MemKvSpace | undefined,
-  onLeaseLost: (err: Error) => void,
-): Promise<KvStore> {
+async function openStore(config: RuntimeConfig, logging: Logging, memSpace: MemKvSpace | undefined, onLeaseLost: (err: Error) => void): Promise<KvStore> {
   switch (config.discoveryBackend) {
     case 'mem':
       return new MemKvStore(memSpace ? { space: memSpace } : {});

@@ -3,9 +3,7 @@ import { InvalidArgument } from './errors.js';
 
 /** Renders zod issues as `what.path: message; ...` so an error names the field that was wrong. */
 export function describeIssues(what: string, error: z.ZodError): string {
-  return error.issues
-    .map((issue) => `${[what, ...issue.path.map(String)].join('.')}: ${issue.message}`)
-    .join('; ');
+  return error.issues.map((issue) => `${[what, ...issue.path.map(String)].join('.')}: ${issue.message}`).join('; ');
 }
 
 /** Parses `value` with `schema`, throwing {@link InvalidArgument} that names each bad field. */

@@ -24,7 +24,12 @@ describe('loadRuntimeConfig', () => {
       DYN_LOG: 'debug',
       DYN_LOGGING_JSONL: '1',
     });
-    expect(config).toMatchObject({ discoveryBackend: 'etcd', requestPlane: 'nats', etcd: { endpoints: ['http://a:2379', 'http://b:2379'] }, log: { filter: 'debug', jsonl: true } });
+    expect(config).toMatchObject({
+      discoveryBackend: 'etcd',
+      requestPlane: 'nats',
+      etcd: { endpoints: ['http://a:2379', 'http://b:2379'] },
+      log: { filter: 'debug', jsonl: true },
+    });
     expect(config.system).toMatchObject({ port: 0, host: '0.0.0.0', healthPath: '/health', livePath: '/live', startingStatus: 'notready' });
   });
 

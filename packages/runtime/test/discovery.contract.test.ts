@@ -224,7 +224,12 @@ describe.each(backends)('$name discovery store', ({ world: makeWorld }) => {
     await waitFor('the worker keys to go', async () => (await frontend.list(world.bucket)).length === 1);
     await waitFor('delete events', () => watch.events.filter((e) => e.type === 'delete').length >= 2);
     await watch.stop();
-    expect(watch.events.filter((e) => e.type === 'delete').map((e) => e.key).sort()).toEqual(['dynamo/backend/generate/w', 'dynamo/backend/generate/w2']);
+    expect(
+      watch.events
+        .filter((e) => e.type === 'delete')
+        .map((e) => e.key)
+        .sort(),
+    ).toEqual(['dynamo/backend/generate/w', 'dynamo/backend/generate/w2']);
     expect(await frontend.list(world.bucket)).toEqual([{ key: 'dynamo/frontend/x', value: 'mine' }]);
   });
 

@@ -25,7 +25,6 @@ const log = createLogging({ filter: 'error' }).child('test.discovery.etcd');
 const here = dirname(fileURLToPath(import.meta.url));
 const packageDir = join(here, '..');
 
-
 describe('etcd discovery store', { timeout: 30_000 }, () => {
   let etcd: EtcdServer;
   let raw: Etcd3;
@@ -130,7 +129,8 @@ describe('etcd discovery store', { timeout: 30_000 }, () => {
 
     await waitFor(
       'the record to come back',
-      async () => (await raw.get(`${bucket}/${key}`).string()) === '{"registered":true}' && (await raw.get(`${bucket}-mdc/${key}`).string()) === '{"card":true}',
+      async () =>
+        (await raw.get(`${bucket}/${key}`).string()) === '{"registered":true}' && (await raw.get(`${bucket}-mdc/${key}`).string()) === '{"card":true}',
       15_000,
     );
     expect(worker.instanceId).toBe(id);
@@ -252,7 +252,9 @@ describe('etcd discovery store', { timeout: 30_000 }, () => {
       await waitFor('the delete on lease revoke', () => watch.events.some((e) => e.type === 'delete'), 10_000);
       await watch.stop();
 
-      const withoutClientCert = await EtcdKvStore.connect({ endpoints: [secured.endpoint], caCert: tls.caFile, connectTimeoutSecs: 2, log }).catch((e: unknown) => e);
+      const withoutClientCert = await EtcdKvStore.connect({ endpoints: [secured.endpoint], caCert: tls.caFile, connectTimeoutSecs: 2, log }).catch(
+        (e: unknown) => e,
+      );
       expect(withoutClientCert).toBeInstanceOf(CannotConnect);
       expect((withoutClientCert as Error).message).toContain(secured.endpoint);
       const untrusted = await EtcdKvStore.connect({ endpoints: [secured.endpoint], connectTimeoutSecs: 2, log }).catch((e: unknown) => e);

@@ -15,7 +15,6 @@ import { watchInto } from './watch-into.js';
 const log = createLogging({ filter: 'error' }).child('test.discovery.file');
 const BUCKET = 'v1/instances';
 
-
 describe('file discovery store', () => {
   let root: string;
   const stores: FileKvStore[] = [];
@@ -51,7 +50,8 @@ describe('file discovery store', () => {
   });
 
   it('reads records another process wrote in the same layout', async () => {
-    const record = '{"type":"Endpoint","namespace":"dynamo","component":"backend","endpoint":"generate","instance_id":1666379683541627423,"transport":{"tcp":"127.0.0.1:5000/17216e63492ef21f/generate"}}';
+    const record =
+      '{"type":"Endpoint","namespace":"dynamo","component":"backend","endpoint":"generate","instance_id":1666379683541627423,"transport":{"tcp":"127.0.0.1:5000/17216e63492ef21f/generate"}}';
     await mkdir(bucketDir(), { recursive: true });
     await writeFile(join(bucketDir(), 'dynamo%2Fbackend%2Fgenerate%2F17216e63492ef21f'), record);
     const store = open();
@@ -71,7 +71,12 @@ describe('file discovery store', () => {
     await expect(store.create(BUCKET, 'b', '4')).rejects.toThrow(/already exists/);
     await waitFor('the watch to catch up', () => watch.events.some((e) => e.type === 'put' && e.key === 'b'));
     await watch.stop();
-    expect(await store.list(BUCKET)).toEqual(expect.arrayContaining([{ key: 'a', value: '2' }, { key: 'b', value: '3' }]));
+    expect(await store.list(BUCKET)).toEqual(
+      expect.arrayContaining([
+        { key: 'a', value: '2' },
+        { key: 'b', value: '3' },
+      ]),
+    );
     expect((await store.list(BUCKET)).length).toBe(2);
     expect(watch.events.every((e) => !e.key.startsWith('.'))).toBe(true);
     expect((await readdir(bucketDir())).filter((n) => n.startsWith('.tmp_'))).toEqual(['.tmp_0123456789abcdef']);
@@ -130,10 +135,14 @@ describe('file discovery store', () => {
     const firstMtime = (await stat(file)).mtimeMs;
     const until = Date.now() + 4500;
     // Another store keeps scanning (and would sweep the file if it looked expired).
-    await waitFor('1.5 TTLs to pass', async () => {
-      expect(await other.list(BUCKET)).toEqual([{ key: 'dynamo/backend/generate/live', value: '{}' }]);
-      return Date.now() > until;
-    }, 10_000);
+    await waitFor(
+      '1.5 TTLs to pass',
+      async () => {
+        expect(await other.list(BUCKET)).toEqual([{ key: 'dynamo/backend/generate/live', value: '{}' }]);
+        return Date.now() > until;
+      },
+      10_000,
+    );
     expect((await stat(file)).mtimeMs).toBeGreaterThan(firstMtime);
     await watch.stop();
     expect(watch.events).toEqual([{ type: 'put', key: 'dynamo/backend/generate/live', value: '{}' }]);

@@ -1,13 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidArgument } from '../src/errors.js';
-import {
-  ChunkBuffer,
-  decodeTwoPart,
-  encodeTwoPart,
-  encodeTwoPartText,
-  TwoPartDecoder,
-  type TwoPartFrame,
-} from '../src/request-plane/envelope.js';
+import { ChunkBuffer, decodeTwoPart, encodeTwoPart, encodeTwoPartText, TwoPartDecoder, type TwoPartFrame } from '../src/request-plane/envelope.js';
 import {
   controlHeader,
   decodeControlHeader,
@@ -103,9 +96,7 @@ describe('two-part envelope', () => {
     const big = encodeTwoPartText('', 'x'.repeat(101));
     const frames: TwoPartFrame[] = [];
     // The good frame before the bad one is still delivered.
-    expect(() => decoder.push(Buffer.concat([ok, big.subarray(0, 24)]), (f) => frames.push(f))).toThrow(
-      /body_len=101, over the 100-byte frame limit/,
-    );
+    expect(() => decoder.push(Buffer.concat([ok, big.subarray(0, 24)]), (f) => frames.push(f))).toThrow(/body_len=101, over the 100-byte frame limit/);
     expect(frames).toHaveLength(1);
     expect(() => decoder.push(ok, () => {})).toThrow(/over the 100-byte frame limit/);
   });

@@ -17,7 +17,7 @@ copyFileSync(built, join(dir, 'errors.js'));
 const other = (await import(pathToFileURL(join(dir, 'errors.js')).href)) as typeof ours;
 
 describe('Dynamo errors across two copies of the package', () => {
-  it('are different classes, yet each copy recognizes the other\'s errors by kind', () => {
+  it("are different classes, yet each copy recognizes the other's errors by kind", () => {
     expect(other.InvalidArgument).not.toBe(ours.InvalidArgument);
     const theirs = new other.InvalidArgument('bad temperature');
     expect(ours.isDynamoError(theirs)).toBe(true);
@@ -31,7 +31,7 @@ describe('Dynamo errors across two copies of the package', () => {
     expect(mine).not.toBeInstanceOf(other.InvalidArgument);
   });
 
-  it('pass through the other copy\'s classification unchanged', () => {
+  it("pass through the other copy's classification unchanged", () => {
     const theirs = new other.StreamIncomplete('engine lost its KV cache');
     expect(ours.toDynamoException(theirs)).toBe(theirs);
     expect(ours.kindOf(ours.toDynamoException(new Error('plain')))).toBe('Unknown');

@@ -9,13 +9,18 @@ import { type NatsTestServer, startNatsServer } from '@dynamo/testing/nats';
 const scope = { namespace: 'dyn', component: 'backend', endpoint: 'generate' };
 
 async function runtime(env: Record<string, string>, space?: MemKvSpace): Promise<DistributedRuntime> {
-  return DistributedRuntime.create({ config: loadRuntimeConfig({ DYN_DISCOVERY_BACKEND: 'mem', DYN_LOG: 'error', ...env }), ...(space ? { memSpace: space } : {}) });
+  return DistributedRuntime.create({
+    config: loadRuntimeConfig({ DYN_DISCOVERY_BACKEND: 'mem', DYN_LOG: 'error', ...env }),
+    ...(space ? { memSpace: space } : {}),
+  });
 }
 
 describe('event plane names', () => {
   it('builds stock subjects, escaping every byte but letters, digits, - and _', () => {
     expect(eventSubject(scope, 'kv-events')).toBe('namespace.dyn.component.backend.endpoint.generate.kv-events');
-    expect(eventSubject({ namespace: 'a.b', component: 'c d', endpoint: 'é' }, 'kv_metrics')).toBe('namespace.a%2Eb.component.c%20d.endpoint.%C3%A9.kv_metrics');
+    expect(eventSubject({ namespace: 'a.b', component: 'c d', endpoint: 'é' }, 'kv_metrics')).toBe(
+      'namespace.a%2Eb.component.c%20d.endpoint.%C3%A9.kv_metrics',
+    );
     expect(eventRecordKey(scope, 'kv-events', 0xabcn)).toBe('namespace/dyn/component/backend/endpoint/generate/topic/kv-events/abc');
   });
 
@@ -25,7 +30,10 @@ describe('event plane names', () => {
     expect(parseZmqFrames(frames, 'kv-events')).toEqual({ ok: true, publisherId: 5249398591840922n, sequence: 7n, envelope: Buffer.from([0x90]) });
     expect(parseZmqFrames(frames.slice(0, 3), 'kv-events')).toEqual({ ok: false, reason: 'expected 4 frames, got 3' });
     expect(parseZmqFrames(frames, 'kv_metrics')).toMatchObject({ ok: false, reason: expect.stringContaining('is not "kv_metrics"') });
-    expect(parseZmqFrames([...frames.slice(0, 3), Buffer.from([1, 0, 0, 0, 9, 0x90])], 'kv-events')).toMatchObject({ ok: false, reason: 'frame says 9 bytes, carries 1' });
+    expect(parseZmqFrames([...frames.slice(0, 3), Buffer.from([1, 0, 0, 0, 9, 0x90])], 'kv-events')).toMatchObject({
+      ok: false,
+      reason: 'frame says 9 bytes, carries 1',
+    });
   });
 
   it('rejects an unknown event plane and an unspecified advertise host', () => {
@@ -91,7 +99,13 @@ describe('ZMQ event plane (the default)', () => {
       await router.discovery.store.put(
         EVENT_CHANNELS_BUCKET,
         eventRecordKey(scope, 'kv-events', 1n),
-        JSON.stringify({ type: 'EventChannel', scope: { kind: 'endpoint', endpoint: { namespace: 'dyn', component: 'backend', name: 'generate' } }, topic: 'kv-events', instance_id: 1, transport: { kind: 'Zmq', config: { endpoint: rogue.lastEndpoint } } }),
+        JSON.stringify({
+          type: 'EventChannel',
+          scope: { kind: 'endpoint', endpoint: { namespace: 'dyn', component: 'backend', name: 'generate' } },
+          topic: 'kv-events',
+          instance_id: 1,
+          transport: { kind: 'Zmq', config: { endpoint: rogue.lastEndpoint } },
+        }),
       );
       const got: Buffer[] = [];
       await router.eventSubscriber(scope, 'kv-events', (e) => got.push(Buffer.from(e)));

@@ -22,10 +22,26 @@ let nats: NatsTestServer | undefined;
 const fileRoot = mkdtempSync(join(tmpdir(), 'dynamo-itest-'));
 
 const setups: Setup[] = [
-  { name: 'file + tcp', ttlSecs: 2, env: () => ({ DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: fileRoot, DYN_FILE_KV_TTL_SECS: '2', DYN_REQUEST_PLANE: 'tcp' }) },
-  { name: 'file + nats', ttlSecs: 2, env: () => ({ DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: fileRoot, DYN_FILE_KV_TTL_SECS: '2', DYN_REQUEST_PLANE: 'nats', NATS_SERVER: nats!.url }) },
-  { name: 'etcd + tcp', ttlSecs: 3, env: () => ({ DYN_DISCOVERY_BACKEND: 'etcd', ETCD_ENDPOINTS: etcd!.endpoint, ETCD_LEASE_TTL: '3', DYN_REQUEST_PLANE: 'tcp' }) },
-  { name: 'etcd + nats', ttlSecs: 3, env: () => ({ DYN_DISCOVERY_BACKEND: 'etcd', ETCD_ENDPOINTS: etcd!.endpoint, ETCD_LEASE_TTL: '3', DYN_REQUEST_PLANE: 'nats', NATS_SERVER: nats!.url }) },
+  {
+    name: 'file + tcp',
+    ttlSecs: 2,
+    env: () => ({ DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: fileRoot, DYN_FILE_KV_TTL_SECS: '2', DYN_REQUEST_PLANE: 'tcp' }),
+  },
+  {
+    name: 'file + nats',
+    ttlSecs: 2,
+    env: () => ({ DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: fileRoot, DYN_FILE_KV_TTL_SECS: '2', DYN_REQUEST_PLANE: 'nats', NATS_SERVER: nats!.url }),
+  },
+  {
+    name: 'etcd + tcp',
+    ttlSecs: 3,
+    env: () => ({ DYN_DISCOVERY_BACKEND: 'etcd', ETCD_ENDPOINTS: etcd!.endpoint, ETCD_LEASE_TTL: '3', DYN_REQUEST_PLANE: 'tcp' }),
+  },
+  {
+    name: 'etcd + nats',
+    ttlSecs: 3,
+    env: () => ({ DYN_DISCOVERY_BACKEND: 'etcd', ETCD_ENDPOINTS: etcd!.endpoint, ETCD_LEASE_TTL: '3', DYN_REQUEST_PLANE: 'nats', NATS_SERVER: nats!.url }),
+  },
 ];
 
 beforeAll(async () => {

@@ -18,7 +18,10 @@ describe('names', () => {
   });
 
   it('validates names on the runtime handles, and every endpoint of a process shares its instance id', async () => {
-    const runtime = await DistributedRuntime.create({ config: loadRuntimeConfig({ DYN_DISCOVERY_BACKEND: 'mem', DYN_LOG: 'error' }), memSpace: new MemKvSpace() });
+    const runtime = await DistributedRuntime.create({
+      config: loadRuntimeConfig({ DYN_DISCOVERY_BACKEND: 'mem', DYN_LOG: 'error' }),
+      memSpace: new MemKvSpace(),
+    });
     try {
       expect(() => runtime.namespace('Bad')).toThrow(/invalid namespace name 'Bad'/);
       expect(() => runtime.namespace('ok').component('no.dots')).toThrow(/invalid component name/);

@@ -6,12 +6,7 @@ import { loadRuntimeConfig } from '../src/config.js';
 import { MemKvSpace } from '../src/discovery/mem.js';
 import { DistributedRuntime } from '../src/runtime.js';
 import type { Log } from '../src/logger.js';
-import {
-  type NatsConnection,
-  type NatsConnectionOptionsInput,
-  connectNats,
-  parseNatsConnectionOptions,
-} from '../src/request-plane/nats-connection.js';
+import { type NatsConnection, type NatsConnectionOptionsInput, connectNats, parseNatsConnectionOptions } from '../src/request-plane/nats-connection.js';
 import { NatsRequestPlaneClient, NatsRequestPlaneServer, natsEndpointSubject } from '../src/request-plane/nats.js';
 import type { RequestAcceptor } from '../src/request-plane/request-plane.js';
 import { freePort, waitFor } from '@dynamo/testing/free-port';
@@ -219,7 +214,9 @@ describe('NATS request plane', () => {
   });
 
   it('matches acks to their requests when many are in flight at once', async () => {
-    const transport = await worker().serve('ns', 'comp', 'mixed', 3n, (envelope) => (envelope[envelope.length - 1]! % 2 === 0 ? '' : `odd ${envelope[envelope.length - 1]}`));
+    const transport = await worker().serve('ns', 'comp', 'mixed', 3n, (envelope) =>
+      envelope[envelope.length - 1]! % 2 === 0 ? '' : `odd ${envelope[envelope.length - 1]}`,
+    );
     const client = new NatsRequestPlaneClient(callerNc);
     const outcomes = await Promise.all(
       Array.from({ length: 200 }, (_, i) =>
@@ -235,17 +232,13 @@ describe('NATS request plane', () => {
   it("rejects an envelope over the server's max_payload with a clear error", async () => {
     const transport = await worker().serve('ns', 'comp', 'big', 2n, () => '');
     const maxPayload = callerNc.info!.max_payload;
-    const err = await new NatsRequestPlaneClient(callerNc)
-      .send(transport, new Uint8Array(maxPayload + 1), {})
-      .catch((e: unknown) => e);
+    const err = await new NatsRequestPlaneClient(callerNc).send(transport, new Uint8Array(maxPayload + 1), {}).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(InvalidArgument);
     expect((err as Error).message).toMatch(new RegExp(`exceeds the NATS server's max_payload of ${maxPayload} bytes`));
   });
 
   it('rejects a transport that is not a NATS subject', async () => {
-    await expect(new NatsRequestPlaneClient(callerNc).send({ tcp: '127.0.0.1:1/x' }, new Uint8Array(24), {})).rejects.toThrow(
-      /DYN_REQUEST_PLANE/,
-    );
+    await expect(new NatsRequestPlaneClient(callerNc).send({ tcp: '127.0.0.1:1/x' }, new Uint8Array(24), {})).rejects.toThrow(/DYN_REQUEST_PLANE/);
   });
 
   it('answers the NATS service-discovery subjects ($SRV.PING, INFO, STATS)', async () => {

@@ -369,9 +369,7 @@ describe('TCP request plane', () => {
     });
 
     it('for a malformed transport', async () => {
-      await expect(client.send({ tcp: 'no-port/1/generate' }, envelope(), {})).rejects.toThrow(
-        /malformed tcp transport address 'no-port'/,
-      );
+      await expect(client.send({ tcp: 'no-port/1/generate' }, envelope(), {})).rejects.toThrow(/malformed tcp transport address 'no-port'/);
       await expect(client.send({ tcp: '127.0.0.1:9' }, envelope(), {})).rejects.toThrow(/expected HOST:PORT\/PATH/);
     });
 
@@ -403,7 +401,6 @@ describe('TCP request plane', () => {
     expect(received.at(-1)!.envelope.equals(envelope(body))).toBe(true);
   });
 });
-
 
 /**
  * A loopback port whose listener never accepts and whose accept queue is full, so new connection

@@ -305,9 +305,12 @@ describe('call-home response plane', () => {
     const producing = (async () => {
       for (let i = 0; i < 1000 && !w.killed; i++) await w.send({ i });
     })();
-    const items = how === 'items' ? p.stream : (async function* () {
-      for await (const batch of p.batches) yield* batch;
-    })();
+    const items =
+      how === 'items'
+        ? p.stream
+        : (async function* () {
+            for await (const batch of p.batches) yield* batch;
+          })();
     for await (const x of items) {
       if ((x as { i: number }).i === 5) break;
     }
@@ -435,9 +438,9 @@ describe('call-home response plane', () => {
   });
 
   it('callHome rejects with CannotConnect when the caller is unreachable', async () => {
-    await expect(
-      callHome({ transport: 'tcp_server', info: { address: '127.0.0.1:1', subject: 's', context: 'c', stream_type: 'response' } }),
-    ).rejects.toThrow(/cannot call home to 127\.0\.0\.1:1: .*ECONNREFUSED/);
+    await expect(callHome({ transport: 'tcp_server', info: { address: '127.0.0.1:1', subject: 's', context: 'c', stream_type: 'response' } })).rejects.toThrow(
+      /cannot call home to 127\.0\.0\.1:1: .*ECONNREFUSED/,
+    );
   });
 
   describe('a stream with a reader', () => {
@@ -489,7 +492,7 @@ describe('call-home response plane', () => {
       }
     }
 
-    it('gets the bytes after the handshake whole, the rest of the handshake\'s read included; its items are the stream\'s', async () => {
+    it("gets the bytes after the handshake whole, the rest of the handshake's read included; its items are the stream's", async () => {
       const reader = new FrameReader();
       const p = server.register('req-reader', { reader });
       const reading = drain(p);
@@ -502,7 +505,9 @@ describe('call-home response plane', () => {
       await w.closed; // the caller closed its side after the sentinel
       expect(Buffer.concat(reader.pieces)).toEqual(Buffer.concat([first, second]));
       expect(reader.connects).toBe(1);
-      expect(await reading).toEqual({ items: ['{"data":{"a":1},"complete_final":false}', '{"data":{"b":2},"complete_final":false}|{"data":{"c":3},"complete_final":false}'] });
+      expect(await reading).toEqual({
+        items: ['{"data":{"a":1},"complete_final":false}', '{"data":{"b":2},"complete_final":false}|{"data":{"c":3},"complete_final":false}'],
+      });
     });
 
     it('a reader that throws fails its stream with the reason, and the server serves the next', async () => {
@@ -526,7 +531,11 @@ describe('call-home response plane', () => {
 
     it("fails the stream as the reader's flags say: a refusal, a worker's error after its items, a violation", async () => {
       const cases: { frames: Buffer[]; error: (err: unknown) => void; items: unknown[] }[] = [
-        { frames: [encodeTwoPartText('{"error":"no room"}', '')], items: [], error: (err) => expect(err).toEqual(new CannotConnect('worker generate() failed before response stream: no room')) },
+        {
+          frames: [encodeTwoPartText('{"error":"no room"}', '')],
+          items: [],
+          error: (err) => expect(err).toEqual(new CannotConnect('worker generate() failed before response stream: no room')),
+        },
         {
           frames: [prologueOk, item({ a: 1 }), encodeTwoPartText('', '{"data":{"event":"error"},"complete_final":false}')],
           items: ['{"data":{"a":1},"complete_final":false}'],
@@ -536,7 +545,11 @@ describe('call-home response plane', () => {
             expect((err as Error).message).toBe('the engine is going away');
           },
         },
-        { frames: [prologueOk, encodeTwoPartText('"what"', '')], items: [], error: (err) => expect(err).toEqual(new ResponseProtocolError('response stream protocol error: unexpected header "what"')) },
+        {
+          frames: [prologueOk, encodeTwoPartText('"what"', '')],
+          items: [],
+          error: (err) => expect(err).toEqual(new ResponseProtocolError('response stream protocol error: unexpected header "what"')),
+        },
       ];
       for (const c of cases) {
         const reader = new FrameReader();

@@ -42,7 +42,11 @@ describe('restarts', () => {
 
     await etcd.restartFresh();
     // The worker's record comes back (same id); the caller's watch resyncs.
-    await waitFor('the worker to re-register', async () => (await caller.discovery.listInstances('restart', 'etcd', 'generate')).some((r) => r.instance_id === worker.instanceId), 30_000);
+    await waitFor(
+      'the worker to re-register',
+      async () => (await caller.discovery.listInstances('restart', 'etcd', 'generate')).some((r) => r.instance_id === worker.instanceId),
+      30_000,
+    );
     await eventuallyServes(client, worker.instanceId);
     expect(client.instanceIds()).toEqual([worker.instanceId]);
   }, 90_000);

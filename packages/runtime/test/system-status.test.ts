@@ -5,7 +5,10 @@ import { waitFor } from '@dynamo/testing/free-port';
 
 describe('system status server (DYN_SYSTEM_PORT)', () => {
   it('is off unless DYN_SYSTEM_PORT is set', async () => {
-    const runtime = await DistributedRuntime.create({ config: loadRuntimeConfig({ DYN_DISCOVERY_BACKEND: 'mem', DYN_LOG: 'error' }), memSpace: new MemKvSpace() });
+    const runtime = await DistributedRuntime.create({
+      config: loadRuntimeConfig({ DYN_DISCOVERY_BACKEND: 'mem', DYN_LOG: 'error' }),
+      memSpace: new MemKvSpace(),
+    });
     expect(runtime.systemPort).toBeUndefined();
     await runtime.shutdown();
   });
@@ -56,7 +59,7 @@ describe('system status server (DYN_SYSTEM_PORT)', () => {
     }
   });
 
-  it('answers /engine/<name> routes with stock Dynamo 1.6.1\'s status codes', async () => {
+  it("answers /engine/<name> routes with stock Dynamo 1.6.1's status codes", async () => {
     const env = { DYN_DISCOVERY_BACKEND: 'mem', DYN_SYSTEM_PORT: '0', DYN_SYSTEM_HOST: '127.0.0.1', DYN_LOG: 'error' };
     const runtime = await DistributedRuntime.create({ config: loadRuntimeConfig(env), memSpace: new MemKvSpace() });
     try {
@@ -73,7 +76,11 @@ describe('system status server (DYN_SYSTEM_PORT)', () => {
         const res = await fetch(`${base}${path}`, init);
         return { status: res.status, type: res.headers.get('content-type'), body: JSON.parse(await res.text()) as unknown };
       };
-      expect(await call('/engine/control/echo', { method: 'POST', body: '{"level":2}' })).toEqual({ status: 200, type: 'text/plain; charset=utf-8', body: { status: 'ok', got: { level: 2 } } });
+      expect(await call('/engine/control/echo', { method: 'POST', body: '{"level":2}' })).toEqual({
+        status: 200,
+        type: 'text/plain; charset=utf-8',
+        body: { status: 'ok', got: { level: 2 } },
+      });
       // No body (a GET) reaches the handler as {}.
       expect((await call('/engine/control/echo')).body).toEqual({ status: 'ok', got: {} });
       expect(await call('/engine/control/echo', { method: 'POST', body: '{"level":' })).toMatchObject({ status: 400, body: { error: 'Invalid JSON' } });
@@ -82,7 +89,10 @@ describe('system status server (DYN_SYSTEM_PORT)', () => {
         type: 'text/plain; charset=utf-8',
         body: { error: 'Route not found', message: 'Route /engine/control/nope not found' },
       });
-      expect(await call('/engine/control/broken', { method: 'POST' })).toMatchObject({ status: 500, body: { error: 'Handler error', message: 'engine exploded' } });
+      expect(await call('/engine/control/broken', { method: 'POST' })).toMatchObject({
+        status: 500,
+        body: { error: 'Handler error', message: 'engine exploded' },
+      });
       // The bad requests reached no handler; the server still answers.
       expect(seen).toEqual([{ level: 2 }, {}]);
       runtime.systemStatus!.setEngineRoute('control/echo', undefined);
@@ -128,7 +138,10 @@ describe('system status server (DYN_SYSTEM_PORT)', () => {
     const env = { DYN_DISCOVERY_BACKEND: 'mem', DYN_SYSTEM_PORT: '0', DYN_SYSTEM_HOST: '127.0.0.1', DYN_LOG: 'error' };
     const worker = await DistributedRuntime.create({ config: loadRuntimeConfig(env), memSpace: new MemKvSpace() });
     const engine = new Registry();
-    new Counter({ name: 'labelled_tokens_total', help: 'Tokens', labelNames: ['dp_rank', 'model'], registers: [engine] }).inc({ dp_rank: '1', model: 'own "name"' }, 3);
+    new Counter({ name: 'labelled_tokens_total', help: 'Tokens', labelNames: ['dp_rank', 'model'], registers: [engine] }).inc(
+      { dp_rank: '1', model: 'own "name"' },
+      3,
+    );
     new Histogram({ name: 'labelled_step_seconds', help: 'Step time', buckets: [0.1, 1], registers: [engine] }).observe(0.5);
     worker.metrics.engineLabels = { dynamo_component: 'backend', model: 'qwen3', dp_rank: 'never' };
     const off = registerPrometheus(engine, { prefixes: ['labelled_'] });

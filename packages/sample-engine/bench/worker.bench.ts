@@ -19,14 +19,23 @@ const here = dirname(fileURLToPath(import.meta.url));
 const cli = join(here, '..', 'dist', 'cli.js');
 const modelDir = qwen3ModelDir();
 const kvDir = mkdtempSync(join(tmpdir(), 'sample-bench-'));
-const env = { DYN_DISCOVERY_BACKEND: 'file', DYN_FILE_KV: kvDir, DYN_REQUEST_PLANE: 'tcp', DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1', DYN_LOG: 'info' };
+const env = {
+  DYN_DISCOVERY_BACKEND: 'file',
+  DYN_FILE_KV: kvDir,
+  DYN_REQUEST_PLANE: 'tcp',
+  DYN_TCP_RPC_HOST: '127.0.0.1',
+  DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1',
+  DYN_LOG: 'info',
+};
 const OSL = 256;
 const startupRuns = Number(process.env.BENCH_STARTUP_RUNS ?? 5);
 
-
-
 const ours = (component: string, extra: string[] = []) =>
-  startChild(process.execPath, [cli, '--model-path', modelDir, '--model-name', `bench-${component}`, '--component', component, '--delay-ms', '0', ...extra], env);
+  startChild(
+    process.execPath,
+    [cli, '--model-path', modelDir, '--model-name', `bench-${component}`, '--component', component, '--delay-ms', '0', ...extra],
+    env,
+  );
 
 /** Milliseconds from spawn to the "Serving ..." log line, median of a few cold starts. */
 async function timeToServing(): Promise<number[]> {
@@ -57,7 +66,12 @@ async function drive(runtime: DistributedRuntime, label: string, path: string, w
   await client.waitForInstances({ timeoutMs: 60_000 });
   const one = async () => {
     let tokens = 0;
-    for await (const chunk of client.roundRobin({ token_ids: [1, 2, 3, 4, 5, 6, 7, 8], stop_conditions: { max_tokens: OSL, ignore_eos: true }, sampling_options: {}, output_options: {} })) {
+    for await (const chunk of client.roundRobin({
+      token_ids: [1, 2, 3, 4, 5, 6, 7, 8],
+      stop_conditions: { max_tokens: OSL, ignore_eos: true },
+      sampling_options: {},
+      output_options: {},
+    })) {
       tokens += (chunk as { token_ids?: number[] }).token_ids?.length ?? 0;
     }
     if (tokens !== OSL) throw new Error(`${label}: a request streamed ${tokens} tokens, expected ${OSL}`);
@@ -86,7 +100,15 @@ async function drive(runtime: DistributedRuntime, label: string, path: string, w
     const seconds = (performance.now() - began) / 1000;
     const cpu = cpuMs(pid) - cpuBefore;
     clearInterval(sampler);
-    rows.push({ worker: label, concurrency, tokensPerSec: tokens / seconds, cpuMsPerRequest: cpu / requests, tokensPerCpuSec: tokens / (cpu / 1000), rssIdle, rssLoad: peak });
+    rows.push({
+      worker: label,
+      concurrency,
+      tokensPerSec: tokens / seconds,
+      cpuMsPerRequest: cpu / requests,
+      tokensPerCpuSec: tokens / (cpu / 1000),
+      rssIdle,
+      rssLoad: peak,
+    });
   }
   return rows;
 }
@@ -94,7 +116,9 @@ async function drive(runtime: DistributedRuntime, label: string, path: string, w
 const workers: Child[] = [];
 try {
   const startup = await timeToServing();
-  console.log(`time from process start to "Serving" (sample engine, ${startupRuns} cold starts): median ${median(startup).toFixed(0)} ms, min ${Math.min(...startup).toFixed(0)} ms`);
+  console.log(
+    `time from process start to "Serving" (sample engine, ${startupRuns} cold starts): median ${median(startup).toFixed(0)} ms, min ${Math.min(...startup).toFixed(0)} ms`,
+  );
   console.log(`  target: under 500 ms -> ${median(startup) < 500 ? 'PASS' : 'FAIL'}`);
 
   const runtime = await DistributedRuntime.create({ config: loadRuntimeConfig({ ...env, DYN_LOG: 'error' }) });
@@ -107,7 +131,25 @@ try {
     console.log(`stock sample engine: not measured (${stock.skip})`);
   } else {
     // Stock's --model-name is the model path too (it registers that folder's card).
-    const args = ['-m', 'dynamo.common.backend.sample_main', '--model-name', modelDir, '--namespace', 'dynamo', '--component', 'py', '--endpoint', 'generate', '--delay', '0', '--discovery-backend', 'file', '--request-plane', 'tcp', '--disable-kv-routing'];
+    const args = [
+      '-m',
+      'dynamo.common.backend.sample_main',
+      '--model-name',
+      modelDir,
+      '--namespace',
+      'dynamo',
+      '--component',
+      'py',
+      '--endpoint',
+      'generate',
+      '--delay',
+      '0',
+      '--discovery-backend',
+      'file',
+      '--request-plane',
+      'tcp',
+      '--disable-kv-routing',
+    ];
     const py = startChild(stock.python, args, { ...env, DYN_LOG: 'warn', HF_HUB_OFFLINE: '1' });
     workers.push(py);
     try {
@@ -126,7 +168,10 @@ try {
     );
   }
   for (const concurrency of [1, 64]) {
-    const [a, b] = [rows.find((r) => r.concurrency === concurrency && r.worker.startsWith('ours')), rows.find((r) => r.concurrency === concurrency && r.worker.startsWith('stock'))];
+    const [a, b] = [
+      rows.find((r) => r.concurrency === concurrency && r.worker.startsWith('ours')),
+      rows.find((r) => r.concurrency === concurrency && r.worker.startsWith('stock')),
+    ];
     if (a && b) {
       const ratio = a.tokensPerCpuSec / b.tokensPerCpuSec;
       console.log(`  concurrency ${concurrency}: ours/stock tokens per CPU-second ${ratio.toFixed(2)}x (target >= 3x -> ${ratio >= 3 ? 'PASS' : 'FAIL'})`);

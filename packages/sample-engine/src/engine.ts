@@ -2,7 +2,25 @@ import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { type Context, type DisaggregationMode, type EmbedRequest, type Embeddings, type EngineConfig, engineLog, type GenerateChunk, type GenerateRequest, InvalidArgument, type KvEventSource, LLMEngine, type SnapshotPublisher, loraId, parseFlags, usage, type WorkerConfig, workerConfigFromFlags } from '@dynamo/backend';
+import {
+  type Context,
+  type DisaggregationMode,
+  type EmbedRequest,
+  type Embeddings,
+  type EngineConfig,
+  engineLog,
+  type GenerateChunk,
+  type GenerateRequest,
+  InvalidArgument,
+  type KvEventSource,
+  LLMEngine,
+  type SnapshotPublisher,
+  loraId,
+  parseFlags,
+  usage,
+  type WorkerConfig,
+  workerConfigFromFlags,
+} from '@dynamo/backend';
 import { sampleEngineFlags, sampleEngineHelp } from './flags.js';
 import { GenerationHold, SAMPLE_CONTROLS } from './controls.js';
 import { PagedPrefixCache } from './kv-cache.js';
@@ -111,7 +129,8 @@ export class SampleEngine extends LLMEngine {
       process.stdout.write(sampleEngineHelp());
       process.exit(0);
     }
-    const { modelName, modelPath, maxTokens, delayMs, contextLength, followPrompt, simulateKvCache, kvBlockSize, totalKvBlocks, prefillMsPerToken, ...common } = parsed.values;
+    const { modelName, modelPath, maxTokens, delayMs, contextLength, followPrompt, simulateKvCache, kvBlockSize, totalKvBlocks, prefillMsPerToken, ...common } =
+      parsed.values;
     const engine = new SampleEngine({
       modelName,
       maxTokens,
@@ -158,7 +177,12 @@ export class SampleEngine extends LLMEngine {
   #report(): void {
     if (!this.kvCache || !this.#snapshots) return;
     const u = this.kvCache.usage();
-    this.#snapshots.publish(0, { kvUsedBlocks: u.activeBlocks, kvTotalBlocks: u.totalBlocks, gpuCacheUsage: u.activeBlocks / u.totalBlocks, kvCacheHitRate: u.hitRate });
+    this.#snapshots.publish(0, {
+      kvUsedBlocks: u.activeBlocks,
+      kvTotalBlocks: u.totalBlocks,
+      gpuCacheUsage: u.activeBlocks / u.totalBlocks,
+      kvCacheHitRate: u.hitRate,
+    });
   }
 
   // Returns the stream that makes the tokens itself rather than delegating to it with `yield*`:
@@ -212,7 +236,10 @@ export class SampleEngine extends LLMEngine {
     const prompt = request.token_ids.length;
     const k = request.output_options?.logprobs;
     const logprobsOf = (token: number) => (typeof k === 'number' && k >= 0 ? sampleLogprobs(token, k) : {});
-    const usageOf = (completion: number) => ({ ...usage(prompt, completion), ...(this.kvCache ? { prompt_tokens_details: { cached_tokens: cachedTokens } } : {}) });
+    const usageOf = (completion: number) => ({
+      ...usage(prompt, completion),
+      ...(this.kvCache ? { prompt_tokens_details: { cached_tokens: cachedTokens } } : {}),
+    });
     let maxNew = request.stop_conditions?.max_tokens || this.maxTokens;
     // A LoRA adapter shifts the sequence by its id, so each adapter's output differs.
     const shift = (this.#adapters.get(request.model ?? '') ?? 0) % 1000;

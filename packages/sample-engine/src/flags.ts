@@ -31,7 +31,8 @@ export const sampleEngineFlags = {
   followPrompt: {
     schema: z.boolean().default(false),
     boolean: true,
-    description: "Continue the prompt: token i is the prompt's last token + i + 1, so a migrated request goes on with the same sequence (for migration and chaos tests)",
+    description:
+      "Continue the prompt: token i is the prompt's last token + i + 1, so a migrated request goes on with the same sequence (for migration and chaos tests)",
   },
   simulateKvCache: {
     schema: z.boolean().default(false),

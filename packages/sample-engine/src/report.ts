@@ -13,10 +13,5 @@ export function formatConformanceReport(title: string, report: ConformanceReport
   const total = report.checks.reduce((sum, c) => sum + c.elapsedMs, 0);
   const verdict = report.passed ? 'the engine conforms' : 'the engine does NOT conform';
   const skipped = count('skipped') > 0 ? `, ${count('skipped')} skipped` : '';
-  return [
-    title,
-    ...lines,
-    `${count('passed')} passed, ${count('failed')} failed${skipped}: ${verdict} (${total.toFixed(1)} ms)`,
-    '',
-  ].join('\n');
+  return [title, ...lines, `${count('passed')} passed, ${count('failed')} failed${skipped}: ${verdict} (${total.toFixed(1)} ms)`, ''].join('\n');
 }

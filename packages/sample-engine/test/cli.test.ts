@@ -14,7 +14,23 @@ describe('dynamo-sample-engine', () => {
   it('--help lists commands and every option with defaults, exit 0', () => {
     const { code, stdout } = run('--help');
     expect(code).toBe(0);
-    for (const text of ['serve', 'conformance', 'generate', '--model-name NAME', '--migration-limit N', '--health-check-payload JSON|@FILE', '--discovery-backend KIND', '(default: "file")', '[env: DYN_DISCOVERY_BACKEND]', '(default: "sample-model")', '--max-tokens N', '(default: 16)', '--delay-ms MS', '(default: 10)', '--model-path PATH']) {
+    for (const text of [
+      'serve',
+      'conformance',
+      'generate',
+      '--model-name NAME',
+      '--migration-limit N',
+      '--health-check-payload JSON|@FILE',
+      '--discovery-backend KIND',
+      '(default: "file")',
+      '[env: DYN_DISCOVERY_BACKEND]',
+      '(default: "sample-model")',
+      '--max-tokens N',
+      '(default: 16)',
+      '--delay-ms MS',
+      '(default: 10)',
+      '--model-path PATH',
+    ]) {
       expect(stdout).toContain(text);
     }
   });
@@ -30,7 +46,9 @@ describe('dynamo-sample-engine', () => {
     const { code, stderr } = run('--model-path', '/x', '--health-check-payload', '[1]');
     expect(code).toBe(2);
     expect(stderr).toContain('--health-check-payload: must be a JSON object');
-    expect(run('--model-path', '/x', '--health-check-payload', '@/does/not/exist.json').stderr).toContain('--health-check-payload: cannot read /does/not/exist.json');
+    expect(run('--model-path', '/x', '--health-check-payload', '@/does/not/exist.json').stderr).toContain(
+      '--health-check-payload: cannot read /does/not/exist.json',
+    );
   });
 
   it('names an unknown command', () => {
@@ -56,7 +74,12 @@ describe('dynamo-sample-engine', () => {
   it('generate prints the chunks as JSON lines', () => {
     const { code, stdout } = run('generate', '--token-ids', '4,5', '--max-tokens', '2', '--delay-ms', '0');
     expect(code).toBe(0);
-    expect(stdout.trim().split('\n').map((l) => JSON.parse(l))).toEqual([
+    expect(
+      stdout
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l)),
+    ).toEqual([
       { token_ids: [1], index: 0 },
       { token_ids: [2], index: 0, finish_reason: 'length', completion_usage: { prompt_tokens: 2, completion_tokens: 2, total_tokens: 4 } },
     ]);

@@ -24,7 +24,10 @@ let base: string;
 beforeAll(async () => {
   const port = await freePort();
   base = `http://127.0.0.1:${port}`;
-  worker = startChild(process.execPath, [cli, '--model-path', qwen3ModelDir(), '--delay-ms', '40', '--simulate-kv-cache'], { ...env, DYN_SYSTEM_PORT: String(port) });
+  worker = startChild(process.execPath, [cli, '--model-path', qwen3ModelDir(), '--delay-ms', '40', '--simulate-kv-cache'], {
+    ...env,
+    DYN_SYSTEM_PORT: String(port),
+  });
   caller = await DistributedRuntime.create({ config: loadRuntimeConfig({ ...env, DYN_LOG: 'error' }) });
   client = await caller.endpoint('dynamo.sample.generate').client();
   await client.waitForInstances({ timeoutMs: 30_000 });
@@ -46,7 +49,10 @@ function stream(maxTokens: number, prompt: number[] = [5, 6, 7]): { chunks: Arra
   const id = client.instanceIds()[0]!;
   const chunks: Array<GenerateChunk & { at: number }> = [];
   const done = (async () => {
-    for await (const chunk of client.direct<GenerateChunk>({ token_ids: prompt, stop_conditions: { max_tokens: maxTokens }, sampling_options: {}, output_options: {} }, id)) {
+    for await (const chunk of client.direct<GenerateChunk>(
+      { token_ids: prompt, stop_conditions: { max_tokens: maxTokens }, sampling_options: {}, output_options: {} },
+      id,
+    )) {
       chunks.push({ ...chunk, at: performance.now() });
     }
   })();
@@ -60,7 +66,10 @@ describe('engine controls on the sample engine', () => {
     expect(await control('teleport', '{}')).toEqual({ status: 404, body: { error: 'Route not found', message: 'Route /engine/control/teleport not found' } });
     expect(await control('sleep', '{"level":')).toMatchObject({ status: 400, body: { error: 'Invalid JSON' } });
     expect(await control('sleep', '[1]')).toEqual({ status: 200, body: { status: 'error', message: 'engine control request body must be a JSON object' } });
-    expect(await control('pause_generation', '{"mode":"later"}')).toEqual({ status: 200, body: { status: 'error', message: "Invalid mode 'later'; expected keep|wait|abort" } });
+    expect(await control('pause_generation', '{"mode":"later"}')).toEqual({
+      status: 200,
+      body: { status: 'error', message: "Invalid mode 'later'; expected keep|wait|abort" },
+    });
     // A refused pause took the worker out of discovery first, as stock's worker does; resume puts it back.
     expect(await control('resume_generation')).toEqual({ status: 200, body: { status: 'ok', message: 'Engine resumed' } });
     await waitFor('the worker back in discovery', () => client.instanceIds().length === 1, 10_000);
@@ -120,7 +129,10 @@ describe('engine controls on the sample engine', () => {
   }, 30_000);
 
   it('clear_kv_blocks drops the simulated cache, answering as stock engines do', async () => {
-    await stream(2, Array.from({ length: 48 }, (_, i) => 100 + i)).done;
+    await stream(
+      2,
+      Array.from({ length: 48 }, (_, i) => 100 + i),
+    ).done;
     expect(await control('clear_kv_blocks')).toEqual({ status: 200, body: { status: 'success', message: 'KV cache cleared' } });
     await waitFor('the clear to be logged', () => worker.stderr().includes('"msg":"KV cache cleared"'), 10_000);
     expect(worker.stderr()).toMatch(/"blocks":[1-9]\d*,"msg":"KV cache cleared"/);

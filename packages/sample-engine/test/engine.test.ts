@@ -59,14 +59,21 @@ describe('SampleEngine', () => {
       if (chunks.length === 2) context.stopGenerating();
     }
     expect(chunks).toHaveLength(3);
-    expect(chunks[2]).toEqual({ token_ids: [], index: 0, finish_reason: 'cancelled', completion_usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } });
+    expect(chunks[2]).toEqual({
+      token_ids: [],
+      index: 0,
+      finish_reason: 'cancelled',
+      completion_usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
+    });
   });
 
   it('stopped before the first step yields only the cancelled terminal', async () => {
     const context = new Context();
     context.stopGenerating();
     const chunks = await collect(new SampleEngine(), { token_ids: [1] }, context);
-    expect(chunks).toEqual([{ token_ids: [], index: 0, finish_reason: 'cancelled', completion_usage: { prompt_tokens: 1, completion_tokens: 0, total_tokens: 1 } }]);
+    expect(chunks).toEqual([
+      { token_ids: [], index: 0, finish_reason: 'cancelled', completion_usage: { prompt_tokens: 1, completion_tokens: 0, total_tokens: 1 } },
+    ]);
   });
 
   it('as a prefill worker emits one token with a handoff in disaggregated_params', async () => {
@@ -79,13 +86,19 @@ describe('SampleEngine', () => {
   it('as a decode worker requires prefill_result, except for health probes', async () => {
     const engine = new SampleEngine({ delayMs: 0, disaggregationMode: 'decode' });
     await expect(collect(engine, { token_ids: [1] })).rejects.toThrow(/prefill_result/);
-    await expect(collect(engine, { token_ids: [1], stop_conditions: { max_tokens: 4 }, prefill_result: { disaggregated_params: {} } })).resolves.toHaveLength(4);
+    await expect(collect(engine, { token_ids: [1], stop_conditions: { max_tokens: 4 }, prefill_result: { disaggregated_params: {} } })).resolves.toHaveLength(
+      4,
+    );
     await expect(collect(engine, { token_ids: [1], stop_conditions: { max_tokens: 1 }, _HEALTH_CHECK: true })).resolves.toHaveLength(1);
   });
 
   it('as an encode worker answers one handoff chunk naming the media, and passes the encode kit', async () => {
     const engine = new SampleEngine({ delayMs: 0, disaggregationMode: 'encode' });
-    const chunks = await collect(engine, { token_ids: [5, 6], multi_modal_data: { image: [{ Url: 'data:image/png;base64,AA==' }] }, mm_processor_kwargs: { min_pixels: 64 } });
+    const chunks = await collect(engine, {
+      token_ids: [5, 6],
+      multi_modal_data: { image: [{ Url: 'data:image/png;base64,AA==' }] },
+      mm_processor_kwargs: { min_pixels: 64 },
+    });
     expect(chunks).toEqual([
       {
         token_ids: [],

@@ -10,7 +10,13 @@ function recorder() {
   const events: Array<{ kind: string; tokens?: number; blocks: number; parent?: bigint | null; lora?: string }> = [];
   const sink: KvCacheEvents = {
     stored: ({ tokenIds, blockIds, parentId, loraName }) =>
-      events.push({ kind: 'stored', tokens: tokenIds.length, blocks: blockIds.length, parent: parentId ?? null, ...(loraName === undefined ? {} : { lora: loraName }) }),
+      events.push({
+        kind: 'stored',
+        tokens: tokenIds.length,
+        blocks: blockIds.length,
+        parent: parentId ?? null,
+        ...(loraName === undefined ? {} : { lora: loraName }),
+      }),
     removed: (ids) => events.push({ kind: 'removed', blocks: ids.length }),
     cleared: () => events.push({ kind: 'cleared', blocks: 0 }),
   };

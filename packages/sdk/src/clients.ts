@@ -38,7 +38,9 @@ export function serviceClient<T>(cls: Class<T>, runtime: DistributedRuntime): Se
     const connect = async (): Promise<Client> => {
       const c = await component.endpoint(ep.name).client();
       await c.waitForInstances({ timeoutMs: FIRST_CALL_WAIT_MS }).catch((err: Error) => {
-        throw new CannotConnect(`${spec.namespace}/${spec.component}/${ep.name}: no instance appeared within ${FIRST_CALL_WAIT_MS / 1000} s (${err.message})`, { cause: err });
+        throw new CannotConnect(`${spec.namespace}/${spec.component}/${ep.name}: no instance appeared within ${FIRST_CALL_WAIT_MS / 1000} s (${err.message})`, {
+          cause: err,
+        });
       });
       return c;
     };

@@ -10,7 +10,9 @@ export const ServiceOptionsSchema = z.strictObject({
   dynamo: z.strictObject({ namespace: name }),
   /** Processes (locally) or replicas (Kubernetes) of the service. */
   workers: z.number().int().min(1).default(1),
-  resources: z.strictObject({ cpu: quantity.default('1'), memory: quantity.default('500Mi'), gpu: quantity.default('0') }).default({ cpu: '1', memory: '500Mi', gpu: '0' }),
+  resources: z
+    .strictObject({ cpu: quantity.default('1'), memory: quantity.default('500Mi'), gpu: quantity.default('0') })
+    .default({ cpu: '1', memory: '500Mi', gpu: '0' }),
   /** The DynamoGraphDeployment component type `dynamo-deploy` writes for it. */
   componentType: z.enum(['frontend', 'worker', 'prefill', 'decode', 'planner']).default('worker'),
   /** The container image `dynamo-deploy` runs it in (else `--image` / `DYNAMO_IMAGE`). */
@@ -35,8 +37,18 @@ export function service(options: ServiceOptions) {
     const where = `@service on ${String(context.name)}`;
     if (!parsed.success) throw new TypeError(`${where}: ${parsed.error.issues.map((i: z.core.$ZodIssue) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
     const component = String(context.name).toLowerCase();
-    if (!/^[a-z0-9_-]+$/.test(component)) throw new TypeError(`${where}: the class name must be letters, digits and '_' (it becomes the component name ${component})`);
-    const spec: ServiceSpec = { namespace: parsed.data.dynamo.namespace, component, workers: parsed.data.workers, resources: parsed.data.resources, componentType: parsed.data.componentType, image: parsed.data.image, envs: parsed.data.envs, config: parsed.data.config };
+    if (!/^[a-z0-9_-]+$/.test(component))
+      throw new TypeError(`${where}: the class name must be letters, digits and '_' (it becomes the component name ${component})`);
+    const spec: ServiceSpec = {
+      namespace: parsed.data.dynamo.namespace,
+      component,
+      workers: parsed.data.workers,
+      resources: parsed.data.resources,
+      componentType: parsed.data.componentType,
+      image: parsed.data.image,
+      envs: parsed.data.envs,
+      config: parsed.data.config,
+    };
     sdkMetadata(context.metadata, where).service = spec;
   };
 }
@@ -60,7 +72,10 @@ type EndpointMethod<Req, Res> = (this: any, request: Req, ...rest: any[]) => Asy
  * naming the field, and the service keeps serving.
  */
 export function endpoint<Req extends z.ZodType, Res extends z.ZodType | undefined = undefined>(options: EndpointOptions<Req, Res>) {
-  return <M extends EndpointMethod<z.output<Req>, Res extends z.ZodType ? z.input<Res> : unknown>>(method: M, context: ClassMethodDecoratorContext<unknown, M>): void => {
+  return <M extends EndpointMethod<z.output<Req>, Res extends z.ZodType ? z.input<Res> : unknown>>(
+    method: M,
+    context: ClassMethodDecoratorContext<unknown, M>,
+  ): void => {
     const where = `@endpoint on ${String(context.name)}`;
     if (context.static || context.private) throw new TypeError(`${where}: endpoints are public instance methods`);
     const endpointName = name.safeParse(options.name ?? String(context.name));
@@ -88,11 +103,15 @@ export interface ApiOptions<Req extends z.ZodType | undefined> {
  * (`data: <json>`); an async method answers with its JSON result.
  */
 export function api<Req extends z.ZodType | undefined = undefined>(options: ApiOptions<Req> = {}) {
-  return <M extends EndpointMethod<Req extends z.ZodType ? z.output<Req> : unknown, unknown>>(method: M, context: ClassMethodDecoratorContext<unknown, M>): void => {
+  return <M extends EndpointMethod<Req extends z.ZodType ? z.output<Req> : unknown, unknown>>(
+    method: M,
+    context: ClassMethodDecoratorContext<unknown, M>,
+  ): void => {
     const where = `@api on ${String(context.name)}`;
     if (context.static || context.private) throw new TypeError(`${where}: routes are public instance methods`);
     const path = options.path ?? `/${String(context.name)}`;
-    if (!/^\/[A-Za-z0-9_\-./]*$/.test(path)) throw new TypeError(`${where}: path must start with / and hold only letters, digits, '_', '-', '.' and '/' (got ${JSON.stringify(path)})`);
+    if (!/^\/[A-Za-z0-9_\-./]*$/.test(path))
+      throw new TypeError(`${where}: path must start with / and hold only letters, digits, '_', '-', '.' and '/' (got ${JSON.stringify(path)})`);
     const httpMethod = options.method ?? 'POST';
     if (httpMethod === 'GET' && options.request) throw new TypeError(`${where}: a GET route has no body to check; drop request or use POST`);
     const spec: RouteSpec = { method: String(context.name), httpMethod, path, request: options.request };

@@ -22,7 +22,9 @@ export function depends<T>(target: Class<T>): ServiceClient<T> {
       if (key === DEPENDENCY) return holder[DEPENDENCY];
       if (typeof key === 'symbol' || key === 'then') return undefined;
       return () => {
-        throw new Error(`depends(${target.name}).${key}: not connected yet; the client works once the service is served (serveService or dynamo-serve), from @onStart on`);
+        throw new Error(
+          `depends(${target.name}).${key}: not connected yet; the client works once the service is served (serveService or dynamo-serve), from @onStart on`,
+        );
       };
     },
   }) as unknown as ServiceClient<T>;

@@ -3,10 +3,17 @@ import { execFileSync } from 'node:child_process';
 /** The GPUs a machine offers: `CUDA_VISIBLE_DEVICES` when set, else what `nvidia-smi -L` lists. */
 export function visibleGpus(env: Readonly<Record<string, string | undefined>> = process.env): string[] {
   const set = env.CUDA_VISIBLE_DEVICES;
-  if (set !== undefined) return set.split(',').map((s) => s.trim()).filter(Boolean);
+  if (set !== undefined)
+    return set
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
   try {
     const out = execFileSync('nvidia-smi', ['-L'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'], timeout: 10_000 });
-    return out.split('\n').filter((l) => /^GPU \d+/.test(l)).map((_, i) => String(i));
+    return out
+      .split('\n')
+      .filter((l) => /^GPU \d+/.test(l))
+      .map((_, i) => String(i));
   } catch {
     return [];
   }
@@ -56,7 +63,8 @@ export function planGpus(needs: readonly GpuNeed[], gpus: readonly string[]): Gp
         for (let k = 0; k < perDevice && w + k < need.workers; k++) lists.push(device!);
       }
     } else {
-      if (!Number.isInteger(need.gpu)) warnings.push(`${need.service}: resources.gpu ${need.gpu} is rounded up to ${Math.ceil(need.gpu)} whole GPUs per worker`);
+      if (!Number.isInteger(need.gpu))
+        warnings.push(`${need.service}: resources.gpu ${need.gpu} is rounded up to ${Math.ceil(need.gpu)} whole GPUs per worker`);
       for (let w = 0; w < need.workers; w++) lists.push(take(Math.ceil(need.gpu)).join(','));
     }
     devices.set(need.service, lists);

@@ -56,7 +56,10 @@ export function graphOf(entry: ServiceClass): ServiceGraph {
       throw new InvalidArgument(`${cls.name}: its constructor failed while reading its depends() fields: ${(err as Error).message}`, { cause: err });
     }
     const targets = [...dependencies(instance).values()] as ServiceClass[];
-    edges.set(cls.name, targets.map((t) => t.name));
+    edges.set(
+      cls.name,
+      targets.map((t) => t.name),
+    );
     queue.push(...targets);
   }
   return { entry, services, edges };
@@ -73,7 +76,9 @@ export async function loadGraph(ref: string, cwd = process.cwd()): Promise<Servi
   }
   const entry = mod[className];
   if (typeof entry !== 'function') {
-    const exported = Object.entries(mod).filter(([, v]) => typeof v === 'function').map(([k]) => k);
+    const exported = Object.entries(mod)
+      .filter(([, v]) => typeof v === 'function')
+      .map(([k]) => k);
     throw new InvalidArgument(`graph module ${modulePath} exports no class ${className} (exported: ${exported.join(', ') || 'none'})`);
   }
   try {

@@ -63,7 +63,8 @@ export async function serveRoutes(service: string, instance: object, routes: rea
       handler: async (request, reply) => {
         let output: unknown;
         try {
-          const input = route.httpMethod === 'GET' ? request.query : route.request ? parseOrThrow(route.request, request.body, `${where} request`) : request.body;
+          const input =
+            route.httpMethod === 'GET' ? request.query : route.request ? parseOrThrow(route.request, request.body, `${where} request`) : request.body;
           output = method.call(instance, input);
           if (!isAsyncIterable(output)) return reply.send(await output);
         } catch (err) {

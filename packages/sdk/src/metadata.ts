@@ -59,7 +59,12 @@ export function sdkMetadata(metadata: DecoratorMetadataObject | undefined, where
   if (own) return own;
   // A subclass starts from a copy of its parent's endpoints and hooks.
   const inherited = metadata[KEY] as SdkMetadata | undefined;
-  const fresh: SdkMetadata = { endpoints: [...(inherited?.endpoints ?? [])], routes: [...(inherited?.routes ?? [])], onStart: [...(inherited?.onStart ?? [])], onShutdown: [...(inherited?.onShutdown ?? [])] };
+  const fresh: SdkMetadata = {
+    endpoints: [...(inherited?.endpoints ?? [])],
+    routes: [...(inherited?.routes ?? [])],
+    onStart: [...(inherited?.onStart ?? [])],
+    onShutdown: [...(inherited?.onShutdown ?? [])],
+  };
   metadata[KEY] = fresh;
   return fresh;
 }

@@ -92,7 +92,9 @@ export function readDeploymentConfig(file: string | undefined, env: Readonly<Rec
     try {
       text = readFileSync(file, 'utf8');
     } catch (err) {
-      throw new InvalidArgument(`config file ${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : (err as Error).message}`, { cause: err });
+      throw new InvalidArgument(`config file ${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found' : (err as Error).message}`, {
+        cause: err,
+      });
     }
   } else return {};
   let doc: unknown;
@@ -140,7 +142,8 @@ export function resolveServices(graph: ServiceGraph, fileConfig: Json, overrides
     if (!args.success) throw new InvalidArgument(describeIssues(`${name}.ServiceArgs`, args.error), { cause: args.error });
     const resources = { ...spec.resources, ...definedOnly(args.data.resources ?? {}) };
     const gpus = Number(resources.gpu);
-    if (!Number.isFinite(gpus) || gpus < 0) throw new InvalidArgument(`${name}.resources.gpu: must be a number of GPUs, e.g. 1 or 0.5 (got ${JSON.stringify(resources.gpu)})`);
+    if (!Number.isFinite(gpus) || gpus < 0)
+      throw new InvalidArgument(`${name}.resources.gpu: must be a number of GPUs, e.g. 1 or 0.5 (got ${JSON.stringify(resources.gpu)})`);
     return {
       name,
       namespace: spec.namespace,

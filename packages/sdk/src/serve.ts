@@ -1,4 +1,13 @@
-import { type Component, type Context, DistributedRuntime, type Endpoint, InvalidArgument, parseOrThrow, type RuntimeOptions, type ServedEndpoint } from '@dynamo/runtime';
+import {
+  type Component,
+  type Context,
+  DistributedRuntime,
+  type Endpoint,
+  InvalidArgument,
+  parseOrThrow,
+  type RuntimeOptions,
+  type ServedEndpoint,
+} from '@dynamo/runtime';
 
 import { serviceClient, serviceSpec } from './clients.js';
 import { dependencies } from './depends.js';
@@ -86,7 +95,8 @@ export async function serveService<T extends object>(cls: Class<T>, options: Ser
     if (owned) await runtime.shutdown();
     throw err;
   }
-  if (endpoints.length > 0) log.info({ service: cls.name, namespace: spec.namespace, endpoints: endpoints.map((e) => e.name) }, `serving ${spec.namespace}/${spec.component}`);
+  if (endpoints.length > 0)
+    log.info({ service: cls.name, namespace: spec.namespace, endpoints: endpoints.map((e) => e.name) }, `serving ${spec.namespace}/${spec.component}`);
 
   let stopping: Promise<void> | undefined;
   const stop = async (): Promise<void> => {
@@ -107,7 +117,8 @@ export async function serveService<T extends object>(cls: Class<T>, options: Ser
 function routesListen(service: string, config: Readonly<Record<string, unknown>>, given: Partial<RoutesListen> = {}): RoutesListen {
   const port = given.port ?? config.port ?? process.env.DYNAMO_PORT ?? 8000;
   const number = typeof port === 'string' && /^\d+$/.test(port) ? Number(port) : port;
-  if (typeof number !== 'number' || !Number.isInteger(number) || number < 0 || number > 65535) throw new InvalidArgument(`${service}: port must be an integer from 0 to 65535 (got ${JSON.stringify(port)})`);
+  if (typeof number !== 'number' || !Number.isInteger(number) || number < 0 || number > 65535)
+    throw new InvalidArgument(`${service}: port must be an integer from 0 to 65535 (got ${JSON.stringify(port)})`);
   const host = given.host ?? config.host ?? process.env.DYNAMO_HOST ?? '0.0.0.0';
   if (typeof host !== 'string' || host === '') throw new InvalidArgument(`${service}: host must be a non-empty string (got ${JSON.stringify(host)})`);
   return { port: number, host };
@@ -120,7 +131,8 @@ function handler(service: string, instance: object, ep: EndpointSpec) {
   return async function* (request: unknown, context: Context): AsyncGenerator<unknown> {
     const parsed = parseOrThrow(ep.request, request, `${service}.${ep.name} request`);
     const output = method.call(instance, parsed, context);
-    const items = output != null && typeof (output as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function' ? (output as AsyncIterable<unknown>) : [await output];
+    const items =
+      output != null && typeof (output as AsyncIterable<unknown>)[Symbol.asyncIterator] === 'function' ? (output as AsyncIterable<unknown>) : [await output];
     for await (const item of items) yield ep.response ? parseOrThrow(ep.response, item, `${service}.${ep.name} response`) : item;
   };
 }

@@ -11,11 +11,24 @@ export function renderStatus(status: readonly WorkerStatus[]): string {
     const ready = workers.filter((w) => w.state === 'ready').length;
     const waiting = workers.filter((w) => w.state !== 'ready').map((w) => `#${w.index} ${w.state}`);
     const url = workers.find((w) => w.httpUrl)?.httpUrl ?? '';
-    return [service, `${ready}/${workers.length}`, String(workers.reduce((n, w) => n + w.restarts, 0)), workers.map((w) => w.pid ?? '-').join(','), [url, ...waiting].filter(Boolean).join(' ')];
+    return [
+      service,
+      `${ready}/${workers.length}`,
+      String(workers.reduce((n, w) => n + w.restarts, 0)),
+      workers.map((w) => w.pid ?? '-').join(','),
+      [url, ...waiting].filter(Boolean).join(' '),
+    ];
   });
   const table = [['SERVICE', 'INSTANCES', 'RESTARTS', 'PIDS', ''], ...rows];
   const widths = table[0]!.map((_, c) => Math.max(...table.map((r) => r[c]!.length)));
-  return table.map((r) => r.map((cell, c) => cell.padEnd(widths[c]!)).join('  ').trimEnd()).join('\n');
+  return table
+    .map((r) =>
+      r
+        .map((cell, c) => cell.padEnd(widths[c]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 /**

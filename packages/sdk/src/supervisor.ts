@@ -73,7 +73,20 @@ export class Supervisor {
   constructor(private readonly options: SupervisorOptions) {
     for (const service of options.services) {
       for (let i = 1; i <= service.workers; i++) {
-        this.slots.push({ service: service.name, index: i, pid: undefined, state: 'starting', restarts: 0, httpUrl: undefined, child: undefined, failures: 0, startedAt: 0, everReady: false, timer: undefined, exited: Promise.resolve() });
+        this.slots.push({
+          service: service.name,
+          index: i,
+          pid: undefined,
+          state: 'starting',
+          restarts: 0,
+          httpUrl: undefined,
+          child: undefined,
+          failures: 0,
+          startedAt: 0,
+          everReady: false,
+          timer: undefined,
+          exited: Promise.resolve(),
+        });
       }
     }
   }

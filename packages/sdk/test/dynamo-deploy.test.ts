@@ -58,19 +58,27 @@ describe('dynamo-deploy', () => {
     expect(existsSync(join(cwd, 'deploy/gateway/dynamo-graph-deployment.yaml'))).toBe(true);
   });
 
-  it.skipIf(spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status !== 0)('--apply runs kubectl apply on the manifest and passes on its failure (no cluster here)', async () => {
-    const cwd = mkdtempSync(join(out, 'kubectl-'));
-    const r = await runDeploy([join(root, graph), '--image', 'img:1', '--apply', '--Gateway.port=8080'], cwd, { KUBECONFIG: join(cwd, 'no-such-kubeconfig') });
-    expect(r.code).not.toBe(0);
-    expect(r.stderr).toContain(join(cwd, 'deploy/gateway/dynamo-graph-deployment.yaml'));
-  });
+  it.skipIf(spawnSync('kubectl', ['version', '--client'], { stdio: 'ignore' }).status !== 0)(
+    '--apply runs kubectl apply on the manifest and passes on its failure (no cluster here)',
+    async () => {
+      const cwd = mkdtempSync(join(out, 'kubectl-'));
+      const r = await runDeploy([join(root, graph), '--image', 'img:1', '--apply', '--Gateway.port=8080'], cwd, {
+        KUBECONFIG: join(cwd, 'no-such-kubeconfig'),
+      });
+      expect(r.code).not.toBe(0);
+      expect(r.stderr).toContain(join(cwd, 'deploy/gateway/dynamo-graph-deployment.yaml'));
+    },
+  );
 
   it.each([
     [[graph], /--image: give the image the graph runs in/],
     [[graph, '--image', 'i', '--dry-run', '--apply'], /--dry-run and --apply exclude each other/],
     [[graph, '--image', 'i', '--dry-run'], /Gateway: port 0 \(any free port\) cannot be exposed from a pod; set --Gateway\.port/],
     [[graph, '--image', 'i', '--Gateway.port=80', '--name', 'Not_A_Name', '--dry-run'], /DynamoGraphDeployment\.metadata\.name: must be a DNS-1123 label/],
-    [[graph, '--image', 'i', '--Gateway.port=80', '--Worker.ServiceArgs.resources.memory=lots', '--dry-run'], /DynamoGraphDeployment\.spec\.components\.1\.podTemplate.*memory: must be a Kubernetes quantity/],
+    [
+      [graph, '--image', 'i', '--Gateway.port=80', '--Worker.ServiceArgs.resources.memory=lots', '--dry-run'],
+      /DynamoGraphDeployment\.spec\.components\.1\.podTemplate.*memory: must be a Kubernetes quantity/,
+    ],
     [['nothing.ts#X', '--image', 'i'], /no module at/],
   ])('%j exits 2 naming what is wrong', async (args, message) => {
     const r = await runDeploy(args as string[], root);
@@ -97,7 +105,8 @@ describe('the DynamoGraphDeployment schema', () => {
       return Svc;
     });
     const g = { entry: classes[0]!, services: new Map(classes.map((c) => [c.name, c])), edges: new Map<string, string[]>() };
-    return () => graphManifest(g, resolveServices(g, {}, {}).services, { name: 'big', image: 'i', graphRef: 'g.ts#Svc0', workingDir: '/app', deploymentConfig: {} });
+    return () =>
+      graphManifest(g, resolveServices(g, {}, {}).services, { name: 'big', image: 'i', graphRef: 'g.ts#Svc0', workingDir: '/app', deploymentConfig: {} });
   };
 
   it('takes at most 25 components', () => {
@@ -113,5 +122,4 @@ describe('the DynamoGraphDeployment schema', () => {
     noMain.spec.components[0]!.podTemplate.spec.containers[0]!.name = 'app';
     expect(DynamoGraphDeploymentSchema.safeParse(noMain).error?.issues[0]?.message).toBe('must have a container named main');
   });
-
 });

@@ -37,7 +37,10 @@ describe('dynamo-serve on the embedded default', () => {
 
   beforeAll(async () => {
     const config = join(dir, 'config.yaml');
-    writeFileSync(config, ['Worker:', '  b: yaml', '  c: yaml', '  nested: {x: 2}', '  ServiceArgs:', '    envs: {FROM_YAML: yes-yaml}', 'Elsewhere:', '  z: 1', ''].join('\n'));
+    writeFileSync(
+      config,
+      ['Worker:', '  b: yaml', '  c: yaml', '  nested: {x: 2}', '  ServiceArgs:', '    envs: {FROM_YAML: yes-yaml}', 'Elsewhere:', '  z: 1', ''].join('\n'),
+    );
     serve = startServe([graph, '-f', config, '--Worker.c=flag', '--Worker.nested.y', '3'], env);
     workers = await serve.ready();
     url = workers.get('Gateway#1')!.url!;
@@ -83,11 +86,15 @@ describe('dynamo-serve on the embedded default', () => {
     const back = await serve.waitForLog((l) => l.msg === 'Worker#2 ready' && l.workerPid !== victim, 'Worker#2 ready again');
     const fresh = back.workerPid as number;
     expect(alive(victim)).toBe(false);
-    const pids = await waitFor('the new worker to take requests', async () => {
-      const seen = new Set<number>();
-      for (let i = 0; i < 6; i++) seen.add((await call(url, i)).pid);
-      return seen.has(fresh) ? seen : undefined;
-    }, 20_000);
+    const pids = await waitFor(
+      'the new worker to take requests',
+      async () => {
+        const seen = new Set<number>();
+        for (let i = 0; i < 6; i++) seen.add((await call(url, i)).pid);
+        return seen.has(fresh) ? seen : undefined;
+      },
+      20_000,
+    );
     expect(pids.has(victim)).toBe(false);
     workers.set('Worker#2', { pid: fresh });
   });
@@ -111,7 +118,11 @@ describe('dynamo-serve arguments', () => {
   it('--dry-run prints each service with its resolved workers, GPUs and config', async () => {
     const { code, stdout } = await run([graph, '--dry-run', '--Worker.ServiceArgs.workers=3', '--Gateway.port=9999']);
     expect(code).toBe(0);
-    const plan = JSON.parse(stdout) as { entry: string; services: Array<{ name: string; workers: number; devices: string[] | null; config: Record<string, unknown>; dependsOn: string[] }>; warnings: string[] };
+    const plan = JSON.parse(stdout) as {
+      entry: string;
+      services: Array<{ name: string; workers: number; devices: string[] | null; config: Record<string, unknown>; dependsOn: string[] }>;
+      warnings: string[];
+    };
     expect(plan.entry).toBe('Gateway');
     expect(plan.services.map((s) => [s.name, s.workers, s.devices, s.dependsOn])).toEqual([
       ['Gateway', 1, null, ['Worker']],

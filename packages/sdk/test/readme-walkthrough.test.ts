@@ -29,17 +29,29 @@ describe('the README walk-through', () => {
     expect(runs.map((r) => r.data)).toEqual(['Frontend: Middle: Backend: test-mid-back', 'Frontend: Middle: Backend: test-moon-venus']);
   });
 
-  it.each(runs)('$args answers $data', async ({ args, data }) => {
-    const port = await freePort();
-    const serve = startServe([...args.filter((a) => !a.startsWith('--Frontend.port')), `--Frontend.port=${port}`, '--Frontend.host=127.0.0.1'], { DYN_FILE_KV: join(dir, 'kv'), DYN_DISCOVERY_BACKEND: undefined, DYN_REQUEST_PLANE: undefined }, dir);
-    try {
-      await serve.ready();
-      const res = await fetch(`http://127.0.0.1:${port}/generate`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ text: 'test' }) });
-      expect(await res.text()).toBe(`data: ${JSON.stringify(data)}\n\n`);
-      serve.child.kill('SIGTERM');
-      expect((await serve.exited).code).toBe(0);
-    } finally {
-      if (serve.child.exitCode === null) serve.child.kill('SIGKILL');
-    }
-  }, 90_000);
+  it.each(runs)(
+    '$args answers $data',
+    async ({ args, data }) => {
+      const port = await freePort();
+      const serve = startServe(
+        [...args.filter((a) => !a.startsWith('--Frontend.port')), `--Frontend.port=${port}`, '--Frontend.host=127.0.0.1'],
+        { DYN_FILE_KV: join(dir, 'kv'), DYN_DISCOVERY_BACKEND: undefined, DYN_REQUEST_PLANE: undefined },
+        dir,
+      );
+      try {
+        await serve.ready();
+        const res = await fetch(`http://127.0.0.1:${port}/generate`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ text: 'test' }),
+        });
+        expect(await res.text()).toBe(`data: ${JSON.stringify(data)}\n\n`);
+        serve.child.kill('SIGTERM');
+        expect((await serve.exited).code).toBe(0);
+      } finally {
+        if (serve.child.exitCode === null) serve.child.kill('SIGKILL');
+      }
+    },
+    90_000,
+  );
 });

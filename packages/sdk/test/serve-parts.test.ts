@@ -32,8 +32,20 @@ class Root {
 
 describe('--Class.key=value overrides', () => {
   it('parse JSON values where they parse, keep text otherwise, and nest dotted keys', () => {
-    const { overrides, rest } = parseOverrideArgs(['--Leaf.n=3', '--Leaf.flag', 'true', '--Leaf.obj={"a":1}', '--Leaf.name=plain text', '--Leaf.deep.er.key=x', '--other', 'v', '--Leaf.ServiceArgs.envs.N=42']);
-    expect(overrides).toEqual({ Leaf: { n: 3, flag: true, obj: { a: 1 }, name: 'plain text', deep: { er: { key: 'x' } }, ServiceArgs: { envs: { N: '42' } } } });
+    const { overrides, rest } = parseOverrideArgs([
+      '--Leaf.n=3',
+      '--Leaf.flag',
+      'true',
+      '--Leaf.obj={"a":1}',
+      '--Leaf.name=plain text',
+      '--Leaf.deep.er.key=x',
+      '--other',
+      'v',
+      '--Leaf.ServiceArgs.envs.N=42',
+    ]);
+    expect(overrides).toEqual({
+      Leaf: { n: 3, flag: true, obj: { a: 1 }, name: 'plain text', deep: { er: { key: 'x' } }, ServiceArgs: { envs: { N: '42' } } },
+    });
     expect(rest).toEqual(['--other', 'v']);
   });
 
@@ -52,7 +64,11 @@ describe('config layering', () => {
   });
 
   it('fills common-configs keys from Common unless the section sets them; ServiceArgs changes workers and resources', () => {
-    const { services } = resolveServices(graph, { Common: { model: 'common', size: 7 }, Leaf: { 'common-configs': ['model', 'size'], size: 8, ServiceArgs: { workers: 3, resources: { gpu: 2 } } } }, { Leaf: { extra: 1 } });
+    const { services } = resolveServices(
+      graph,
+      { Common: { model: 'common', size: 7 }, Leaf: { 'common-configs': ['model', 'size'], size: 8, ServiceArgs: { workers: 3, resources: { gpu: 2 } } } },
+      { Leaf: { extra: 1 } },
+    );
     const leaf = services.find((s) => s.name === 'Leaf')!;
     expect(leaf.config).toEqual({ model: 'common', keep: true, size: 8, extra: 1 });
     expect(leaf.workers).toBe(3);
@@ -62,7 +78,9 @@ describe('config layering', () => {
 
   it('names a bad ServiceArgs field', () => {
     expect(() => resolveServices(graph, { Leaf: { ServiceArgs: { workerz: 2 } } }, {})).toThrow(/Leaf\.ServiceArgs: Unrecognized key: "workerz"/);
-    expect(() => resolveServices(graph, { Leaf: { ServiceArgs: { resources: { gpu: 'lots' } } } }, {})).toThrow(/Leaf\.resources\.gpu: must be a number of GPUs, e\.g\. 1 or 0\.5 \(got "lots"\)/);
+    expect(() => resolveServices(graph, { Leaf: { ServiceArgs: { resources: { gpu: 'lots' } } } }, {})).toThrow(
+      /Leaf\.resources\.gpu: must be a number of GPUs, e\.g\. 1 or 0\.5 \(got "lots"\)/,
+    );
   });
 });
 
@@ -76,7 +94,12 @@ describe('GPU plans', () => {
       ],
       ['0', '1', '2'],
     );
-    expect(plan.devices).toEqual(new Map([['A', ['0', '1']], ['B', ['2', '2', '0']]]));
+    expect(plan.devices).toEqual(
+      new Map([
+        ['A', ['0', '1']],
+        ['B', ['2', '2', '0']],
+      ]),
+    );
     expect(plan.warnings.join()).toMatch(/asks for 4 GPUs and this machine has 3/);
     expect(planGpus([{ service: 'A', workers: 1, gpu: 2 }], ['0', '1'])).toEqual({ devices: new Map([['A', ['0,1']]]), warnings: [] });
   });
@@ -89,7 +112,11 @@ describe('the status table', () => {
       { service: 'Backend', index: 1, pid: 11, state: 'ready', restarts: 2, httpUrl: undefined },
       { service: 'Backend', index: 2, pid: undefined, state: 'restarting', restarts: 1, httpUrl: undefined },
     ]);
-    expect(table.split('\n')).toEqual(['SERVICE   INSTANCES  RESTARTS  PIDS', 'Frontend  1/1        0         10    http://0.0.0.0:8000', 'Backend   1/2        3         11,-  #2 restarting']);
+    expect(table.split('\n')).toEqual([
+      'SERVICE   INSTANCES  RESTARTS  PIDS',
+      'Frontend  1/1        0         10    http://0.0.0.0:8000',
+      'Backend   1/2        3         11,-  #2 restarting',
+    ]);
   });
 
   it.skipIf(spawnSync('script', ['--version']).status !== 0)('is drawn live on a terminal, and Ctrl-C stops the graph with exit 0', async () => {
@@ -100,7 +127,12 @@ describe('the status table', () => {
       // In a pty (sized: a fresh one has 0 rows): start dynamo-serve, wait until its route answers,
       // then send SIGINT as Ctrl-C would.
       const inner = `stty rows 40 cols 160; node ${serveCli} ${graph} --Worker.ServiceArgs.workers=1 --Gateway.port=${port} & pid=$!; for i in $(seq 1 150); do curl -sf -o /dev/null localhost:${port}/call -H 'content-type: application/json' -d '{"n":1}' && break; sleep 0.2; done; sleep 0.5; kill -INT $pid; wait $pid; echo "EXIT $?"`;
-      const r = spawnSync('script', ['-qfec', inner, '/dev/null'], { cwd: kv, env: { ...process.env, CI: '', DYN_FILE_KV: kv, DYN_LOG: 'info', DYN_LOGGING_JSONL: '' }, encoding: 'utf8', timeout: 60_000 });
+      const r = spawnSync('script', ['-qfec', inner, '/dev/null'], {
+        cwd: kv,
+        env: { ...process.env, CI: '', DYN_FILE_KV: kv, DYN_LOG: 'info', DYN_LOGGING_JSONL: '' },
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
       const screen = stripVTControlCharacters(r.stdout);
       expect(screen).toMatch(/SERVICE\s+INSTANCES\s+RESTARTS\s+PIDS/);
       expect(screen).toMatch(/Worker\s+1\/1\s+0\s+\d+/);

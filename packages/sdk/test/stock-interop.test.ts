@@ -44,7 +44,13 @@ describe.skipIf('skip' in stock)('SDK services with the stock 1.6.1 runtime', ()
   const python = (stock as { python: string }).python;
   const kv = mkdtempSync(join(tmpdir(), 'sdk-interop-kv-'));
   const env = { DYN_DISCOVERY_BACKEND: 'file', DYN_REQUEST_PLANE: 'tcp', DYN_FILE_KV: kv, DYN_LOG: 'error' };
-  const stockEnv = { ...env, DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1', DYN_EVENT_PLANE_HOST: '127.0.0.1', DYN_SYSTEM_HOST: '127.0.0.1' };
+  const stockEnv = {
+    ...env,
+    DYN_TCP_RPC_HOST: '127.0.0.1',
+    DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1',
+    DYN_EVENT_PLANE_HOST: '127.0.0.1',
+    DYN_SYSTEM_HOST: '127.0.0.1',
+  };
   const served: Array<ServedService<object>> = [];
   let pyWorker: StockProcess;
   let caller: DistributedRuntime;

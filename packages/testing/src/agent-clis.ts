@@ -54,7 +54,13 @@ function agentSetup(agent: AgentName, target: AgentTarget, prompt: string, home:
   if (agent === 'claude') {
     return {
       args: ['-p', prompt],
-      env: { ANTHROPIC_BASE_URL: target.url, ANTHROPIC_API_KEY: 'unused', ANTHROPIC_MODEL: target.model, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_AUTOUPDATER: '1' },
+      env: {
+        ANTHROPIC_BASE_URL: target.url,
+        ANTHROPIC_API_KEY: 'unused',
+        ANTHROPIC_MODEL: target.model,
+        CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1',
+        DISABLE_AUTOUPDATER: '1',
+      },
     };
   }
   if (agent === 'codex') {
@@ -80,8 +86,16 @@ function agentSetup(agent: AgentName, target: AgentTarget, prompt: string, home:
   const config = join(home, '.config', 'opencode');
   mkdirSync(join(config, 'node_modules'), { recursive: true });
   writeFileSync(join(config, 'package.json'), JSON.stringify({ dependencies: { '@opencode-ai/plugin': '1.18.33' } }));
-  writeFileSync(join(config, 'package-lock.json'), JSON.stringify({ lockfileVersion: 3, packages: { '': { dependencies: { '@opencode-ai/plugin': '1.18.33' } } } }));
-  const provider = { npm: '@ai-sdk/openai-compatible', name: 'Dynamo', options: { baseURL: `${target.url}/v1`, apiKey: 'unused' }, models: { [target.model]: { name: target.model } } };
+  writeFileSync(
+    join(config, 'package-lock.json'),
+    JSON.stringify({ lockfileVersion: 3, packages: { '': { dependencies: { '@opencode-ai/plugin': '1.18.33' } } } }),
+  );
+  const provider = {
+    npm: '@ai-sdk/openai-compatible',
+    name: 'Dynamo',
+    options: { baseURL: `${target.url}/v1`, apiKey: 'unused' },
+    models: { [target.model]: { name: target.model } },
+  };
   writeFileSync(join(work, 'opencode.json'), JSON.stringify({ model: `dynamo/${target.model}`, provider: { dynamo: provider } }));
   return {
     // OpenCode quotes an argument holding a space: the prompt goes word by word, as a shell passes it.

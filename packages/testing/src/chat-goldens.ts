@@ -5,7 +5,10 @@ import { expect, it } from 'vitest';
 import { testingRoot } from './repo.js';
 
 /** The conversations every chat-template golden file is rendered from (by scripts/goldens/). */
-export const conversations = JSON.parse(readFileSync(join(testingRoot, 'fixtures', 'chat-conversations.json'), 'utf8')) as Array<{ name: string; body: Record<string, unknown> }>;
+export const conversations = JSON.parse(readFileSync(join(testingRoot, 'fixtures', 'chat-conversations.json'), 'utf8')) as Array<{
+  name: string;
+  body: Record<string, unknown>;
+}>;
 
 /** One rendered conversation: the reference's prompt (and ids), or the error it raised. */
 export interface ChatGolden {

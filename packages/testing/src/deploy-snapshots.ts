@@ -16,7 +16,14 @@ const dockerUp = spawnSync('docker', ['info'], { stdio: 'ignore', timeout: 10_00
  * `parse` is the DynamoGraphDeployment schema's (from `@dynamo/sdk`, which this package cannot
  * depend on: the SDK's tests depend on this package); `check` asserts on what it returns.
  */
-export function deploySnapshotSuite<M>(title: string, exampleRoot: string, args: string[], snapshotPrefix: string, parse: (manifest: unknown) => M, check: (manifest: M) => void): void {
+export function deploySnapshotSuite<M>(
+  title: string,
+  exampleRoot: string,
+  args: string[],
+  snapshotPrefix: string,
+  parse: (manifest: unknown) => M,
+  check: (manifest: M) => void,
+): void {
   describe(title, () => {
     const out = mkdtempSync(join(tmpdir(), 'dynamo-deploy-'));
     afterAll(() => rmSync(out, { recursive: true, force: true }));
@@ -41,11 +48,18 @@ export function deploySnapshotSuite<M>(title: string, exampleRoot: string, args:
       await expect(dockerfile).toMatchFileSnapshot(join(exampleRoot, 'test/__snapshots__', `${snapshotPrefix}.Dockerfile`));
     });
 
-    it.skipIf(!dockerUp)('the Dockerfile builds (skipped without a docker daemon)', async () => {
-      await deploy();
-      const root = join(exampleRoot, '../..');
-      const built = spawnSync('docker', ['build', '-q', '-f', join(out, 'Dockerfile'), '-t', `dynamo-sdk-${snapshotPrefix}:test`, root], { encoding: 'utf8', timeout: 900_000 });
-      expect(built.status, built.stderr).toBe(0);
-    }, 900_000);
+    it.skipIf(!dockerUp)(
+      'the Dockerfile builds (skipped without a docker daemon)',
+      async () => {
+        await deploy();
+        const root = join(exampleRoot, '../..');
+        const built = spawnSync('docker', ['build', '-q', '-f', join(out, 'Dockerfile'), '-t', `dynamo-sdk-${snapshotPrefix}:test`, root], {
+          encoding: 'utf8',
+          timeout: 900_000,
+        });
+        expect(built.status, built.stderr).toBe(0);
+      },
+      900_000,
+    );
   });
 }

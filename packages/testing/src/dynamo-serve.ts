@@ -52,7 +52,8 @@ export function startServe(args: string[], env: Record<string, string | undefine
     stdout.push(line);
     wake();
   });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('exit', (code, signal) => {
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => {
       resolve({ code, signal });
       wake();
     }),
@@ -64,8 +65,10 @@ export function startServe(args: string[], env: Record<string, string | undefine
       for (;;) {
         const found = logs.find(match);
         if (found) return found;
-        if (child.exitCode !== null || child.signalCode !== null) throw new Error(`dynamo-serve exited (${child.exitCode ?? child.signalCode}) before ${what}:\n${text.join('\n')}`);
-        if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}; last lines:\n${[...logs.slice(-10).map((l) => JSON.stringify(l)), ...text.slice(-10)].join('\n')}`);
+        if (child.exitCode !== null || child.signalCode !== null)
+          throw new Error(`dynamo-serve exited (${child.exitCode ?? child.signalCode}) before ${what}:\n${text.join('\n')}`);
+        if (Date.now() > deadline)
+          throw new Error(`timed out waiting for ${what}; last lines:\n${[...logs.slice(-10).map((l) => JSON.stringify(l)), ...text.slice(-10)].join('\n')}`);
         await new Promise<void>((resolve) => {
           waiters.push(resolve);
           setTimeout(resolve, 200);
@@ -96,8 +99,16 @@ export function alive(pid: number): boolean {
 export const deployCli = join(repoRoot, 'packages', 'sdk', 'dist', 'cli', 'deploy.js');
 
 /** Runs `dynamo-deploy args` in `cwd` to the end. */
-export async function runDeploy(args: string[], cwd: string, env: Record<string, string | undefined> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(process.execPath, [deployCli, ...args], { cwd, env: { ...process.env, DYNAMO_IMAGE: undefined, DYN_DEPLOYMENT_CONFIG: undefined, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+export async function runDeploy(
+  args: string[],
+  cwd: string,
+  env: Record<string, string | undefined> = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, [deployCli, ...args], {
+    cwd,
+    env: { ...process.env, DYNAMO_IMAGE: undefined, DYN_DEPLOYMENT_CONFIG: undefined, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   trackProcess(`dynamo-deploy ${args.join(' ')}`, child);
   let stdout = '';
   let stderr = '';

@@ -21,7 +21,13 @@ function installExitHook(): void {
 }
 
 function findEtcd(): string {
-  const candidates = ['/usr/bin/etcd', ...(process.env.PATH ?? '').split(delimiter).filter(Boolean).map((dir) => join(dir, 'etcd'))];
+  const candidates = [
+    '/usr/bin/etcd',
+    ...(process.env.PATH ?? '')
+      .split(delimiter)
+      .filter(Boolean)
+      .map((dir) => join(dir, 'etcd')),
+  ];
   for (const path of candidates) {
     try {
       accessSync(path, constants.X_OK);
@@ -138,17 +144,32 @@ export class EtcdServer {
     const child = spawn(
       this.#binary,
       [
-        '--name', 'test',
-        '--data-dir', this.#dataDir,
-        '--listen-client-urls', this.endpoint,
-        '--advertise-client-urls', this.endpoint,
-        '--listen-peer-urls', this.#peerUrl,
-        '--initial-advertise-peer-urls', this.#peerUrl,
-        '--initial-cluster', `test=${this.#peerUrl}`,
-        '--logger', 'zap',
-        '--log-level', 'error',
+        '--name',
+        'test',
+        '--data-dir',
+        this.#dataDir,
+        '--listen-client-urls',
+        this.endpoint,
+        '--advertise-client-urls',
+        this.endpoint,
+        '--listen-peer-urls',
+        this.#peerUrl,
+        '--initial-advertise-peer-urls',
+        this.#peerUrl,
+        '--initial-cluster',
+        `test=${this.#peerUrl}`,
+        '--logger',
+        'zap',
+        '--log-level',
+        'error',
         ...(this.#tls
-          ? ['--cert-file', this.#tls.certFile, '--key-file', this.#tls.keyFile, ...(this.#tls.clientCert ? ['--client-cert-auth', '--trusted-ca-file', this.#tls.caFile] : [])]
+          ? [
+              '--cert-file',
+              this.#tls.certFile,
+              '--key-file',
+              this.#tls.keyFile,
+              ...(this.#tls.clientCert ? ['--client-cert-auth', '--trusted-ca-file', this.#tls.caFile] : []),
+            ]
           : []),
       ],
       { stdio: ['ignore', 'ignore', 'pipe'] },

@@ -37,7 +37,14 @@ export class Deployment {
   #nats: NatsTestServer | undefined;
 
   private constructor(setup: Setup, env: Record<string, string>) {
-    this.env = { DYN_DISCOVERY_BACKEND: setup.discovery, DYN_REQUEST_PLANE: setup.plane, DYN_FILE_KV: this.#kvDir, DYN_LOG: 'warn', HF_HUB_OFFLINE: '1', ...env };
+    this.env = {
+      DYN_DISCOVERY_BACKEND: setup.discovery,
+      DYN_REQUEST_PLANE: setup.plane,
+      DYN_FILE_KV: this.#kvDir,
+      DYN_LOG: 'warn',
+      HF_HUB_OFFLINE: '1',
+      ...env,
+    };
   }
 
   static async start(setup: Setup, env: Record<string, string> = {}): Promise<Deployment> {
@@ -67,7 +74,12 @@ export class Deployment {
 
   /** The environment of a stock process in this deployment: it binds loopback only. */
   stockEnv(env: Record<string, string> = {}): Record<string, string> {
-    const loopback = { DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1', DYN_EVENT_PLANE_HOST: '127.0.0.1', DYN_SYSTEM_HOST: '127.0.0.1' };
+    const loopback = {
+      DYN_TCP_RPC_HOST: '127.0.0.1',
+      DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1',
+      DYN_EVENT_PLANE_HOST: '127.0.0.1',
+      DYN_SYSTEM_HOST: '127.0.0.1',
+    };
     return { ...this.env, ...loopback, ...stockRuntimeEnv, ...env };
   }
 
@@ -142,7 +154,12 @@ export async function waitForModel(url: string, model: string, component: string
 
 /** POSTs JSON. */
 export function post(url: string, path: string, body: unknown, init: RequestInit = {}): Promise<Response> {
-  return fetch(`${url}${path}`, { method: 'POST', ...init, headers: { 'content-type': 'application/json', ...(init.headers as Record<string, string>) }, body: JSON.stringify(body) });
+  return fetch(`${url}${path}`, {
+    method: 'POST',
+    ...init,
+    headers: { 'content-type': 'application/json', ...(init.headers as Record<string, string>) },
+    body: JSON.stringify(body),
+  });
 }
 
 /** The `data:` payloads of an SSE body, parsed (up to `[DONE]`, which is returned as the string). */
@@ -171,7 +188,10 @@ export function once(at: number, act: () => void): (count: number) => void {
 }
 
 /** Reads an SSE completions or chat stream: its text, finish reasons, whether it ended with [DONE], and the message of its error frame, if any. */
-export async function readStream(res: Response, onChunk?: (count: number) => void): Promise<{ text: string; finishes: string[]; done: boolean; error?: string }> {
+export async function readStream(
+  res: Response,
+  onChunk?: (count: number) => void,
+): Promise<{ text: string; finishes: string[]; done: boolean; error?: string }> {
   const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
   let buffer = '';
   let text = '';
@@ -189,7 +209,10 @@ export async function readStream(res: Response, onChunk?: (count: number) => voi
       buffer = buffer.slice(cut + 2);
       if (block === 'data: [DONE]') done = true;
       else if (block.startsWith('data: ')) {
-        const data = JSON.parse(block.slice(6)) as { choices?: Array<{ text?: string; delta?: { content?: string | null }; finish_reason: string | null }>; error?: { message: string } };
+        const data = JSON.parse(block.slice(6)) as {
+          choices?: Array<{ text?: string; delta?: { content?: string | null }; finish_reason: string | null }>;
+          error?: { message: string };
+        };
         if (data.error) {
           error = data.error.message;
           continue;

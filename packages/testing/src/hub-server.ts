@@ -70,9 +70,7 @@ function loadRevision(rev: HubRevision): Map<string, FileEntry> {
     const name = relative(rev.dir, full).split(sep).join('/');
     const body = readFileSync(full);
     const lfs = isLfs(name, body.length);
-    const etag = lfs
-      ? createHash('sha256').update(body).digest('hex')
-      : createHash('sha1').update(`blob ${body.length}\0`).update(body).digest('hex');
+    const etag = lfs ? createHash('sha256').update(body).digest('hex') : createHash('sha1').update(`blob ${body.length}\0`).update(body).digest('hex');
     files.set(name, { name, body, lfs, etag });
   }
   return files;
@@ -242,7 +240,7 @@ export function writeModelRepo(dir: string, config: Record<string, unknown> = {}
   writeFileSync(join(dir, 'generation_config.json'), JSON.stringify({ temperature: 0.6, top_p: 0.95 }));
   const weights = createHash('sha512').update(dir).digest();
   const big = Buffer.alloc(weightBytes);
-  for (let i = 0; i < big.length; i++) big[i] = weights[i % weights.length] as number ^ (i & 0xff);
+  for (let i = 0; i < big.length; i++) big[i] = (weights[i % weights.length] as number) ^ (i & 0xff);
   writeFileSync(join(dir, 'model.safetensors'), big);
   writeFileSync(join(dir, 'README.md'), '# tiny model\n');
   writeFileSync(join(dir, 'LICENSE'), 'Apache-2.0\n');

@@ -45,7 +45,16 @@ export class InteropStack {
   /** `python -m dynamo.frontend`, once it answers `/v1/models`. */
   async stockFrontend(args: string[] = []): Promise<Frontend> {
     const port = await freePort();
-    const child = this.deployment.stockProcess(this.python, ['-m', 'dynamo.frontend', '--http-host', '127.0.0.1', '--http-port', String(port), ...this.#flags, ...args]);
+    const child = this.deployment.stockProcess(this.python, [
+      '-m',
+      'dynamo.frontend',
+      '--http-host',
+      '127.0.0.1',
+      '--http-port',
+      String(port),
+      ...this.#flags,
+      ...args,
+    ]);
     const url = `http://127.0.0.1:${port}`;
     await waitFor('the stock frontend to listen', async () => (await fetch(`${url}/v1/models`).catch(() => undefined))?.ok, 120_000).catch((err: Error) => {
       throw new Error(`${err.message}\n${child.stderr().slice(-5000)}`);
@@ -66,12 +75,26 @@ export class InteropStack {
 
   /** The stock unified-backend sample engine; it serves the model folder's path as the model's name. */
   stockSample(modelPath: string, component: string, args: string[] = [], env: Record<string, string> = {}): Child {
-    return this.deployment.stockProcess(this.python, ['-m', 'dynamo.common.backend.sample_main', '--model-name', modelPath, '--component', component, ...this.#flags, ...args], env);
+    return this.deployment.stockProcess(
+      this.python,
+      ['-m', 'dynamo.common.backend.sample_main', '--model-name', modelPath, '--component', component, ...this.#flags, ...args],
+      env,
+    );
   }
 
   /** The stock Rust mocker serving the test model as `name`, as fast as it goes. */
   stockMocker(name: string): Child {
-    return this.deployment.stockProcess(this.python, ['-m', 'dynamo.mocker', '--model-path', modelDir, '--model-name', name, '--speedup-ratio', '1000000', ...this.#flags]);
+    return this.deployment.stockProcess(this.python, [
+      '-m',
+      'dynamo.mocker',
+      '--model-path',
+      modelDir,
+      '--model-name',
+      name,
+      '--speedup-ratio',
+      '1000000',
+      ...this.#flags,
+    ]);
   }
 
   /**
@@ -106,7 +129,9 @@ export async function healthInstances(url: string, component: string): Promise<b
   if (!res) return [];
   const text = await res.text();
   // Instance ids are u64: read them from the text, not through a double.
-  const health = JSON.parse(text.replace(/"instance_id":(\d+)/g, '"instance_id":"$1"')) as { instances?: Array<{ component: string; endpoint: string; instance_id: string }> };
+  const health = JSON.parse(text.replace(/"instance_id":(\d+)/g, '"instance_id":"$1"')) as {
+    instances?: Array<{ component: string; endpoint: string; instance_id: string }>;
+  };
   return (health.instances ?? []).filter((i) => i.component === component && i.endpoint === 'generate').map((i) => BigInt(i.instance_id));
 }
 

@@ -72,7 +72,10 @@ export function natsServerBinary(): string {
     process.env.NATS_SERVER_BIN,
     '/usr/sbin/nats-server',
     '/usr/bin/nats-server',
-    ...(process.env.PATH ?? '').split(delimiter).filter(Boolean).map((dir) => join(dir, 'nats-server')),
+    ...(process.env.PATH ?? '')
+      .split(delimiter)
+      .filter(Boolean)
+      .map((dir) => join(dir, 'nats-server')),
   ];
   for (const candidate of candidates) {
     if (!candidate) continue;
@@ -197,4 +200,3 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
     },
   };
 }
-

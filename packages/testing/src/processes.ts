@@ -83,7 +83,10 @@ export function processReport(): string {
   }
   for (const p of tracked) {
     out.push(`── ${p.name} (pid ${p.child.pid ?? '-'}): ${p.ended ?? 'running'}`);
-    for (const [label, tail] of [['stdout', p.stdout], ['stderr', p.stderr]] as const) {
+    for (const [label, tail] of [
+      ['stdout', p.stdout],
+      ['stderr', p.stderr],
+    ] as const) {
       const lines = tail.lines();
       if (lines.length > 0) out.push(`   ${label} (last ${lines.length} lines):`, ...lines.map((l) => `   │ ${l}`));
     }

@@ -32,14 +32,43 @@ export function makeTestTlsFiles(): TestTlsFiles {
   }
   const at = (name: string) => join(dir, name);
   const openssl = (...args: string[]) => execFileSync('openssl', args, { stdio: ['ignore', 'ignore', 'pipe'] });
-  openssl('req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-days', '1',
-    '-subj', '/CN=dynamo-ts test CA', '-keyout', at('ca.key'), '-out', at('ca.pem'));
+  openssl(
+    'req',
+    '-x509',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:P-256',
+    '-nodes',
+    '-days',
+    '1',
+    '-subj',
+    '/CN=dynamo-ts test CA',
+    '-keyout',
+    at('ca.key'),
+    '-out',
+    at('ca.pem'),
+  );
   const signed = (name: string, subject: string, extensions: string) => {
-    openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes',
-      '-subj', subject, '-keyout', at(`${name}.key`), '-out', at(`${name}.csr`));
+    openssl('req', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-subj', subject, '-keyout', at(`${name}.key`), '-out', at(`${name}.csr`));
     writeFileSync(at(`${name}.cnf`), extensions);
-    openssl('x509', '-req', '-in', at(`${name}.csr`), '-CA', at('ca.pem'), '-CAkey', at('ca.key'), '-CAcreateserial',
-      '-days', '1', '-extfile', at(`${name}.cnf`), '-out', at(`${name}.pem`));
+    openssl(
+      'x509',
+      '-req',
+      '-in',
+      at(`${name}.csr`),
+      '-CA',
+      at('ca.pem'),
+      '-CAkey',
+      at('ca.key'),
+      '-CAcreateserial',
+      '-days',
+      '1',
+      '-extfile',
+      at(`${name}.cnf`),
+      '-out',
+      at(`${name}.pem`),
+    );
   };
   signed('server', '/CN=127.0.0.1', 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
   signed('client', '/CN=root', 'extendedKeyUsage=clientAuth\n');

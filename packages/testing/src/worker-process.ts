@@ -5,7 +5,6 @@ import { followLines } from './line-follower.js';
 import { trackProcess } from './processes.js';
 import { repoRoot } from './repo.js';
 
-
 /** A worker child process (packages/runtime/test/fixtures/worker.ts) and what it printed. */
 export interface WorkerProcess {
   child: ChildProcess;

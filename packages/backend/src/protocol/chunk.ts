@@ -4,10 +4,7 @@ import { z } from 'zod';
  * Why a stream ended. `"abort"` is accepted as an alias of `"cancelled"`; an error carries its
  * message as `{ error: "..." }`.
  */
-export const FinishReasonSchema = z.union([
-  z.enum(['eos', 'length', 'stop', 'cancelled', 'abort', 'content_filter']),
-  z.strictObject({ error: z.string() }),
-]);
+export const FinishReasonSchema = z.union([z.enum(['eos', 'length', 'stop', 'cancelled', 'abort', 'content_filter']), z.strictObject({ error: z.string() })]);
 
 /** Token accounting on a terminal chunk (OpenAI `CompletionUsage`). */
 export const CompletionUsageSchema = z.looseObject({

@@ -40,8 +40,6 @@ export const KvEventSourcesSchema = z.array(
 /** Renders sources with Dynamo's names (`dp_rank`); callbacks stay on the JS side. */
 export function kvEventSourcesToWire(sources: unknown): Array<Record<string, unknown>> {
   return parseOrThrow(KvEventSourcesSchema, sources, 'kvEventSources').map((s) =>
-    s.kind === 'zmq'
-      ? { kind: 'zmq', endpoint: s.endpoint, topic: s.topic ?? '', dp_rank: s.dpRank ?? 0 }
-      : { kind: 'push', dp_rank: s.dpRank ?? 0 },
+    s.kind === 'zmq' ? { kind: 'zmq', endpoint: s.endpoint, topic: s.topic ?? '', dp_rank: s.dpRank ?? 0 } : { kind: 'push', dp_rank: s.dpRank ?? 0 },
   );
 }

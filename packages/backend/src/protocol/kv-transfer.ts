@@ -64,4 +64,7 @@ export const KvPullRequestSchema = z.object({ id: z.string().min(1) });
  * An item of the transfer stream: first `{ header, bytes }`, then `{ data }` items (base64) in
  * order; the stream ends after the last byte.
  */
-export const KvPullItemSchema = z.union([z.object({ header: z.record(z.string(), z.unknown()), bytes: z.number().int().nonnegative() }), z.object({ data: z.string() })]);
+export const KvPullItemSchema = z.union([
+  z.object({ header: z.record(z.string(), z.unknown()), bytes: z.number().int().nonnegative() }),
+  z.object({ data: z.string() }),
+]);

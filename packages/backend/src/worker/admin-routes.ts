@@ -73,7 +73,10 @@ export class WorkerAdmin {
   /** Registers the routes (engine controls from `engine.supportedControls()`); throws naming a bad control name. */
   static serve(engine: LLMEngine, engineName: string, status: SystemStatusServer, served: ServedEndpoint, log: Log, times: DrainTimes): WorkerAdmin {
     const parsed = ControlNamesSchema.safeParse(engine.supportedControls());
-    if (!parsed.success) throw new TypeError(`engine ${engineName}: supportedControls() must return control names: ${parsed.error.issues.map((i) => `[${i.path.join('.')}] ${i.message}`).join('; ')}`);
+    if (!parsed.success)
+      throw new TypeError(
+        `engine ${engineName}: supportedControls() must return control names: ${parsed.error.issues.map((i) => `[${i.path.join('.')}] ${i.message}`).join('; ')}`,
+      );
     const names = [...new Set(parsed.data)];
     if (names.length > 0) log.info({ controls: names }, 'serving engine controls at /engine/control/<name>');
     return new WorkerAdmin(engine, status, served, log, names, times);
@@ -103,7 +106,10 @@ export class WorkerAdmin {
   async #startDrain(body: unknown): Promise<Reply> {
     if (this.#shuttingDown) return refuse('engine administrative routes are unavailable while the worker is shutting down');
     const parsed = DrainRequestSchema.safeParse(body);
-    if (!parsed.success) return refuse(`drain request body must be {"timeout_secs"?: number >= 0}: ${parsed.error.issues.map((i) => `[${i.path.join('.')}] ${i.message}`).join('; ')}`);
+    if (!parsed.success)
+      return refuse(
+        `drain request body must be {"timeout_secs"?: number >= 0}: ${parsed.error.issues.map((i) => `[${i.path.join('.')}] ${i.message}`).join('; ')}`,
+      );
     if (this.#drain === 'drained') return { ...this.#drainStatus(), message: 'worker already drained' };
     const timeoutMs = parsed.data.timeout_secs === undefined ? this.#times.inflightTimeoutMs : parsed.data.timeout_secs * 1000;
     this.#drain = 'draining';
@@ -114,7 +120,12 @@ export class WorkerAdmin {
     const left = await this.#served.drain(timeoutMs);
     if (left > 0) {
       this.#log.warn({ inflight: left }, 'drain timed out with requests in flight');
-      return { status: 'error', state: 'draining', inflight: left, message: `${left} requests still in flight after ${timeoutMs / 1000} s; new requests are refused` };
+      return {
+        status: 'error',
+        state: 'draining',
+        inflight: left,
+        message: `${left} requests still in flight after ${timeoutMs / 1000} s; new requests are refused`,
+      };
     }
     this.#drain = 'drained';
     this.#log.info('drained: no request in flight');
@@ -151,7 +162,9 @@ export class WorkerAdmin {
       try {
         await this.#served.registerInstance();
       } catch (err) {
-        return refuse(`engine resumed but re-registration failed after /engine/control/${name}: ${(err as Error).message}; retry /engine/control/${name} to rejoin discovery`);
+        return refuse(
+          `engine resumed but re-registration failed after /engine/control/${name}: ${(err as Error).message}; retry /engine/control/${name} to rejoin discovery`,
+        );
       }
       this.#log.info({ control: name }, 'rejoined discovery after an engine control');
     }

@@ -50,7 +50,10 @@ function plainChunk(raw: unknown): GenerateChunk | undefined {
  *   it, the vectors are checked and sent as base64 float32.
  * Whatever an engine does wrong, only its own request fails.
  */
-export function engineHandler(engine: LLMEngine, options: EngineHandlerOptions): (request: unknown, context: Context) => AsyncGenerator<GenerateChunk | EmbeddingsOutput> {
+export function engineHandler(
+  engine: LLMEngine,
+  options: EngineHandlerOptions,
+): (request: unknown, context: Context) => AsyncGenerator<GenerateChunk | EmbeddingsOutput> {
   const name = options.engineName ?? engine.constructor.name;
   const log = options.log;
   const fail = (context: Context, message: string): never => {

@@ -1,9 +1,26 @@
-import { CannotConnect, type Client, type Context, type DistributedRuntime, type EndpointHandler, InvalidArgument, parseEndpointPath, parseOrThrow, Unknown } from '@dynamo/runtime';
+import {
+  CannotConnect,
+  type Client,
+  type Context,
+  type DistributedRuntime,
+  type EndpointHandler,
+  InvalidArgument,
+  parseEndpointPath,
+  parseOrThrow,
+  Unknown,
+} from '@dynamo/runtime';
 import { hexId, parseHexId } from '@dynamo/runtime/internal';
 import { Histogram } from 'prom-client';
 
 import type { LLMEngine } from '../engine.js';
-import { type KvPullItemSchema, KvPullRequestSchema, type KvTransfer, type KvTransferHandle, KvTransferHandleSchema, type PulledKvState } from '../protocol/kv-transfer.js';
+import {
+  type KvPullItemSchema,
+  KvPullRequestSchema,
+  type KvTransfer,
+  type KvTransferHandle,
+  KvTransferHandleSchema,
+  type PulledKvState,
+} from '../protocol/kv-transfer.js';
 
 /** The endpoint a prefill worker serves its KV states on, beside its generate endpoint. */
 export const KV_TRANSFER_ENDPOINT = 'kv_transfer';
@@ -25,8 +42,18 @@ export class KvTransferMetrics {
 
   constructor(runtime: DistributedRuntime) {
     const registers = [runtime.metrics.registry];
-    this.#bytes = new Histogram({ name: 'dynamo_component_kv_transfer_bytes', help: 'Size of each KV state pulled from a prefill worker', buckets: [1e5, 1e6, 1e7, 5e7, 1e8, 5e8, 1e9, 4e9], registers });
-    this.#seconds = new Histogram({ name: 'dynamo_component_kv_transfer_seconds', help: 'Time from asking a prefill worker for a KV state to its last byte', buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10], registers });
+    this.#bytes = new Histogram({
+      name: 'dynamo_component_kv_transfer_bytes',
+      help: 'Size of each KV state pulled from a prefill worker',
+      buckets: [1e5, 1e6, 1e7, 5e7, 1e8, 5e8, 1e9, 4e9],
+      registers,
+    });
+    this.#seconds = new Histogram({
+      name: 'dynamo_component_kv_transfer_seconds',
+      help: 'Time from asking a prefill worker for a KV state to its last byte',
+      buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10],
+      registers,
+    });
   }
 
   transferred(bytes: number, seconds: number): void {
@@ -46,7 +73,8 @@ export function kvTransferHandler(engine: LLMEngine, maxBytes: number): Endpoint
     const state = await engine.exportKvState(id, context);
     let sent = 0;
     try {
-      if (state.bytes > maxBytes) throw new InvalidArgument(`KV state ${id} is ${state.bytes} bytes, over the ${maxBytes}-byte transfer limit (DYN_KV_TRANSFER_MAX_BYTES)`);
+      if (state.bytes > maxBytes)
+        throw new InvalidArgument(`KV state ${id} is ${state.bytes} bytes, over the ${maxBytes}-byte transfer limit (DYN_KV_TRANSFER_MAX_BYTES)`);
       yield { header: state.header, bytes: state.bytes };
       for await (const chunk of state.chunks) {
         for (let at = 0; at < chunk.length; at += ITEM_BYTES) {
@@ -88,7 +116,8 @@ export class RuntimeKvTransfer implements KvTransfer {
   async pull(handle: unknown, context: Context): Promise<PulledKvState> {
     const began = performance.now();
     const { endpoint, instance_id, id, bytes } = parseOrThrow(KvTransferHandleSchema, handle, 'prefill_result.disaggregated_params.kv_transfer');
-    if (bytes > this.maxBytes) throw new InvalidArgument(`the prefilled KV state is ${bytes} bytes, over the ${this.maxBytes}-byte transfer limit (DYN_KV_TRANSFER_MAX_BYTES)`);
+    if (bytes > this.maxBytes)
+      throw new InvalidArgument(`the prefilled KV state is ${bytes} bytes, over the ${this.maxBytes}-byte transfer limit (DYN_KV_TRANSFER_MAX_BYTES)`);
     const client = await this.#client(endpoint);
     const instance = parseHexId(instance_id);
     let items: AsyncIterator<PullItem>;
@@ -113,7 +142,9 @@ export class RuntimeKvTransfer implements KvTransfer {
           try {
             next = await items.next();
           } catch (err) {
-            throw new CannotConnect(`KV state ${id} from prefill worker ${instance_id} broke off after ${got} of ${bytes} bytes: ${message(err)}`, { cause: err });
+            throw new CannotConnect(`KV state ${id} from prefill worker ${instance_id} broke off after ${got} of ${bytes} bytes: ${message(err)}`, {
+              cause: err,
+            });
           }
           if (next.done) break;
           if (!('data' in next.value)) throw new Unknown(`KV state ${id} from prefill worker ${instance_id}: a second header in the stream`);

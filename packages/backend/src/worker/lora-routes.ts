@@ -16,9 +16,14 @@ export interface AdapterCards {
 
 const LoadSchema = z.object({
   lora_name: z.string({ error: "'lora_name' is required and must be a string" }).min(1, "'lora_name' is required and must be a string"),
-  source: z.object({ uri: z.string({ error: "'source.uri' is required and must be a string" }).min(1, "'source.uri' is required and must be a string") }, { error: "'source' object is required in request" }),
+  source: z.object(
+    { uri: z.string({ error: "'source.uri' is required and must be a string" }).min(1, "'source.uri' is required and must be a string") },
+    { error: "'source' object is required in request" },
+  ),
 });
-const UnloadSchema = z.object({ lora_name: z.string({ error: "Request is required with 'lora_name' field" }).min(1, "Request is required with 'lora_name' field") });
+const UnloadSchema = z.object({
+  lora_name: z.string({ error: "Request is required with 'lora_name' field" }).min(1, "Request is required with 'lora_name' field"),
+});
 
 const firstIssue = (error: z.ZodError) => error.issues[0]?.message ?? 'invalid request';
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
@@ -42,7 +47,14 @@ export class LoraRoutes {
   readonly #env: Readonly<Record<string, string | undefined>>;
   #queue: Promise<unknown> = Promise.resolve();
 
-  constructor(engine: LLMEngine, status: SystemStatusServer, cards: AdapterCards, log: Log, v1Routes: boolean, env: Readonly<Record<string, string | undefined>>) {
+  constructor(
+    engine: LLMEngine,
+    status: SystemStatusServer,
+    cards: AdapterCards,
+    log: Log,
+    v1Routes: boolean,
+    env: Readonly<Record<string, string | undefined>>,
+  ) {
     this.#engine = engine;
     this.#env = env;
     this.#status = status;

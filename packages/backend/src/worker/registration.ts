@@ -69,7 +69,9 @@ function modelTypeOf(config: WorkerConfig): ModelTypeFlags {
 /** Throws `InvalidArgument` unless the config names the model's files (frontends tokenize with them). */
 export function requireModelPath(worker: WorkerConfig): void {
   if (worker.modelName === '') {
-    throw new InvalidArgument("model path: WorkerConfig.modelName is empty; give the model's folder, .gguf file or Hugging Face id (--model-path) so frontends can tokenize for it");
+    throw new InvalidArgument(
+      "model path: WorkerConfig.modelName is empty; give the model's folder, .gguf file or Hugging Face id (--model-path) so frontends can tokenize for it",
+    );
   }
 }
 

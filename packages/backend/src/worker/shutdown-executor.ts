@@ -75,10 +75,12 @@ export class ShutdownRun {
     const host = this.#host;
     switch (action.type) {
       case 'unregister':
-        this.#answer(host.unregister().then(
-          () => ({ type: 'unregistered' }),
-          (err: unknown) => ({ type: 'unregistered', error: message(err) }),
-        ));
+        this.#answer(
+          host.unregister().then(
+            () => ({ type: 'unregistered' }),
+            (err: unknown) => ({ type: 'unregistered', error: message(err) }),
+          ),
+        );
         return;
       case 'sleep': {
         const timer = setTimeout(() => {
@@ -99,22 +101,34 @@ export class ShutdownRun {
       }
       case 'call_drain':
         this.#tickAfter(action.timeout_ms);
-        this.#answer(host.drain().then(
-          () => ({ type: 'drained' }),
-          (err: unknown) => ({ type: 'drained', error: message(err) }),
-        ));
+        this.#answer(
+          host.drain().then(
+            () => ({ type: 'drained' }),
+            (err: unknown) => ({ type: 'drained', error: message(err) }),
+          ),
+        );
         return;
       case 'poll_quiescent':
         this.#tickAfter(action.timeout_ms);
-        this.#answer(host.isQuiescent().then(
-          (value) => ({ type: 'quiescent', value }),
-          (err: unknown) => ({ type: 'quiescent', value: null, error: message(err) }),
-        ));
+        this.#answer(
+          host.isQuiescent().then(
+            (value) => ({ type: 'quiescent', value }),
+            (err: unknown) => ({ type: 'quiescent', value: null, error: message(err) }),
+          ),
+        );
         return;
       case 'call_cleanup':
-        this.#answer(host.cleanup(action.timeout_ms).then((result) =>
-          result === 'ok' ? { type: 'cleanup_done' } : result === 'timed_out' ? { type: 'cleanup_timed_out' } : { type: 'cleanup_done', error: result.error },
-        ));
+        this.#answer(
+          host
+            .cleanup(action.timeout_ms)
+            .then((result) =>
+              result === 'ok'
+                ? { type: 'cleanup_done' }
+                : result === 'timed_out'
+                  ? { type: 'cleanup_timed_out' }
+                  : { type: 'cleanup_done', error: result.error },
+            ),
+        );
         return;
       case 'record_stage':
         host.record(action);

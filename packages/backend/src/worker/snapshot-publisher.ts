@@ -43,7 +43,12 @@ export class SnapshotPublisher {
     const registers = [runtime.metrics.registry];
     const labelNames = [...Object.keys(labels), 'dp_rank'];
     this.#total = new Gauge({ name: 'dynamo_component_total_blocks', help: 'KV cache blocks of each data-parallel rank', labelNames, registers });
-    this.#usage = new Gauge({ name: 'dynamo_component_gpu_cache_usage_percent', help: 'Fraction of the KV cache in use, by data-parallel rank', labelNames, registers });
+    this.#usage = new Gauge({
+      name: 'dynamo_component_gpu_cache_usage_percent',
+      help: 'Fraction of the KV cache in use, by data-parallel rank',
+      labelNames,
+      registers,
+    });
     this.#hitRate = new Gauge({ name: 'dynamo_component_kv_cache_hit_rate', help: 'Prefix-cache hit rate, by data-parallel rank', labelNames, registers });
     for (const rank of ranks) {
       this.#total.set(this.#rank(rank), 0);
@@ -53,7 +58,14 @@ export class SnapshotPublisher {
 
   /** Records `snapshot` for `dpRank`. Throws `InvalidArgument` naming a bad field or a rank the engine did not declare. */
   publish(dpRank: number, snapshot: ComponentSnapshot): void {
-    const rank = parseOrThrow(z.number().int().refine((r) => this.#ranks.has(r), `must be one of the ranks componentMetricsDpRanks() returned (${[...this.#ranks].join(', ')})`), dpRank, 'dpRank');
+    const rank = parseOrThrow(
+      z
+        .number()
+        .int()
+        .refine((r) => this.#ranks.has(r), `must be one of the ranks componentMetricsDpRanks() returned (${[...this.#ranks].join(', ')})`),
+      dpRank,
+      'dpRank',
+    );
     const s = parseOrThrow(ComponentSnapshotSchema, snapshot, 'ComponentSnapshot');
     this.#used.set(rank, s.kvUsedBlocks);
     this.#total.set(this.#rank(rank), s.kvTotalBlocks);

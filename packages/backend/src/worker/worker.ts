@@ -163,7 +163,8 @@ export class Worker {
   #validate(): void {
     requireModelPath(this.config);
     const { modelInput, routeToEncoder, disaggregationMode } = this.config;
-    if (modelInput !== 'Tokens') throw new InvalidArgument(`an LLMEngine takes Tokens input (preprocessed requests), but WorkerConfig.modelInput is '${modelInput}'`);
+    if (modelInput !== 'Tokens')
+      throw new InvalidArgument(`an LLMEngine takes Tokens input (preprocessed requests), but WorkerConfig.modelInput is '${modelInput}'`);
     if (routeToEncoder && disaggregationMode !== 'agg' && disaggregationMode !== 'prefill') {
       throw new InvalidArgument(`routeToEncoder is allowed only for agg and prefill workers, not '${disaggregationMode}'`);
     }
@@ -226,7 +227,8 @@ export class Worker {
     }
     let kvEvents: KvEventPublisher[] = [];
     try {
-      if (this.config.enableKvRouting) kvEvents = await this.#kvEvents(runtime, kvScope, registered.card.kv_cache_block_size, registered.card.runtime_config.enable_local_indexer);
+      if (this.config.enableKvRouting)
+        kvEvents = await this.#kvEvents(runtime, kvScope, registered.card.kv_cache_block_size, registered.card.runtime_config.enable_local_indexer);
     } catch (err) {
       await registered.unregister().catch(() => {});
       throw err;
@@ -249,7 +251,10 @@ export class Worker {
       await Promise.all([registered.unregister().catch(() => {}), transfer?.served?.stop({ drainTimeoutMs: 0 })]);
       throw new Unknown(`serve: ${message(err)}`, { cause: err });
     }
-    log.info({ model: registration.servedName, endpoint: `${namespace}.${component}.${endpointName}`, instance_id: runtime.instanceId.toString(16) }, `Serving ${registration.servedName} on ${namespace}.${component}.${endpointName}`);
+    log.info(
+      { model: registration.servedName, endpoint: `${namespace}.${component}.${endpointName}`, instance_id: runtime.instanceId.toString(16) },
+      `Serving ${registration.servedName} on ${namespace}.${component}.${endpointName}`,
+    );
     let admin: WorkerAdmin | undefined;
     let loras: LoraRoutes | undefined;
     try {
@@ -258,7 +263,11 @@ export class Worker {
       if (runtime.systemStatus && this.engine.loadLora !== LLMEngine.prototype.loadLora) {
         const cards = {
           register: async (name: string) => {
-            await registerLlm(registration.modelInput, registration.modelType, endpoint, registration.modelPath, { ...registration.options, checkTokenizer: false, lora: { name } });
+            await registerLlm(registration.modelInput, registration.modelType, endpoint, registration.modelPath, {
+              ...registration.options,
+              checkTokenizer: false,
+              lora: { name },
+            });
           },
           unregister: (name: string) => unregisterLlm(endpoint, name),
         };
@@ -289,7 +298,11 @@ export class Worker {
   async #kvTransfer(runtime: DistributedRuntime): Promise<{ kv: RuntimeKvTransfer; served?: ServedEndpoint } | undefined> {
     const { disaggregationMode, namespace, component } = this.config;
     if (disaggregationMode !== 'prefill' && disaggregationMode !== 'decode') return undefined;
-    const maxBytes = parseOrThrow(z.coerce.number().int().positive().default(DEFAULT_KV_TRANSFER_MAX_BYTES), this.#env.DYN_KV_TRANSFER_MAX_BYTES, 'DYN_KV_TRANSFER_MAX_BYTES');
+    const maxBytes = parseOrThrow(
+      z.coerce.number().int().positive().default(DEFAULT_KV_TRANSFER_MAX_BYTES),
+      this.#env.DYN_KV_TRANSFER_MAX_BYTES,
+      'DYN_KV_TRANSFER_MAX_BYTES',
+    );
     const kv = new RuntimeKvTransfer(runtime, { namespace, component }, maxBytes);
     this.engine.attachKvTransfer(kv);
     if (disaggregationMode === 'decode' || this.engine.exportKvState === LLMEngine.prototype.exportKvState) return { kv };
@@ -322,7 +335,8 @@ export class Worker {
       if (source.kind === 'push') source.onReady(publisher.events);
       else publisher.relayFrom(source.endpoint, source.topic ?? '');
     }
-    if (publishers.length > 0) this.#log.info({ sources: publishers.length, block_size: blockSize, event_plane: runtime.config.eventPlane.plane }, 'publishing KV events');
+    if (publishers.length > 0)
+      this.#log.info({ sources: publishers.length, block_size: blockSize, event_plane: runtime.config.eventPlane.plane }, 'publishing KV events');
     return publishers;
   }
 
@@ -383,7 +397,10 @@ export class Worker {
       cleanup: (timeoutMs) => this.#gate.cleanup(timeoutMs),
       record: (o) => {
         metrics?.stage(o.stage, o.reason, o.elapsed_ms / 1000);
-        log.info({ stage: o.stage, reason: o.reason, elapsed_ms: o.elapsed_ms, remaining_ms: o.remaining_total_ms, ...(o.detail && { detail: o.detail }) }, `shutdown stage ${o.stage}: ${o.reason}`);
+        log.info(
+          { stage: o.stage, reason: o.reason, elapsed_ms: o.elapsed_ms, remaining_ms: o.remaining_total_ms, ...(o.detail && { detail: o.detail }) },
+          `shutdown stage ${o.stage}: ${o.reason}`,
+        );
         if (o.stage === 'cleanup' && o.reason === 'completed') log.info({ engine: this.#name }, 'Engine cleanup complete');
       },
       log: (level, text) => log[level](text),

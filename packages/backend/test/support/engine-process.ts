@@ -17,10 +17,17 @@ export function startEngine(fixture: string, args: string[], env: Record<string,
 
 /** The port the worker's system status server bound (it logs it once listening). */
 export async function systemPort(worker: Child): Promise<number> {
-  return waitFor('the system status server', () => {
-    const line = worker.stderr().split('\n').find((l) => l.includes('system status server listening'));
-    return line ? (JSON.parse(line) as { port: number }).port : undefined;
-  }, 30_000);
+  return waitFor(
+    'the system status server',
+    () => {
+      const line = worker
+        .stderr()
+        .split('\n')
+        .find((l) => l.includes('system status server listening'));
+      return line ? (JSON.parse(line) as { port: number }).port : undefined;
+    },
+    30_000,
+  );
 }
 
 /** `EVENT <name> ...` lines the fixture engine printed, as [name, ms, detail]. */

@@ -28,7 +28,11 @@ export function anthropicErrorBody(status: number, message: string, overloadStat
 }
 
 /** How a chat answer ended, in Anthropic's words: `end_turn`, `max_tokens`, `stop_sequence` (and which), `tool_use`, `refusal`. */
-export function stopReason(finishReason: string | null, stopString: string | undefined, madeCalls: boolean): { stop_reason: string | null; stop_sequence: string | null } {
+export function stopReason(
+  finishReason: string | null,
+  stopString: string | undefined,
+  madeCalls: boolean,
+): { stop_reason: string | null; stop_sequence: string | null } {
   if (finishReason === 'length') return { stop_reason: 'max_tokens', stop_sequence: null };
   if (finishReason === 'content_filter') return { stop_reason: 'refusal', stop_sequence: null };
   if (finishReason === 'tool_calls' && madeCalls) return { stop_reason: 'tool_use', stop_sequence: null };
@@ -87,7 +91,16 @@ export class MessageStream {
 
   constructor(sse: SseWriter, id: string, model: string, promptTokens: number) {
     this.#sse = sse;
-    const message = { id, type: 'message', role: 'assistant', content: [], model, stop_reason: null, stop_sequence: null, usage: { input_tokens: promptTokens, output_tokens: 0, cache_creation_input_tokens: 0 } };
+    const message = {
+      id,
+      type: 'message',
+      role: 'assistant',
+      content: [],
+      model,
+      stop_reason: null,
+      stop_sequence: null,
+      usage: { input_tokens: promptTokens, output_tokens: 0, cache_creation_input_tokens: 0 },
+    };
     this.#emit('message_start', { message });
   }
 

@@ -118,7 +118,10 @@ export function systemText(s: z.output<typeof system> | undefined, options: Prom
 const systemTurnText = (blocks: Block[]) => blocks.flatMap((b) => (b.type === 'text' ? [b.text] : [])).join('\n');
 
 /** The chat messages of an Anthropic conversation, as stock maps them. */
-export function chatMessages(request: { system?: z.output<typeof system> | undefined; messages: MessagesRequest['messages'] }, options: PromptOptions): ChatMessage[] {
+export function chatMessages(
+  request: { system?: z.output<typeof system> | undefined; messages: MessagesRequest['messages'] },
+  options: PromptOptions,
+): ChatMessage[] {
   const out: ChatMessage[] = [];
   const sys = systemText(request.system, options);
   if (sys !== undefined) out.push({ role: 'system', content: sys });
@@ -134,11 +137,21 @@ export function chatMessages(request: { system?: z.output<typeof system> | undef
       return;
     }
     if (message.role === 'assistant') {
-      const text = blocks.filter((b) => b.type === 'text').map((b) => (b as { text: string }).text).join('');
+      const text = blocks
+        .filter((b) => b.type === 'text')
+        .map((b) => (b as { text: string }).text)
+        .join('');
       const calls = blocks
         .filter((b) => b.type === 'tool_use')
-        .map((b) => ({ id: (b as { id: string }).id, type: 'function', function: { name: (b as { name: string }).name, arguments: JSON.stringify((b as { input: unknown }).input ?? {}) } }));
-      const thinking = blocks.filter((b) => b.type === 'thinking').map((b) => (b as { thinking: string }).thinking).join('\n');
+        .map((b) => ({
+          id: (b as { id: string }).id,
+          type: 'function',
+          function: { name: (b as { name: string }).name, arguments: JSON.stringify((b as { input: unknown }).input ?? {}) },
+        }));
+      const thinking = blocks
+        .filter((b) => b.type === 'thinking')
+        .map((b) => (b as { thinking: string }).thinking)
+        .join('\n');
       out.push({ role: 'assistant', content: text, ...(calls.length > 0 && { tool_calls: calls }), ...(thinking !== '' && { reasoning_content: thinking }) });
       return;
     }
@@ -152,7 +165,8 @@ export function chatMessages(request: { system?: z.output<typeof system> | undef
       if (block.type === 'text' || block.type === 'image') pending.push(block);
       else if (block.type === 'tool_result') {
         flush();
-        const content = block.content === undefined ? '' : typeof block.content === 'string' ? block.content : userContent(block.content, `${where}.${b}.content`);
+        const content =
+          block.content === undefined ? '' : typeof block.content === 'string' ? block.content : userContent(block.content, `${where}.${b}.content`);
         out.push({ role: 'tool', tool_call_id: block.tool_use_id, content });
       }
     });
@@ -185,7 +199,10 @@ export function toChatRequest(r: MessagesRequest, options: PromptOptions): Recor
     ...(r.top_k !== undefined && { top_k: r.top_k }),
     ...(r.stop_sequences && r.stop_sequences.length > 0 && { stop: r.stop_sequences }),
     ...(tools && {
-      tools: tools.map((t) => ({ type: 'function', function: { name: t.name, ...(t.description !== undefined && { description: t.description }), parameters: t.input_schema } })),
+      tools: tools.map((t) => ({
+        type: 'function',
+        function: { name: t.name, ...(t.description !== undefined && { description: t.description }), parameters: t.input_schema },
+      })),
     }),
     ...(toolChoice !== undefined && { tool_choice: toolChoice }),
     ...(choice?.disable_parallel_tool_use !== undefined && { parallel_tool_calls: !choice.disable_parallel_tool_use }),

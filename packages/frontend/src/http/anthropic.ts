@@ -3,7 +3,15 @@ import { parseOrThrow } from '@dynamo/runtime';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
 import { MessageStream, messageId, stopReason, wholeMessage } from '../anthropic/output.js';
-import { chatMessages, CountTokensRequestSchema, type MessagesRequest, parseMessagesRequest, type PromptOptions, systemText, toChatRequest } from '../anthropic/request.js';
+import {
+  chatMessages,
+  CountTokensRequestSchema,
+  type MessagesRequest,
+  parseMessagesRequest,
+  type PromptOptions,
+  systemText,
+  toChatRequest,
+} from '../anthropic/request.js';
 import { ChoiceOutput } from './choice-output.js';
 import { ClientRequest } from './client-request.js';
 import { toHttpError } from './errors.js';
@@ -22,7 +30,10 @@ export const ANTHROPIC_PATH = '/v1/messages';
 export function messagesHandler(deps: GenerationDeps, prompt: PromptOptions) {
   return async (req: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
     let parsed: MessagesRequest | undefined;
-    const request = ClientRequest.open('chat', req, reply, deps, { label: 'messages', fields: (body) => toChatRequest((parsed = parseMessagesRequest(body)), prompt) });
+    const request = ClientRequest.open('chat', req, reply, deps, {
+      label: 'messages',
+      fields: (body) => toChatRequest((parsed = parseMessagesRequest(body)), prompt),
+    });
     const messages = parsed!;
     try {
       const answer = await generationAnswer(request, deps);
@@ -97,7 +108,14 @@ export function countTokensHandler(deps: GenerationDeps, prompt: PromptOptions) 
   return async (req: FastifyRequest): Promise<{ input_tokens: number }> => {
     const body = parseOrThrow(CountTokensRequestSchema, req.body, 'request');
     const model = deps.registry.get(body.model);
-    const chat = { model: body.model, messages: chatMessages(body, prompt), ...(body.tools && body.tools.length > 0 && { tools: body.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.input_schema } })) }) };
+    const chat = {
+      model: body.model,
+      messages: chatMessages(body, prompt),
+      ...(body.tools &&
+        body.tools.length > 0 && {
+          tools: body.tools.map((t) => ({ type: 'function', function: { name: t.name, description: t.description, parameters: t.input_schema } })),
+        }),
+    };
     if (model?.input === 'Tokens' && model.serves('chat')) {
       const { request } = await (await model.preprocessor()).preprocessChat(chat);
       return { input_tokens: request.token_ids.length };

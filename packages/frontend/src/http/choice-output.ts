@@ -32,7 +32,11 @@ export class ChoiceOutput {
   /** Set once a delta carried the finish reason. */
   finishReason: string | null = null;
   /** A whole response's parts and log probabilities, gathered. */
-  readonly whole: { parts: ChatParts; logprobs: TokenLogprob[]; offsets: number[] } = { parts: { content: '', reasoning: '', toolCalls: [] }, logprobs: [], offsets: [] };
+  readonly whole: { parts: ChatParts; logprobs: TokenLogprob[]; offsets: number[] } = {
+    parts: { content: '', reasoning: '', toolCalls: [] },
+    logprobs: [],
+    offsets: [],
+  };
   #echo: string | undefined;
   /** Characters of text written so far (the echoed prompt included), where the next token starts. */
   #length = 0;

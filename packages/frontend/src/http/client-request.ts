@@ -92,7 +92,8 @@ export class ClientRequest<S extends Surface = Surface> {
     const body = req.body;
     if (typeof body !== 'object' || body === null || Array.isArray(body)) throw new HttpError(400, 'request body must be a JSON object');
     const given = body as Record<string, unknown>;
-    if (typeof given.model !== 'string') throw new HttpError(400, `request.model: ${given.model === undefined ? 'missing field' : 'must be a string'}`, { param: 'model' });
+    if (typeof given.model !== 'string')
+      throw new HttpError(400, `request.model: ${given.model === undefined ? 'missing field' : 'must be a string'}`, { param: 'model' });
     options.check?.(given);
     const fields = options.fields ? options.fields(given) : given;
     const model = deps.registry.get(given.model);
@@ -167,7 +168,8 @@ export class ClientRequest<S extends Surface = Surface> {
       return chosen;
     } catch (err) {
       // A full queue is its own refusal (stock counts it as queue backpressure).
-      if (err instanceof WorkerOverloaded && !(err instanceof QueueFull)) this.#deps.metrics.rejections.inc({ model: model.name.toLowerCase(), endpoint: this.label });
+      if (err instanceof WorkerOverloaded && !(err instanceof QueueFull))
+        this.#deps.metrics.rejections.inc({ model: model.name.toLowerCase(), endpoint: this.label });
       throw err;
     }
   }

@@ -23,7 +23,12 @@ const LOG_EVERY_MS = 10_000;
  * Connections past the total or per-address limit are closed at once, with a warning that says
  * which limit and how to raise it.
  */
-export function guardConnections(server: Server, limits: ConnectionLimits & { tls: boolean }, log: Log, overBody: (status: number, message: string) => string): void {
+export function guardConnections(
+  server: Server,
+  limits: ConnectionLimits & { tls: boolean },
+  log: Log,
+  overBody: (status: number, message: string) => string,
+): void {
   const perIp = new Map<string, number>();
   const refused = new Map<string, { count: number; last: number }>();
   const warn = (reason: string, fields: Record<string, unknown>) => {
@@ -71,7 +76,9 @@ export function guardConnections(server: Server, limits: ConnectionLimits & { tl
     const timer = setTimeout(() => {
       if (!socket.writable) return socket.destroy();
       const body = overBody(408, `no request headers within ${limits.headersTimeoutMs / 1000} s of connecting`);
-      socket.end(`HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+      socket.end(
+        `HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      );
       // A client that does not read the answer does not hold the socket either.
       setTimeout(() => socket.destroy(), 1000).unref();
     }, limits.headersTimeoutMs).unref();

@@ -68,7 +68,11 @@ export interface ErrorBody {
  * An error body both SDK families read: stock Dynamo's flat `{message, type, code}` (and
  * `details`), and the `error` object the OpenAI SDKs take their message, type and param from.
  */
-export function errorBody(status: number, message: string, options: { details?: unknown; param?: string | undefined; overloadStatus?: number } = {}): ErrorBody {
+export function errorBody(
+  status: number,
+  message: string,
+  options: { details?: unknown; param?: string | undefined; overloadStatus?: number } = {},
+): ErrorBody {
   const overload = options.overloadStatus ?? DEFAULT_OVERLOAD_STATUS;
   return {
     message,

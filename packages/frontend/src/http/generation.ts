@@ -93,7 +93,15 @@ function answerOf(r: Request, deps: GenerationDeps, parts: Pick<Answer, 'choices
   const options = fields.stream_options as { include_usage?: unknown; continuous_usage_stats?: unknown } | null | undefined;
   const includeUsage = deps.forceIncludeUsage || options?.include_usage === true;
   const topLogprobs =
-    surface === 'chat' ? (fields.logprobs === true ? (typeof fields.top_logprobs === 'number' ? fields.top_logprobs : 0) : undefined) : typeof fields.logprobs === 'number' ? fields.logprobs : undefined;
+    surface === 'chat'
+      ? fields.logprobs === true
+        ? typeof fields.top_logprobs === 'number'
+          ? fields.top_logprobs
+          : 0
+        : undefined
+      : typeof fields.logprobs === 'number'
+        ? fields.logprobs
+        : undefined;
   return {
     ...parts,
     surface,
@@ -138,14 +146,20 @@ async function tokensPlan(r: Request, deps: GenerationDeps): Promise<TokensPlan>
     onMigrate: (err: DynamoException, instanceId: bigint) => {
       if (err.kind === 'WorkerOverloaded') model.routing.overloaded(instanceId);
       deps.metrics.migrations.inc({ model: model.name.toLowerCase() });
-      deps.log.warn({ request_id: r.requestId, model: model.name, instance_id: instanceId.toString(16), err: err.message }, 'worker failed mid-request; migrating');
+      deps.log.warn(
+        { request_id: r.requestId, model: model.name, instance_id: instanceId.toString(16), err: err.message },
+        'worker failed mid-request; migrating',
+      );
     },
     onFirstOutput: (routeId) => model.routing.firstOutput(routeId),
     responseTimeoutMs: deps.backendStreamTimeoutMs,
     maxSeqLen: deps.migrationMaxSeqLen ?? (model.card.context_length > 0 ? model.card.context_length : undefined),
     onMaxSeqLen: (length) => {
       deps.metrics.migrationMaxSeqLenExceeded.inc({ model: model.name.toLowerCase() });
-      deps.log.warn({ request_id: r.requestId, model: model.name, length }, 'the sequence is past the migration max sequence length: no more migrations for this request');
+      deps.log.warn(
+        { request_id: r.requestId, model: model.name, length },
+        'the sequence is past the migration max sequence length: no more migrations for this request',
+      );
     },
     ...((model.base ?? model).disaggregated && { prefill: prefillOf(r, deps) }),
   };
@@ -165,10 +179,25 @@ function prefillOf(r: Request, deps: GenerationDeps): NonNullable<AttemptDeps['p
         const pool = workers();
         const candidates = pool?.candidates('prefill') ?? [];
         if (!pool || candidates.length === 0) return undefined;
-        return pool.routing.place(candidates, { model: pool.name, requestId, tokenIds: prefill.token_ids, failed, signal: context.signal, ...(r.model.loraName !== undefined && { loraName: r.model.loraName }) }, undefined);
+        return pool.routing.place(
+          candidates,
+          {
+            model: pool.name,
+            requestId,
+            tokenIds: prefill.token_ids,
+            failed,
+            signal: context.signal,
+            ...(r.model.loraName !== undefined && { loraName: r.model.loraName }),
+          },
+          undefined,
+        );
       },
       finished: () => workers()?.routing.finished(requestId),
-      onFailed: (err, instanceId) => deps.log.warn({ request_id: r.requestId, model: r.model.name, instance_id: instanceId.toString(16), err: err.message }, 'prefill worker failed; the request goes on without it'),
+      onFailed: (err, instanceId) =>
+        deps.log.warn(
+          { request_id: r.requestId, model: r.model.name, instance_id: instanceId.toString(16), err: err.message },
+          'prefill worker failed; the request goes on without it',
+        ),
     });
   };
 }
@@ -185,7 +214,9 @@ function tokensAnswer(r: Request, deps: GenerationDeps, plan: TokensPlan): Answe
   const deltas =
     attempts.length === 1
       ? attemptDeltas(attempts[0]!, r.requestId, context, attemptDeps)
-      : mergeStreams(attempts.map((attempt, at) => attemptDeltas(attempt, `${r.requestId}-${at}`, attemptContext(context, `${r.requestId}-${at}`), attemptDeps)));
+      : mergeStreams(
+          attempts.map((attempt, at) => attemptDeltas(attempt, `${r.requestId}-${at}`, attemptContext(context, `${r.requestId}-${at}`), attemptDeps)),
+        );
   const answer = answerOf(r, deps, {
     choices: prompts.length * n,
     usage: new UsageCounter(attempts),
@@ -205,10 +236,21 @@ function eventsAnswer(r: Request, deps: GenerationDeps, plan: TokensPlan): Event
   const { attempts, prompts } = plan;
   const attempt = attempts[0]!;
   // A disaggregated answer may come from its prefill worker whole: the JavaScript path carries it.
-  if (attempts.length !== 1 || attempt.choices !== 1 || parsesOutput(r) || (r.surface === 'completions' && r.fields.echo === true) || plan.attemptDeps.prefill) return undefined;
-  const answer = answerOf(r, deps, { choices: 1, usage: new UsageCounter(attempts), promptTokens: prompts[0]!.token_ids.length, newParser: undefined, echo: undefined });
+  if (attempts.length !== 1 || attempt.choices !== 1 || parsesOutput(r) || (r.surface === 'completions' && r.fields.echo === true) || plan.attemptDeps.prefill)
+    return undefined;
+  const answer = answerOf(r, deps, {
+    choices: 1,
+    usage: new UsageCounter(attempts),
+    promptTokens: prompts[0]!.token_ids.length,
+    newParser: undefined,
+    echo: undefined,
+  });
   if (answer.topLogprobs !== undefined || answer.continuousUsage) return undefined;
-  const output = new EventOutput(streamProcessor(plan.pre.tokenizer, attempt.request, { surface: r.surface, ...answer.ids }), answer.tracker, answer.promptTokens);
+  const output = new EventOutput(
+    streamProcessor(plan.pre.tokenizer, attempt.request, { surface: r.surface, ...answer.ids }),
+    answer.tracker,
+    answer.promptTokens,
+  );
   const events = attemptEvents(attempt, r.requestId, r.context, plan.attemptDeps, output);
   return { ...answer, output, events: events[Symbol.asyncIterator]() };
 }
@@ -222,7 +264,10 @@ async function textAnswer(r: Request, deps: GenerationDeps): Promise<Answer> {
     choices: n,
     usage: new UsageCounter([{ firstIndex: 0, choices: n, countsPrompt: true }]),
     promptTokens: 0,
-    newParser: r.surface === 'chat' && (r.model.parsers.toolCallParser || r.model.parsers.reasoningParser) ? () => ChatOutputParser.forRequest(r.model.parsers, r.fields) : undefined,
+    newParser:
+      r.surface === 'chat' && (r.model.parsers.toolCallParser || r.model.parsers.reasoningParser)
+        ? () => ChatOutputParser.forRequest(r.model.parsers, r.fields)
+        : undefined,
     echo: undefined,
   });
   return { ...answer, deltas: deltas[Symbol.asyncIterator]() };
@@ -230,12 +275,20 @@ async function textAnswer(r: Request, deps: GenerationDeps): Promise<Answer> {
 
 /** The prompt text each choice of an `echo` completions request starts with (prompt ids decoded). */
 function echoTexts(fields: Record<string, unknown>, pre: Preprocessor, n: number): (index: number) => string {
-  const prompts = promptBatch(fields.prompt as Parameters<typeof promptBatch>[0]).map((p) => (typeof p === 'string' ? p : pre.tokenizer.decode(Uint32Array.from(p), false)));
+  const prompts = promptBatch(fields.prompt as Parameters<typeof promptBatch>[0]).map((p) =>
+    typeof p === 'string' ? p : pre.tokenizer.decode(Uint32Array.from(p), false),
+  );
   return (index) => prompts[Math.floor(index / n)] ?? '';
 }
 
 /** Preprocesses a Tokens-input body: template, tokenization, validation, context length; one request per prompt. */
-async function preprocess(surface: GenerationSurface, model: ServedModel, pre: Preprocessor, body: unknown, options: { onCallingThread: boolean; maxDataUrlBytes: number }): Promise<PreprocessedRequest[]> {
+async function preprocess(
+  surface: GenerationSurface,
+  model: ServedModel,
+  pre: Preprocessor,
+  body: unknown,
+  options: { onCallingThread: boolean; maxDataUrlBytes: number },
+): Promise<PreprocessedRequest[]> {
   const requests = surface === 'chat' ? [(await pre.preprocessChat(body, options)).request] : await pre.preprocessCompletions(body);
   const context = model.card.context_length;
   for (const request of requests) {
@@ -251,4 +304,3 @@ async function preprocess(surface: GenerationSurface, model: ServedModel, pre: P
   }
   return requests;
 }
-

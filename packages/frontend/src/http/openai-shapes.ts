@@ -103,7 +103,14 @@ export interface WholeChoice {
 }
 
 /** A whole response: chat messages (empty content is null when the output was parsed, as stock sends it) or completions texts. */
-export function wholeResponse(surface: GenerationSurface, ids: ResponseIds, choices: readonly WholeChoice[], usage: Usage, parsed: boolean, reasoningField = 'reasoning_content'): Record<string, unknown> {
+export function wholeResponse(
+  surface: GenerationSurface,
+  ids: ResponseIds,
+  choices: readonly WholeChoice[],
+  usage: Usage,
+  parsed: boolean,
+  reasoningField = 'reasoning_content',
+): Record<string, unknown> {
   if (surface === 'completions') {
     const out = choices.map((c) => ({ index: c.index, text: c.parts.content, finish_reason: c.finishReason, logprobs: c.logprobs }));
     return { id: ids.id, object: 'text_completion', created: ids.created, model: ids.model, choices: out, usage };

@@ -48,7 +48,12 @@ export function openApiDocument(options: { anthropicApi: boolean }): Record<stri
     ...(options.anthropicApi && { CreateMessageRequest: json(MessagesRequestSchema) }),
   };
   const operations: Operation[] = [
-    { method: 'post', path: '/v1/chat/completions', summary: 'Create a chat completion (streamed as SSE with stream: true)', body: 'CreateChatCompletionRequest' },
+    {
+      method: 'post',
+      path: '/v1/chat/completions',
+      summary: 'Create a chat completion (streamed as SSE with stream: true)',
+      body: 'CreateChatCompletionRequest',
+    },
     { method: 'post', path: '/v1/completions', summary: 'Create a completion (one prompt or a batch)', body: 'CreateCompletionRequest' },
     { method: 'post', path: '/v1/embeddings', summary: 'Create embeddings', body: 'CreateEmbeddingRequest' },
     { method: 'post', path: '/v1/responses', summary: 'Create a response (OpenAI Responses API, stateless)', body: 'CreateResponseRequest' },
@@ -84,7 +89,12 @@ export function openApiDocument(options: { anthropicApi: boolean }): Record<stri
   }
   return {
     openapi: '3.1.0',
-    info: { title: 'Dynamo for TypeScript: OpenAI-compatible frontend', description: 'The HTTP API of dynamo-frontend (@dynamo/frontend).', license: { name: 'Apache-2.0' }, version },
+    info: {
+      title: 'Dynamo for TypeScript: OpenAI-compatible frontend',
+      description: 'The HTTP API of dynamo-frontend (@dynamo/frontend).',
+      license: { name: 'Apache-2.0' },
+      version,
+    },
     servers: [{ url: '/', description: 'This server' }],
     paths,
     components: { schemas },

@@ -3,19 +3,73 @@ import { HttpError } from './errors.js';
 
 /** Fields of OpenAI's request bodies, and Dynamo's and vLLM's extensions, that the frontend accepts. */
 const COMMON = [
-  'model', 'stream', 'stream_options', 'max_tokens', 'temperature', 'top_p', 'n', 'stop', 'presence_penalty', 'frequency_penalty',
-  'logit_bias', 'logprobs', 'user', 'seed', 'best_of', 'service_tier', 'metadata', 'store', 'prompt_cache_key', 'safety_identifier',
+  'model',
+  'stream',
+  'stream_options',
+  'max_tokens',
+  'temperature',
+  'top_p',
+  'n',
+  'stop',
+  'presence_penalty',
+  'frequency_penalty',
+  'logit_bias',
+  'logprobs',
+  'user',
+  'seed',
+  'best_of',
+  'service_tier',
+  'metadata',
+  'store',
+  'prompt_cache_key',
+  'safety_identifier',
   // Dynamo / vLLM extensions
-  'nvext', 'top_k', 'min_p', 'repetition_penalty', 'length_penalty', 'use_beam_search', 'min_tokens', 'ignore_eos', 'stop_token_ids',
-  'include_stop_str_in_output', 'skip_special_tokens', 'detokenize', 'allowed_token_ids', 'bad_words_token_ids', 'cache_salt',
-  'guided_json', 'guided_regex', 'guided_grammar', 'guided_choice', 'guided_decoding_backend', 'guided_whitespace_pattern',
-  'response_format', 'mm_processor_kwargs',
+  'nvext',
+  'top_k',
+  'min_p',
+  'repetition_penalty',
+  'length_penalty',
+  'use_beam_search',
+  'min_tokens',
+  'ignore_eos',
+  'stop_token_ids',
+  'include_stop_str_in_output',
+  'skip_special_tokens',
+  'detokenize',
+  'allowed_token_ids',
+  'bad_words_token_ids',
+  'cache_salt',
+  'guided_json',
+  'guided_regex',
+  'guided_grammar',
+  'guided_choice',
+  'guided_decoding_backend',
+  'guided_whitespace_pattern',
+  'response_format',
+  'mm_processor_kwargs',
 ];
 const ALLOWED: Record<GenerationSurface, ReadonlySet<string>> = {
   chat: new Set([
-    ...COMMON, 'messages', 'max_completion_tokens', 'top_logprobs', 'tools', 'tool_choice', 'parallel_tool_calls', 'modalities',
-    'audio', 'prediction', 'reasoning_effort', 'thinking', 'web_search_options', 'verbosity', 'chat_template', 'chat_template_args',
-    'chat_template_kwargs', 'documents', 'add_generation_prompt', 'continue_final_message',
+    ...COMMON,
+    'messages',
+    'max_completion_tokens',
+    'top_logprobs',
+    'tools',
+    'tool_choice',
+    'parallel_tool_calls',
+    'modalities',
+    'audio',
+    'prediction',
+    'reasoning_effort',
+    'thinking',
+    'web_search_options',
+    'verbosity',
+    'chat_template',
+    'chat_template_args',
+    'chat_template_kwargs',
+    'documents',
+    'add_generation_prompt',
+    'continue_final_message',
   ]),
   completions: new Set([...COMMON, 'prompt', 'suffix', 'echo', 'prompt_embeds']),
 };
@@ -29,13 +83,20 @@ const MAX_NAMED = 20;
  */
 export function checkRequestFields(surface: GenerationSurface, body: Record<string, unknown>, ignoreUnknown: boolean): void {
   if (surface === 'chat' && ('functions' in body || 'function_call' in body)) {
-    throw new HttpError(501, '`functions` and `function_call` are deprecated and not supported; use `tools` and `tool_choice`', { param: 'functions' in body ? 'functions' : 'function_call' });
+    throw new HttpError(501, '`functions` and `function_call` are deprecated and not supported; use `tools` and `tool_choice`', {
+      param: 'functions' in body ? 'functions' : 'function_call',
+    });
   }
   if (!ignoreUnknown) {
-    const unknown = Object.keys(body).filter((key) => !ALLOWED[surface].has(key)).sort();
+    const unknown = Object.keys(body)
+      .filter((key) => !ALLOWED[surface].has(key))
+      .sort();
     if (unknown.length > 0) {
       // A body of thousands of unknown keys gets a readable message, not all of them back.
-      const named = unknown.slice(0, MAX_NAMED).map((k) => `\`${k}\``).join(', ');
+      const named = unknown
+        .slice(0, MAX_NAMED)
+        .map((k) => `\`${k}\``)
+        .join(', ');
       const more = unknown.length > MAX_NAMED ? ` and ${unknown.length - MAX_NAMED} more` : '';
       throw new HttpError(400, `Validation: Unsupported parameter(s): ${named}${more}`, { param: unknown[0]! });
     }

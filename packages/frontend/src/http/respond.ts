@@ -111,7 +111,14 @@ export async function wholeAnswer(a: Answer): Promise<Record<string, unknown>> {
     choice.finish(undefined);
   }
   const out = all.map((c) => ({ index: c.index, parts: c.whole.parts, finishReason: c.finishReason, logprobs: c.wholeLogprobs() }));
-  return wholeResponse(a.surface, a.ids, out, a.usage.usage(reasoningTokens(all)), all.some((c) => c.parsed), a.reasoningField);
+  return wholeResponse(
+    a.surface,
+    a.ids,
+    out,
+    a.usage.usage(reasoningTokens(all)),
+    all.some((c) => c.parsed),
+    a.reasoningField,
+  );
 }
 
 /**
@@ -195,7 +202,13 @@ export async function streamEvents(a: EventsAnswer, reply: FastifyReply, first: 
     sse.events(processor.take());
     if (a.includeUsage) {
       const engineUsage = processor.engineUsage;
-      a.usage.add({ index: 0, text: '', tokenIds: [], completionTokens: processor.completionTokens, ...(engineUsage !== null && { usage: JSON.parse(engineUsage) as NonNullable<ChoiceDelta['usage']> }) });
+      a.usage.add({
+        index: 0,
+        text: '',
+        tokenIds: [],
+        completionTokens: processor.completionTokens,
+        ...(engineUsage !== null && { usage: JSON.parse(engineUsage) as NonNullable<ChoiceDelta['usage']> }),
+      });
       sse.data(usageChunkJson(a.surface, a.ids, a.usage.usage()));
     }
     sse.done();

@@ -73,7 +73,13 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
     serverFactory: (handler) => {
       // Checking every second makes a slow client's timeout land close to its deadline.
       const headersTimeout = Math.min(options.connections.headersTimeoutMs, timeout);
-      const settings = { requestTimeout: timeout, headersTimeout, keepAliveTimeout: options.keepAliveTimeoutMs, connectionsCheckingInterval: Math.min(1000, timeout), noDelay: true };
+      const settings = {
+        requestTimeout: timeout,
+        headersTimeout,
+        keepAliveTimeout: options.keepAliveTimeoutMs,
+        connectionsCheckingInterval: Math.min(1000, timeout),
+        noDelay: true,
+      };
       const server = (options.tls ? httpsServer({ ...settings, ...options.tls }, handler) : httpServer(settings, handler)) as Server;
       guardConnections(server, { ...options.connections, headersTimeoutMs: headersTimeout, tls: options.tls !== undefined }, log, (status, message) =>
         JSON.stringify(errorBody(status, message, { overloadStatus: options.overloadStatus })),
@@ -87,8 +93,14 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
       }
       const timedOut = err.code === 'ERR_HTTP_REQUEST_TIMEOUT';
       const status = timedOut ? 408 : 400;
-      const body = JSON.stringify(errorBody(status, timedOut ? `the request was not received within ${timeout / 1000} s` : `malformed HTTP request: ${err.message}`, { overloadStatus: options.overloadStatus }));
-      socket.end(`HTTP/1.1 ${status} ${reasonPhrase(status)}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+      const body = JSON.stringify(
+        errorBody(status, timedOut ? `the request was not received within ${timeout / 1000} s` : `malformed HTTP request: ${err.message}`, {
+          overloadStatus: options.overloadStatus,
+        }),
+      );
+      socket.end(
+        `HTTP/1.1 ${status} ${reasonPhrase(status)}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`,
+      );
     },
   });
 
@@ -115,7 +127,10 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
     if (reply.sent || reply.raw.headersSent) return;
     if (retriable(error.status, overloadStatus)) void reply.header('retry-after', String(RETRY_AFTER_SECS));
     if (options.anthropicApi && req.url.startsWith(ANTHROPIC_PATH)) {
-      return reply.code(error.status).type('application/json').send(anthropicErrorBody(error.status, error.message, overloadStatus));
+      return reply
+        .code(error.status)
+        .type('application/json')
+        .send(anthropicErrorBody(error.status, error.message, overloadStatus));
     }
     return reply
       .code(error.status)
@@ -138,7 +153,11 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
     app.route({
       method: ['GET', 'PUT', 'DELETE', 'PATCH'],
       url: path,
-      handler: (_req, reply) => reply.code(405).header('allow', 'POST').send(errorBody(405, `${path} only takes POST`, { overloadStatus: options.overloadStatus })),
+      handler: (_req, reply) =>
+        reply
+          .code(405)
+          .header('allow', 'POST')
+          .send(errorBody(405, `${path} only takes POST`, { overloadStatus: options.overloadStatus })),
     });
   }
 
@@ -180,7 +199,9 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
             ? { decode: { workers: n.workers, needs: base.card.needs }, prefill: { workers: prefill?.[namespace]?.workers ?? 0, needs: [['decode']] } }
             : { aggregated: { workers: n.workers, needs: [] } };
           const present = Object.keys(types).filter((type) => types[type]!.workers > 0);
-          const missing = (base.disaggregated ? ['decode', ...(base.needsPrefill ? ['prefill'] : [])] : ['aggregated']).filter((type) => !present.includes(type));
+          const missing = (base.disaggregated ? ['decode', ...(base.needsPrefill ? ['prefill'] : [])] : ['aggregated']).filter(
+            (type) => !present.includes(type),
+          );
           const ready = n.ready && missing.length === 0;
           const reason = missing.length > 0 ? `missing worker types: ${missing.join(', ')}` : "the model's files are not loaded yet";
           return [namespace, { ready, ...(!ready && { reason }), worker_types: types, present, missing_worker_types: missing }];
@@ -209,11 +230,13 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
     const status = options.shuttingDown() ? 'shutting_down' : registry.watchError ? 'not_ready' : 'healthy';
     const body = { status, ...(registry.watchError ? { message: `model discovery failed: ${registry.watchError.message}` } : {}), endpoints, instances };
     // Instance ids are u64: written as bare integers, not rounded.
-    return reply.code(status === 'healthy' ? 200 : 503).type('application/json').send(stringifyJson(body));
+    return reply
+      .code(status === 'healthy' ? 200 : 503)
+      .type('application/json')
+      .send(stringifyJson(body));
   });
 
   app.get('/metrics', async (_req, reply) => reply.type(metrics.registry.contentType).send(await metrics.expose()));
 
   return app;
 }
-

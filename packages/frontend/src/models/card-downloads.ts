@@ -34,7 +34,8 @@ export async function downloadCardFiles(card: ModelDeploymentCard, files: readon
   await Promise.all(
     files.map(async (file) => {
       const name = decodeURIComponent(new URL(file.path).pathname.split('/').at(-1) ?? '');
-      if (name === '' || name === '.' || name === '..' || name.includes('/')) throw new InvalidArgument(`card file ${file.path}: the URL does not end in a file name`);
+      if (name === '' || name === '.' || name === '..' || name.includes('/'))
+        throw new InvalidArgument(`card file ${file.path}: the URL does not end in a file name`);
       const blob = await fetchBlob(file, cacheDir);
       const link = join(folder, name);
       await symlink(blob, link).catch((err: NodeJS.ErrnoException) => {
@@ -49,7 +50,13 @@ export async function downloadCardFiles(card: ModelDeploymentCard, files: readon
 /** The blob holding `file`'s bytes, downloaded unless it is already cached. */
 async function fetchBlob(file: CheckedFile, cacheDir: string): Promise<string> {
   const blob = join(cacheDir, 'blobs', file.checksum.slice('blake3:'.length));
-  if (await stat(blob).then((s) => s.isFile(), () => false)) return blob;
+  if (
+    await stat(blob).then(
+      (s) => s.isFile(),
+      () => false,
+    )
+  )
+    return blob;
   let res: Response;
   try {
     res = await fetch(file.path, { signal: AbortSignal.timeout(DOWNLOAD_TIMEOUT_MS) });

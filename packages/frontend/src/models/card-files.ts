@@ -69,7 +69,8 @@ export class CardFiles {
   async load(card: ModelDeploymentCard): Promise<LocalModel> {
     const files = await this.#downloaded(card, cardFiles(card));
     const tokenizer = files.find(([slot]) => slot === 'tokenizer' || slot === 'gguf');
-    if (!tokenizer) throw new InvalidArgument(`model ${card.display_name}: its card names no tokenizer (hf_tokenizer_json or gguf), which a Tokens-input model needs`);
+    if (!tokenizer)
+      throw new InvalidArgument(`model ${card.display_name}: its card names no tokenizer (hf_tokenizer_json or gguf), which a Tokens-input model needs`);
     let source: string;
     try {
       const file = await localFile(tokenizer[1].path, this.#options);
@@ -100,7 +101,9 @@ export class CardFiles {
       const found = model.files[slot];
       if (found === undefined) throw new InvalidArgument(`model ${card.display_name}: ${file.path} is not in ${source}`);
       if (found.checksum !== file.checksum) {
-        throw new InvalidArgument(`model ${card.display_name}: ${found.path} has checksum ${found.checksum} but the card says ${file.checksum} (the worker's model files differ from this frontend's)`);
+        throw new InvalidArgument(
+          `model ${card.display_name}: ${found.path} has checksum ${found.checksum} but the card says ${file.checksum} (the worker's model files differ from this frontend's)`,
+        );
       }
     }
     return model;
@@ -116,7 +119,10 @@ export class CardFiles {
     } catch (err) {
       // With --model-path the files are read from there instead; without it, say which file failed.
       if (this.#options.fallbackModelPath !== undefined) return files;
-      throw new InvalidArgument(`model ${card.display_name}: ${(err as Error).message}; pass --model-path to read the model files from a local folder instead`, { cause: err });
+      throw new InvalidArgument(
+        `model ${card.display_name}: ${(err as Error).message}; pass --model-path to read the model files from a local folder instead`,
+        { cause: err },
+      );
     }
     return files.map(([slot, file]) => [slot, { ...file, path: local.get(file.path) ?? file.path }]);
   }

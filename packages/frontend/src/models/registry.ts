@@ -190,22 +190,36 @@ export class ModelRegistry {
   async #add(key: string, record: ModelRecord): Promise<void> {
     const parsed = ModelDeploymentCardSchema.safeParse(record.card_json);
     if (!parsed.success) {
-      return this.#refuse(key, 'model card not served: it is malformed', { err: parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') });
+      return this.#refuse(key, 'model card not served: it is malformed', {
+        err: parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '),
+      });
     }
     const card = parsed.data;
     // Stock refuses a record whose key and card disagree on being an adapter's.
     if ((record.model_suffix !== undefined) !== (card.lora != null)) {
-      return this.#refuse(key, 'LoRA discovery identity and card metadata disagree', { model_suffix: record.model_suffix ?? null, lora: card.lora?.name ?? null }, 'error');
+      return this.#refuse(
+        key,
+        'LoRA discovery identity and card metadata disagree',
+        { model_suffix: record.model_suffix ?? null, lora: card.lora?.name ?? null },
+        'error',
+      );
     }
     const types = modelTypeFromWire(card.model_type);
     const legacyPrefill = (record.card_json as { worker_type?: unknown }).worker_type == null && (types & ModelType.Prefill) !== 0;
     if (card.worker_type === 'prefill' || legacyPrefill) return this.#addPrefill(key, record, card, types | ModelType.Prefill);
-    if ((types & SERVABLE) === 0) return this.#refuse(key, `model ${card.display_name} not served: model_type '${card.model_type}' has no chat, completions or embeddings`);
-    if (card.worker_type === 'encode') return this.#refuse(key, `model ${card.display_name} not served: encode workers (multimodal encoders) are not supported by this frontend`);
+    if ((types & SERVABLE) === 0)
+      return this.#refuse(key, `model ${card.display_name} not served: model_type '${card.model_type}' has no chat, completions or embeddings`);
+    if (card.worker_type === 'encode')
+      return this.#refuse(key, `model ${card.display_name} not served: encode workers (multimodal encoders) are not supported by this frontend`);
     if (card.model_input === 'Tensor') return this.#refuse(key, `model ${card.display_name} not served: Tensor input is not supported`);
     const checksum = mdcsum(card);
     const generatesChoices = card.runtime_config.runtime_data?.[N_CHOICES_KEY] === true;
-    const instance: ModelInstance = { instanceId: record.instance_id, endpoint: `${record.namespace}/${record.component}/${record.endpoint}`, generatesChoices, types };
+    const instance: ModelInstance = {
+      instanceId: record.instance_id,
+      endpoint: `${record.namespace}/${record.component}/${record.endpoint}`,
+      generatesChoices,
+      types,
+    };
     if (card.lora) {
       if (this.#adapters.get(key)?.checksum === checksum) return;
       this.#remove(key);
@@ -233,13 +247,15 @@ export class ModelRegistry {
     const client = await this.#client(record.namespace, record.component, record.endpoint);
     if (!model) {
       model = new ServedModel(card, checksum, this.#options.routing(card.display_name, card), this.#options.defaultParsers);
-      for (const problem of model.parserProblems) this.#options.log.warn({ model: card.display_name, err: problem }, 'its output is served without this parser');
+      for (const problem of model.parserProblems)
+        this.#options.log.warn({ model: card.display_name, err: problem }, 'its output is served without this parser');
       if (card.model_input === 'Tokens') {
         const log = this.#options.log;
         const loading = this.#options.cardFiles.load(card).then((files) => Preprocessor.create(files, card));
         loading.then(
           () => log.info({ model: card.display_name }, 'model ready'),
-          (err: unknown) => log.error({ model: card.display_name, err: (err as Error).message }, 'model files could not be loaded; requests for it fail with 503'),
+          (err: unknown) =>
+            log.error({ model: card.display_name, err: (err as Error).message }, 'model files could not be loaded; requests for it fail with 503'),
         );
         model.setPreprocessor(loading);
       }
@@ -262,9 +278,16 @@ export class ModelRegistry {
     if (!pool) {
       pool = new ServedModel(card, mdcsum(card), this.#options.routing(card.display_name, card));
       this.#prefill.set(poolKey, pool);
-      this.#options.log.info({ model: card.display_name, namespace: record.namespace }, 'prefill workers added: decode workers of the model send requests to them first');
+      this.#options.log.info(
+        { model: card.display_name, namespace: record.namespace },
+        'prefill workers added: decode workers of the model send requests to them first',
+      );
     }
-    pool.addRecord(key, { instanceId: record.instance_id, endpoint: `${record.namespace}/${record.component}/${record.endpoint}`, generatesChoices: false, types }, client);
+    pool.addRecord(
+      key,
+      { instanceId: record.instance_id, endpoint: `${record.namespace}/${record.component}/${record.endpoint}`, generatesChoices: false, types },
+      client,
+    );
     this.#prefillByKey.set(key, pool);
   }
 

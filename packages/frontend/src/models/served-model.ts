@@ -13,7 +13,12 @@ export type GenerationSurface = Exclude<Surface, 'embeddings'>;
 /** What an instance serves: an OpenAI surface, or the prefill of a disaggregated model. */
 export type Role = Surface | 'prefill';
 
-const SURFACE_TYPE: Record<Role, number> = { chat: ModelType.Chat, completions: ModelType.Completions, embeddings: ModelType.Embedding, prefill: ModelType.Prefill };
+const SURFACE_TYPE: Record<Role, number> = {
+  chat: ModelType.Chat,
+  completions: ModelType.Completions,
+  embeddings: ModelType.Embedding,
+  prefill: ModelType.Prefill,
+};
 
 /** One instance's model record: which endpoint of which instance serves the model. */
 export interface ModelInstance {
@@ -25,7 +30,6 @@ export interface ModelInstance {
   /** The model types (`ModelType` flags) its card registered: a model's chat and embedding workers may differ. */
   types: number;
 }
-
 
 /**
  * A model as the frontend serves it: the card its first worker registered, the instances that
@@ -63,7 +67,13 @@ export class ServedModel {
    */
   prefillWorkers: (() => ServedModel | undefined) | undefined;
 
-  constructor(card: ModelDeploymentCard, checksum: string, routing: ModelRouting, defaultParsers: ModelParsers = {}, adapter?: { base: ServedModel; name: string }) {
+  constructor(
+    card: ModelDeploymentCard,
+    checksum: string,
+    routing: ModelRouting,
+    defaultParsers: ModelParsers = {},
+    adapter?: { base: ServedModel; name: string },
+  ) {
     this.name = adapter?.name ?? card.display_name;
     this.loraName = adapter?.name;
     this.#base = adapter?.base;

@@ -156,7 +156,9 @@ export async function* migratingStream(request: PreprocessedRequest, options: Mi
     }
     const target = await options.route(failed);
     const stop = new AbortController();
-    const attempt = target.client.directBatches(sent, target.instanceId, { context: options.context, signal: stop.signal, ...(reader && { reader }) })[Symbol.asyncIterator]();
+    const attempt = target.client
+      .directBatches(sent, target.instanceId, { context: options.context, signal: stop.signal, ...(reader && { reader }) })
+      [Symbol.asyncIterator]();
     try {
       for (;;) {
         const next = await nextWithin(attempt, options.responseTimeoutMs ?? 0, stop, reader && (() => reader.lastOutputAt));

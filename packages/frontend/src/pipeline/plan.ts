@@ -30,7 +30,13 @@ export function planAttempts(prompts: readonly PreprocessedRequest[], n: number,
     const sampling = request.sampling_options ?? {};
     for (let j = 0; j < n; j++) {
       const seed = sampling.seed == null ? sampling.seed : sampling.seed + j;
-      attempts.push({ request: { ...request, sampling_options: { ...sampling, n: 1, seed } }, firstIndex: i * n + j, choices: 1, countsPrompt: j === 0, promptTokens });
+      attempts.push({
+        request: { ...request, sampling_options: { ...sampling, n: 1, seed } },
+        firstIndex: i * n + j,
+        choices: 1,
+        countsPrompt: j === 0,
+        promptTokens,
+      });
     }
   });
   return attempts;

@@ -51,7 +51,9 @@ export async function prefillHop(request: PreprocessedRequest, context: Context,
     if (target === undefined || failed.has(target.instanceId)) {
       if (lastError === undefined && deps.required) {
         // Stock's words: its decode workers need a prefill worker and none is live.
-        throw new CannotConnect(`Model \`${deps.model}\` is not ready to serve requests yet. The deployment may still be starting up or is not fully provisioned. Please retry shortly.`);
+        throw new CannotConnect(
+          `Model \`${deps.model}\` is not ready to serve requests yet. The deployment may still be starting up or is not fully provisioned. Please retry shortly.`,
+        );
       }
       return { request };
     }

@@ -129,7 +129,13 @@ export function responseObject(
  * (when `reasoning.summary` asks for it), then the function calls, then the text, or one empty
  * message when there is nothing; an answer cut off is `incomplete`, and so is its last item.
  */
-export function wholeResponse(echo: ResponseEcho, parts: ChatParts, finishReason: string | null, usage: Usage, withReasoning: boolean): Record<string, unknown> {
+export function wholeResponse(
+  echo: ResponseEcho,
+  parts: ChatParts,
+  finishReason: string | null,
+  usage: Usage,
+  withReasoning: boolean,
+): Record<string, unknown> {
   const incomplete = incompleteReason(finishReason);
   const output: Item[] = [];
   if (withReasoning && parts.reasoning !== '') output.push(reasoningItem(`rs_${hex()}`, parts.reasoning, 'completed'));
@@ -194,11 +200,25 @@ export class ResponseStream {
       this.#closeReasoning('completed');
       if (!this.#message) {
         const m = (this.#message = this.#open(`msg_${hex()}`));
-        this.#emit('response.output_item.added', { output_index: m.index, item: { type: 'message', content: [], id: m.id, role: 'assistant', status: 'in_progress' } });
-        this.#emit('response.content_part.added', { item_id: m.id, output_index: m.index, content_index: 0, part: { type: 'output_text', annotations: [], logprobs: [], text: '' } });
+        this.#emit('response.output_item.added', {
+          output_index: m.index,
+          item: { type: 'message', content: [], id: m.id, role: 'assistant', status: 'in_progress' },
+        });
+        this.#emit('response.content_part.added', {
+          item_id: m.id,
+          output_index: m.index,
+          content_index: 0,
+          part: { type: 'output_text', annotations: [], logprobs: [], text: '' },
+        });
       }
       this.#message.text += parts.content;
-      wait = this.#emit('response.output_text.delta', { item_id: this.#message.id, output_index: this.#message.index, content_index: 0, delta: parts.content, logprobs: [] });
+      wait = this.#emit('response.output_text.delta', {
+        item_id: this.#message.id,
+        output_index: this.#message.index,
+        content_index: 0,
+        delta: parts.content,
+        logprobs: [],
+      });
     }
     for (const call of parts.toolCalls) {
       this.#closeReasoning('completed');
@@ -228,7 +248,14 @@ export class ResponseStream {
     if (this.#message && !this.#message.done) this.#closeMessage(statusOf(this.#message));
     for (const c of this.#calls) this.#closeCall(c, statusOf(c));
     const type = this.#incomplete ? 'response.incomplete' : 'response.completed';
-    this.#emit(type, { response: responseObject(this.#echo, { status: this.#incomplete ? 'incomplete' : 'completed', output: this.#output(), usage, incomplete: this.#incomplete }) });
+    this.#emit(type, {
+      response: responseObject(this.#echo, {
+        status: this.#incomplete ? 'incomplete' : 'completed',
+        output: this.#output(),
+        usage,
+        incomplete: this.#incomplete,
+      }),
+    });
     this.#sse.done();
   }
 
@@ -237,7 +264,9 @@ export class ResponseStream {
     if (this.#reasoning && !this.#reasoning.done) this.#closeReasoning('incomplete');
     if (this.#message && !this.#message.done) this.#closeMessage('incomplete');
     for (const c of this.#calls) this.#closeCall(c, 'incomplete');
-    this.#emit('response.failed', { response: responseObject(this.#echo, { status: 'failed', output: this.#output(), error: { code: 'server_error', message } }) });
+    this.#emit('response.failed', {
+      response: responseObject(this.#echo, { status: 'failed', output: this.#output(), error: { code: 'server_error', message } }),
+    });
     this.#sse.done();
   }
 

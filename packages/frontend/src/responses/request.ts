@@ -7,7 +7,12 @@ import { ResponseTools, ToolSchema } from './tools.js';
 
 const text = z.string();
 const inputText = z.looseObject({ type: z.literal('input_text'), text });
-const inputImage = z.looseObject({ type: z.literal('input_image'), image_url: z.string().nullish(), file_id: z.string().nullish(), detail: z.string().nullish() });
+const inputImage = z.looseObject({
+  type: z.literal('input_image'),
+  image_url: z.string().nullish(),
+  file_id: z.string().nullish(),
+  detail: z.string().nullish(),
+});
 const inputFile = z.looseObject({ type: z.literal('input_file') });
 const inputPart = z.discriminatedUnion('type', [inputText, inputImage, inputFile], { error: 'must be an input_text, input_image or input_file part' });
 const outputPart = z.union([z.looseObject({ type: z.literal('output_text'), text }), z.looseObject({ type: z.literal('refusal'), refusal: text })]);
@@ -31,23 +36,37 @@ const itemReference = z.looseObject({ type: z.literal('item_reference'), id: tex
 
 /** One `input` item of a Responses request. */
 const InputItemSchema = z.union([functionCall, functionCallOutput, customToolCall, customToolCallOutput, reasoning, itemReference, message], {
-  error: 'must be a message ({role, content}), a function_call, a function_call_output, a custom_tool_call, a custom_tool_call_output, a reasoning item or an item_reference',
+  error:
+    'must be a message ({role, content}), a function_call, a function_call_output, a custom_tool_call, a custom_tool_call_output, a reasoning item or an item_reference',
 });
 type InputItem = z.output<typeof InputItemSchema>;
 
-const ToolChoiceSchema = z.union([
-  z.enum(['none', 'auto', 'required']),
-  z.looseObject({ type: z.enum(['none', 'auto', 'required']) }),
-  z.looseObject({ type: z.literal('function'), name: text }),
-  z.looseObject({ type: z.literal('allowed_tools'), mode: z.enum(['auto', 'required']), tools: z.array(z.looseObject({ type: z.literal('function'), name: text })).min(1) }),
-], { error: 'must be "none", "auto", "required", {"type": "function", "name": ...} or {"type": "allowed_tools", ...}' });
+const ToolChoiceSchema = z.union(
+  [
+    z.enum(['none', 'auto', 'required']),
+    z.looseObject({ type: z.enum(['none', 'auto', 'required']) }),
+    z.looseObject({ type: z.literal('function'), name: text }),
+    z.looseObject({
+      type: z.literal('allowed_tools'),
+      mode: z.enum(['auto', 'required']),
+      tools: z.array(z.looseObject({ type: z.literal('function'), name: text })).min(1),
+    }),
+  ],
+  { error: 'must be "none", "auto", "required", {"type": "function", "name": ...} or {"type": "allowed_tools", ...}' },
+);
 
 const TextFormatSchema = z.discriminatedUnion(
   'type',
   [
     z.looseObject({ type: z.literal('text') }),
     z.looseObject({ type: z.literal('json_object') }),
-    z.looseObject({ type: z.literal('json_schema'), name: z.string().min(1, 'cannot be empty'), schema: z.record(z.string(), z.unknown(), { error: 'must be a JSON object' }), description: z.string().nullish(), strict: z.boolean().nullish() }),
+    z.looseObject({
+      type: z.literal('json_schema'),
+      name: z.string().min(1, 'cannot be empty'),
+      schema: z.record(z.string(), z.unknown(), { error: 'must be a JSON object' }),
+      description: z.string().nullish(),
+      strict: z.boolean().nullish(),
+    }),
   ],
   { error: 'must be {"type": "text" | "json_object" | "json_schema", ...}' },
 );
@@ -99,7 +118,16 @@ type ChatMessage = Record<string, unknown> & { role: string };
 
 /** The request's tools as the model sees them, named with its history's function calls in mind. */
 export function responseTools(r: ResponsesRequest): ResponseTools {
-  const history = typeof r.input === 'string' ? [] : r.input.flatMap((item) => (item.type === 'function_call' ? [{ namespace: item.namespace ?? undefined, name: item.name }] : item.type === 'custom_tool_call' ? [{ name: item.name }] : []));
+  const history =
+    typeof r.input === 'string'
+      ? []
+      : r.input.flatMap((item) =>
+          item.type === 'function_call'
+            ? [{ namespace: item.namespace ?? undefined, name: item.name }]
+            : item.type === 'custom_tool_call'
+              ? [{ name: item.name }]
+              : [],
+        );
   return new ResponseTools(r.tools ?? [], history);
 }
 
@@ -152,12 +180,20 @@ export function toChatRequest(r: ResponsesRequest, names: ResponseTools): Record
     const where = `request.input.${i}`;
     if (item.type === 'item_reference') return;
     if (item.type === 'function_call') {
-      assistant().calls.push({ id: item.call_id, type: 'function', function: { name: names.chatName({ namespace: item.namespace ?? undefined, name: item.name }), arguments: item.arguments } });
+      assistant().calls.push({
+        id: item.call_id,
+        type: 'function',
+        function: { name: names.chatName({ namespace: item.namespace ?? undefined, name: item.name }), arguments: item.arguments },
+      });
     } else if (item.type === 'reasoning') {
       const parts = item.content?.length ? item.content : (item.summary ?? []);
       assistant().reasoning.push(joinedText(parts));
     } else if (item.type === 'custom_tool_call') {
-      assistant().calls.push({ id: item.call_id, type: 'function', function: { name: names.chatName({ name: item.name }), arguments: JSON.stringify({ input: item.input }) } });
+      assistant().calls.push({
+        id: item.call_id,
+        type: 'function',
+        function: { name: names.chatName({ name: item.name }), arguments: JSON.stringify({ input: item.input }) },
+      });
     } else if (item.type === 'function_call_output' || item.type === 'custom_tool_call_output') {
       flush();
       const output = typeof item.output === 'string' ? item.output : chatParts(item.output, `${where}.output`);
@@ -166,7 +202,8 @@ export function toChatRequest(r: ResponsesRequest, names: ResponseTools): Record
       assistant().text.push(typeof item.content === 'string' ? item.content : joinedText(item.content as Array<{ text?: string; refusal?: string }>));
     } else {
       flush();
-      if (item.role === 'user') messages.push({ role: 'user', content: typeof item.content === 'string' ? item.content : chatParts(item.content, `${where}.content`) });
+      if (item.role === 'user')
+        messages.push({ role: 'user', content: typeof item.content === 'string' ? item.content : chatParts(item.content, `${where}.content`) });
       else messages.push({ role: 'system', content: typeof item.content === 'string' ? item.content : joinedText(item.content as Array<{ text?: string }>) });
     }
   });
@@ -174,7 +211,14 @@ export function toChatRequest(r: ResponsesRequest, names: ResponseTools): Record
   // A run of system messages at the start becomes one, as stock joins them.
   let lead = 0;
   while (messages[lead]?.role === 'system') lead++;
-  if (lead > 1) messages.splice(0, lead, { role: 'system', content: messages.slice(0, lead).map((m) => m.content).join('\n\n') });
+  if (lead > 1)
+    messages.splice(0, lead, {
+      role: 'system',
+      content: messages
+        .slice(0, lead)
+        .map((m) => m.content)
+        .join('\n\n'),
+    });
 
   const format = r.text?.format;
   const choice = r.tool_choice;
@@ -186,7 +230,8 @@ export function toChatRequest(r: ResponsesRequest, names: ResponseTools): Record
     else if (choice.type === 'allowed_tools') {
       const allowed = new Set((choice as { tools: Array<{ name: string }> }).tools.map((t) => names.chatName({ name: t.name })));
       const unknown = [...allowed].find((name) => !tools.some((t) => t.function.name === name));
-      if (unknown !== undefined) throw new HttpError(400, `request.tool_choice: allowed_tools references unknown function '${unknown}'`, { param: 'tool_choice' });
+      if (unknown !== undefined)
+        throw new HttpError(400, `request.tool_choice: allowed_tools references unknown function '${unknown}'`, { param: 'tool_choice' });
       tools = tools.filter((t) => allowed.has(t.function.name));
       toolChoice = (choice as { mode: string }).mode;
     } else toolChoice = choice.type;
@@ -200,12 +245,21 @@ export function toChatRequest(r: ResponsesRequest, names: ResponseTools): Record
     ...(tools.length > 0 && { tools }),
     ...(toolChoice !== undefined && { tool_choice: toolChoice }),
     ...(r.parallel_tool_calls != null && { parallel_tool_calls: r.parallel_tool_calls }),
-    ...(format && format.type !== 'text' && {
-      response_format:
-        format.type === 'json_object'
-          ? { type: 'json_object' }
-          : { type: 'json_schema', json_schema: { name: format.name, schema: format.schema, ...(format.description != null && { description: format.description }), ...(format.strict != null && { strict: format.strict }) } },
-    }),
+    ...(format &&
+      format.type !== 'text' && {
+        response_format:
+          format.type === 'json_object'
+            ? { type: 'json_object' }
+            : {
+                type: 'json_schema',
+                json_schema: {
+                  name: format.name,
+                  schema: format.schema,
+                  ...(format.description != null && { description: format.description }),
+                  ...(format.strict != null && { strict: format.strict }),
+                },
+              },
+      }),
     ...(r.reasoning?.effort != null && { reasoning_effort: r.reasoning.effort }),
     ...(r.chat_template_args && { chat_template_args: r.chat_template_args }),
     ...(r.chat_template_kwargs && { chat_template_kwargs: r.chat_template_kwargs }),

@@ -77,13 +77,21 @@ type ChatTool = { type: 'function'; function: Record<string, unknown> & { name: 
  * (a grammar) goes into the description, which is all a chat model reads of it.
  */
 function customFunction(tool: CustomTool): FunctionTool {
-  const format = tool.format?.type === 'grammar' && tool.format.definition ? `\n\nThe input follows this ${tool.format.syntax ?? ''} grammar:\n${tool.format.definition}` : '';
+  const format =
+    tool.format?.type === 'grammar' && tool.format.definition
+      ? `\n\nThe input follows this ${tool.format.syntax ?? ''} grammar:\n${tool.format.definition}`
+      : '';
   const description = `${tool.description ?? ''}${format}`;
   return {
     type: 'function',
     name: tool.name,
     ...(description !== '' && { description }),
-    parameters: { type: 'object', properties: { input: { type: 'string', description: "The tool's input, as free text" } }, required: ['input'], additionalProperties: false },
+    parameters: {
+      type: 'object',
+      properties: { input: { type: 'string', description: "The tool's input, as free text" } },
+      required: ['input'],
+      additionalProperties: false,
+    },
   };
 }
 
@@ -138,7 +146,12 @@ export class ResponseTools {
     for (const [n, t] of functions) {
       this.chatTools.push({
         type: 'function',
-        function: { name: this.chatName(n), ...(t.description != null && { description: t.description }), parameters: t.parameters ?? {}, ...(t.strict != null && { strict: t.strict }) },
+        function: {
+          name: this.chatName(n),
+          ...(t.description != null && { description: t.description }),
+          parameters: t.parameters ?? {},
+          ...(t.strict != null && { strict: t.strict }),
+        },
       });
     }
   }

@@ -54,10 +54,15 @@ export class BusyMonitor {
   addEndpoint(scope: EventScope): void {
     const key = `${scope.namespace}/${scope.component}/${scope.endpoint}`;
     if (this.#subscriptions.has(key) || this.#closed) return;
-    const subscribed = this.#runtime.eventSubscriber(scope, 'kv_metrics', (envelope) => this.#onLoad(envelope)).catch((err: unknown) => {
-      this.#log.error({ model: this.#model, endpoint: key, err: (err as Error).message }, 'cannot follow the workers\' load reports; none of them counts as busy');
-      return undefined;
-    });
+    const subscribed = this.#runtime
+      .eventSubscriber(scope, 'kv_metrics', (envelope) => this.#onLoad(envelope))
+      .catch((err: unknown) => {
+        this.#log.error(
+          { model: this.#model, endpoint: key, err: (err as Error).message },
+          "cannot follow the workers' load reports; none of them counts as busy",
+        );
+        return undefined;
+      });
     this.#subscriptions.set(key, subscribed);
   }
 
@@ -101,7 +106,11 @@ export class BusyMonitor {
     return this.#ranks.every((rank) => {
       const load = ranks.get(rank);
       if (!load) return false;
-      return over(load.kvUsedBlocks) || over(load.activeDecodeBlocks) || (prefill !== null && load.activePrefillTokens !== undefined && load.activePrefillTokens > prefill);
+      return (
+        over(load.kvUsedBlocks) ||
+        over(load.activeDecodeBlocks) ||
+        (prefill !== null && load.activePrefillTokens !== undefined && load.activePrefillTokens > prefill)
+      );
     });
   }
 

@@ -91,8 +91,16 @@ export class BusyThresholds {
    */
   effective(maxBatchedTokens: number | null | undefined): EffectiveThresholds {
     const v = this.#values;
-    const fromFrac = v.active_prefill_tokens_threshold_frac === null ? null : Math.floor(v.active_prefill_tokens_threshold_frac * (maxBatchedTokens ?? DEFAULT_MAX_BATCHED_TOKENS));
-    const tokens = v.active_prefill_tokens_threshold === null ? fromFrac : fromFrac === null ? v.active_prefill_tokens_threshold : Math.min(fromFrac, v.active_prefill_tokens_threshold);
+    const fromFrac =
+      v.active_prefill_tokens_threshold_frac === null
+        ? null
+        : Math.floor(v.active_prefill_tokens_threshold_frac * (maxBatchedTokens ?? DEFAULT_MAX_BATCHED_TOKENS));
+    const tokens =
+      v.active_prefill_tokens_threshold === null
+        ? fromFrac
+        : fromFrac === null
+          ? v.active_prefill_tokens_threshold
+          : Math.min(fromFrac, v.active_prefill_tokens_threshold);
     return { activeDecodeBlocksThreshold: v.active_decode_blocks_threshold, activePrefillTokensThreshold: tokens };
   }
 }

@@ -50,9 +50,24 @@ export class KvRouterMetrics {
       registers,
     });
     const queueLabels = ['model', 'worker_type', 'policy_class'] as const;
-    this.queuePending = new Gauge({ name: 'dynamo_frontend_router_queue_pending_requests', help: 'Requests waiting in the router queue for a worker with room', labelNames: queueLabels, registers });
-    this.queuePendingIslTokens = new Gauge({ name: 'dynamo_frontend_router_queue_pending_isl_tokens', help: 'Prompt tokens of the requests waiting in the router queue', labelNames: queueLabels, registers });
-    this.queueBackpressure = new Counter({ name: 'dynamo_frontend_router_queue_backpressure_total', help: 'Requests refused because the router queue was full', labelNames: [...queueLabels, 'reason'], registers });
+    this.queuePending = new Gauge({
+      name: 'dynamo_frontend_router_queue_pending_requests',
+      help: 'Requests waiting in the router queue for a worker with room',
+      labelNames: queueLabels,
+      registers,
+    });
+    this.queuePendingIslTokens = new Gauge({
+      name: 'dynamo_frontend_router_queue_pending_isl_tokens',
+      help: 'Prompt tokens of the requests waiting in the router queue',
+      labelNames: queueLabels,
+      registers,
+    });
+    this.queueBackpressure = new Counter({
+      name: 'dynamo_frontend_router_queue_backpressure_total',
+      help: 'Requests refused because the router queue was full',
+      labelNames: [...queueLabels, 'reason'],
+      registers,
+    });
     const sources = this.#loadSources;
     const workerGauge = (name: string, help: string, value: (load: KvWorkerLoad) => number) =>
       new Gauge({
@@ -62,11 +77,16 @@ export class KvRouterMetrics {
         registers,
         collect() {
           this.reset();
-          for (const source of sources) for (const load of source()) this.set({ worker_id: load.workerId.toString(), dp_rank: String(load.dpRank), worker_type: 'decode' }, value(load));
+          for (const source of sources)
+            for (const load of source()) this.set({ worker_id: load.workerId.toString(), dp_rank: String(load.dpRank), worker_type: 'decode' }, value(load));
         },
       });
     workerGauge('dynamo_frontend_worker_active_decode_blocks', 'KV blocks the routers count in use on each worker rank', (l) => l.decodeBlocks);
-    workerGauge('dynamo_frontend_worker_active_prefill_tokens', 'Prompt tokens the routers count waiting for prefill on each worker rank', (l) => l.prefillTokens);
+    workerGauge(
+      'dynamo_frontend_worker_active_prefill_tokens',
+      'Prompt tokens the routers count waiting for prefill on each worker rank',
+      (l) => l.prefillTokens,
+    );
   }
 
   /** Adds a router's per-worker loads to the worker gauges; returns the removal. */

@@ -9,7 +9,12 @@ interface Source {
   target: { namespace: string; component: string; endpoint: string; instanceId: bigint } | undefined;
 }
 
-const TargetSchema = z.looseObject({ namespace: z.string(), component: z.string(), endpoint: z.string(), instance_id: z.union([z.bigint(), z.number()]).transform(BigInt) });
+const TargetSchema = z.looseObject({
+  namespace: z.string(),
+  component: z.string(),
+  endpoint: z.string(),
+  instance_id: z.union([z.bigint(), z.number()]).transform(BigInt),
+});
 
 /**
  * Keeps a KV router's view of a worker rank whole, as stock routers do: each worker's
@@ -48,7 +53,10 @@ export class KvSourceRecovery {
         }
         const parsed = EventSourceRecordSchema.safeParse(parseJson(event.value));
         if (!parsed.success) {
-          this.#log.warn({ key: event.key, err: parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') }, 'ignoring malformed KV event source');
+          this.#log.warn(
+            { key: event.key, err: parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') },
+            'ignoring malformed KV event source',
+          );
           continue;
         }
         const { worker, recovery_target } = parsed.data.metadata;
@@ -56,7 +64,9 @@ export class KvSourceRecovery {
         const source: Source = {
           workerId: worker.worker_id,
           dpRank: worker.dp_rank,
-          target: target.success ? { namespace: target.data.namespace, component: target.data.component, endpoint: target.data.endpoint, instanceId: target.data.instance_id } : undefined,
+          target: target.success
+            ? { namespace: target.data.namespace, component: target.data.component, endpoint: target.data.endpoint, instanceId: target.data.instance_id }
+            : undefined,
         };
         this.#sources.set(event.key, source);
         void this.#recover(source, 'new source');
@@ -80,13 +90,21 @@ export class KvSourceRecovery {
     try {
       const client = await this.#client(namespace, component, endpoint);
       await client.waitForInstances({ timeoutMs: 5_000, signal: this.#abort.signal });
-      const request = { worker_id: source.workerId, dp_rank: source.dpRank, start_event_id: null, end_event_id: null, supports_tree_dump_failed: true, kind: 'recovery' };
+      const request = {
+        worker_id: source.workerId,
+        dp_rank: source.dpRank,
+        start_event_id: null,
+        end_event_id: null,
+        supports_tree_dump_failed: true,
+        kind: 'recovery',
+      };
       for await (const reply of client.direct(request, instanceId, { plainItems: true })) {
         const applied = this.#apply(source.workerId, source.dpRank, stringifyJson(reply));
         this.#log.info({ ...fields, events: applied }, 'KV state recovered from the worker');
       }
     } catch (err) {
-      if (!this.#abort.signal.aborted) this.#log.warn({ ...fields, err: (err as Error).message }, 'KV state recovery failed; routing goes on with what the events said');
+      if (!this.#abort.signal.aborted)
+        this.#log.warn({ ...fields, err: (err as Error).message }, 'KV state recovery failed; routing goes on with what the events said');
     } finally {
       this.#running.delete(id);
     }

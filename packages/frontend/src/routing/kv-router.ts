@@ -107,10 +107,17 @@ export class KvAwareRouter implements Router {
     };
     const subscribed = subscribe();
     subscribed.then(
-      () => log.info({ model: this.#model, endpoint: key, kv_events: this.#useEvents, event_plane: runtime.config.eventPlane.plane }, 'KV router following the endpoint'),
+      () =>
+        log.info(
+          { model: this.#model, endpoint: key, kv_events: this.#useEvents, event_plane: runtime.config.eventPlane.plane },
+          'KV router following the endpoint',
+        ),
       (err: unknown) => log.error({ model: this.#model, endpoint: key, err: (err as Error).message }, 'KV router could not subscribe; routing on load alone'),
     );
-    this.#subscriptions.set(key, subscribed.catch(() => []));
+    this.#subscriptions.set(
+      key,
+      subscribed.catch(() => []),
+    );
     this.#recovery?.follow(scope);
     this.#replicas.follow(scope);
   }
@@ -119,7 +126,10 @@ export class KvAwareRouter implements Router {
     const report = this.#core.applyEventEnvelope(envelope);
     const { log } = this.#deps;
     for (const gap of report.gaps) {
-      log.warn({ model: this.#model, worker_id: gap.workerId.toString(16), dp_rank: gap.dpRank, missed: gap.missed }, 'KV events missed; asking the worker for its state');
+      log.warn(
+        { model: this.#model, worker_id: gap.workerId.toString(16), dp_rank: gap.dpRank, missed: gap.missed },
+        'KV events missed; asking the worker for its state',
+      );
       this.#recovery?.gap(gap.workerId, gap.dpRank);
     }
     if (report.unknownParent > 0) log.debug({ model: this.#model, events: report.unknownParent }, 'KV stored events with an unknown parent were dropped');
@@ -150,7 +160,12 @@ export class KvAwareRouter implements Router {
       this.#startRecheck();
       return waiting;
     } catch (err) {
-      this.#deps.metrics.queueBackpressure.inc({ model: this.#model.toLowerCase(), worker_type: 'decode', policy_class: queue.policyClass, reason: (err as { details?: { limit_kind: string } }).details?.limit_kind === 'raw_isl_tokens' ? 'raw_isl_token_limit' : 'request_limit' });
+      this.#deps.metrics.queueBackpressure.inc({
+        model: this.#model.toLowerCase(),
+        worker_type: 'decode',
+        policy_class: queue.policyClass,
+        reason: (err as { details?: { limit_kind: string } }).details?.limit_kind === 'raw_isl_tokens' ? 'raw_isl_token_limit' : 'request_limit',
+      });
       throw err;
     }
   }
@@ -176,7 +191,9 @@ export class KvAwareRouter implements Router {
     for (const load of this.#core.workerLoads()) prefill.set(load.workerId, Math.max(prefill.get(load.workerId) ?? 0, load.prefillTokens));
     return pool.some((candidate) => {
       const tokens = prefill.get(candidate.instanceId) ?? 0;
-      const busy = (c.prefillBusyThreshold !== undefined && tokens > c.prefillBusyThreshold) || (c.prefillBusyThresholdFrac !== undefined && tokens > c.prefillBusyThresholdFrac * this.#maxBatched);
+      const busy =
+        (c.prefillBusyThreshold !== undefined && tokens > c.prefillBusyThreshold) ||
+        (c.prefillBusyThresholdFrac !== undefined && tokens > c.prefillBusyThresholdFrac * this.#maxBatched);
       return !busy;
     });
   }
@@ -222,7 +239,16 @@ export class KvAwareRouter implements Router {
     metrics.selectedCachedTokens.inc(labels, decision.overlapBlocks * blockSize);
     metrics.bestCachedTokens.inc(labels, decision.bestOverlapBlocks * blockSize);
     log.debug(
-      { router_mode: 'kv', request_id: request.requestId, lora_name: request.loraName, worker_id: decision.workerId.toString(16), dp_rank: decision.dpRank, overlap_blocks: decision.overlapBlocks, request_blocks: decision.requestBlocks, logit: decision.logit },
+      {
+        router_mode: 'kv',
+        request_id: request.requestId,
+        lora_name: request.loraName,
+        worker_id: decision.workerId.toString(16),
+        dp_rank: decision.dpRank,
+        overlap_blocks: decision.overlapBlocks,
+        request_blocks: decision.requestBlocks,
+        logit: decision.logit,
+      },
       'Selected worker',
     );
     return chosen;

@@ -61,16 +61,20 @@ function queueClass(profile: Profile, where: string): QueueClass {
     if (c.policy_family === undefined || c.cache_bucket === undefined) {
       throw new InvalidArgument(`${where} policy class "${c.name}" must specify both policy_family and cache_bucket or neither for an explicit class`);
     }
-    if (!profile.uncached_isl_buckets.some((b) => b.bucket === c.cache_bucket)) throw new InvalidArgument(`${where} policy class "${c.name}" references unknown cache bucket "${c.cache_bucket}"`);
+    if (!profile.uncached_isl_buckets.some((b) => b.bucket === c.cache_bucket))
+      throw new InvalidArgument(`${where} policy class "${c.name}" references unknown cache bucket "${c.cache_bucket}"`);
   }
   if (!routed.some((c) => c.policy_family === profile.default_policy_family)) {
     throw new InvalidArgument(`${where} default_policy_family "${profile.default_policy_family}" does not name a configured family`);
   }
   if (profile.policy_classes.length !== 1 || profile.uncached_isl_buckets.length !== 1) {
-    throw new InvalidArgument(`${where}: this frontend serves one policy class per profile (one class, one uncached_isl_bucket); got ${profile.policy_classes.length} class(es) and ${profile.uncached_isl_buckets.length} bucket(s)`);
+    throw new InvalidArgument(
+      `${where}: this frontend serves one policy class per profile (one class, one uncached_isl_bucket); got ${profile.policy_classes.length} class(es) and ${profile.uncached_isl_buckets.length} bucket(s)`,
+    );
   }
   const c = profile.policy_classes[0]!;
-  if (c.cached_token_queue_limit_per_worker !== undefined) throw new InvalidArgument(`${where} policy class "${c.name}": cached_token_queue_limit_per_worker is not supported by this frontend`);
+  if (c.cached_token_queue_limit_per_worker !== undefined)
+    throw new InvalidArgument(`${where} policy class "${c.name}": cached_token_queue_limit_per_worker is not supported by this frontend`);
   return {
     name: c.name,
     policy: c.queue_policy,
@@ -123,7 +127,8 @@ export class RouterPolicyConfig {
       if (config[section] !== undefined) throw invalid(`the ${section} section is not supported by this frontend`);
     }
     const rootFields = [config.default_policy_family, config.policy_classes, config.uncached_isl_buckets].filter((f) => f !== undefined).length;
-    if (rootFields !== 0 && rootFields !== 3) throw invalid('root profile must specify default_policy_family, uncached_isl_buckets, and policy_classes when any root profile field is present');
+    if (rootFields !== 0 && rootFields !== 3)
+      throw invalid('root profile must specify default_policy_family, uncached_isl_buckets, and policy_classes when any root profile field is present');
     const wrap = <T>(make: () => T): T => {
       try {
         return make();
@@ -148,7 +153,12 @@ export class RouterPolicyConfig {
  * (`--router-queue-threshold`, `--router-queue-policy`; class `default`, no limits); undefined
  * when neither queues.
  */
-export function queueClassFor(model: string, config: RouterPolicyConfig | undefined, threshold: number | undefined, policy: QueuePolicy): QueueClass | undefined {
+export function queueClassFor(
+  model: string,
+  config: RouterPolicyConfig | undefined,
+  threshold: number | undefined,
+  policy: QueuePolicy,
+): QueueClass | undefined {
   const configured = config?.classFor(model);
   if (configured) return configured.prefillBusyThreshold === undefined && configured.prefillBusyThresholdFrac === undefined ? undefined : configured;
   return threshold === undefined ? undefined : { name: 'default', policy, prefillBusyThresholdFrac: threshold, limits: {} };

@@ -11,7 +11,8 @@ import { literal } from './text.js';
  */
 export function guidedGrammar(guided: unknown): string | undefined {
   if (guided === undefined || guided === null) return undefined;
-  if (typeof guided !== 'object' || Array.isArray(guided)) throw new InvalidArgument(`sampling_options.guided_decoding: expected an object, got ${JSON.stringify(guided)}`);
+  if (typeof guided !== 'object' || Array.isArray(guided))
+    throw new InvalidArgument(`sampling_options.guided_decoding: expected an object, got ${JSON.stringify(guided)}`);
   const g = guided as Record<string, unknown>;
   const set = ['json', 'regex', 'choice', 'grammar', 'structural_tag'].filter((k) => g[k] !== undefined && g[k] !== null);
   if (set.length === 0) return undefined;
@@ -33,7 +34,9 @@ export function guidedGrammar(guided: unknown): string | undefined {
       if (typeof value !== 'string') throw new InvalidArgument('sampling_options.guided_decoding.grammar: expected a GBNF grammar as a string');
       return value;
     default:
-      throw new InvalidArgument('sampling_options.guided_decoding.structural_tag is not supported by the llama.cpp engine: turn structural tags off in the model card, or use a json schema');
+      throw new InvalidArgument(
+        'sampling_options.guided_decoding.structural_tag is not supported by the llama.cpp engine: turn structural tags off in the model card, or use a json schema',
+      );
   }
 }
 

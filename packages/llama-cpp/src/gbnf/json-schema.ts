@@ -26,7 +26,23 @@ const WS = '( " " | "\\n" " "{0,8} )?';
 const PRIMITIVES: Record<string, string> = {
   ws: WS,
   string: `"\\"" char* "\\""`,
-  char: `${charClass([[0x00, 0x1f], [0x22, 0x22], [0x5c, 0x5c]], true)} | "\\\\" ( ${charClass([[0x22, 0x22], [0x5c, 0x5c], [0x2f, 0x2f], [0x62, 0x62], [0x66, 0x66], [0x6e, 0x6e], [0x72, 0x72], [0x74, 0x74]])} | "u" [0-9a-fA-F]{4} )`,
+  char: `${charClass(
+    [
+      [0x00, 0x1f],
+      [0x22, 0x22],
+      [0x5c, 0x5c],
+    ],
+    true,
+  )} | "\\\\" ( ${charClass([
+    [0x22, 0x22],
+    [0x5c, 0x5c],
+    [0x2f, 0x2f],
+    [0x62, 0x62],
+    [0x66, 0x66],
+    [0x6e, 0x6e],
+    [0x72, 0x72],
+    [0x74, 0x74],
+  ])} | "u" [0-9a-fA-F]{4} )`,
   integer: '"-"? ( [0-9] | [1-9] [0-9]{1,15} )',
   number: '"-"? ( [0-9] | [1-9] [0-9]{1,15} ) ( "." [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?',
   boolean: '"true" | "false"',
@@ -178,7 +194,24 @@ class JsonGrammar {
 }
 
 /** Keywords that constrain a value; a schema with none of them admits any JSON value. */
-const VALUE_KEYWORDS = new Set(['type', 'properties', 'items', 'enum', 'const', 'anyOf', 'oneOf', 'allOf', '$ref', 'pattern', 'minLength', 'maxLength', 'minItems', 'maxItems', 'required', 'additionalProperties']);
+const VALUE_KEYWORDS = new Set([
+  'type',
+  'properties',
+  'items',
+  'enum',
+  'const',
+  'anyOf',
+  'oneOf',
+  'allOf',
+  '$ref',
+  'pattern',
+  'minLength',
+  'maxLength',
+  'minItems',
+  'maxItems',
+  'required',
+  'additionalProperties',
+]);
 
 /** A GBNF rule name (letters, digits, dashes) from a schema path. */
 function ruleName(hint: string): string {
@@ -198,14 +231,20 @@ function inferType(schema: Schema): string {
 
 function nonNegative(value: unknown, fallback: number, at: string): number {
   if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0) throw new InvalidArgument(`json schema at ${at}: expected a non-negative integer, got ${JSON.stringify(value)}`);
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 0)
+    throw new InvalidArgument(`json schema at ${at}: expected a non-negative integer, got ${JSON.stringify(value)}`);
   return value;
 }
 
 /** `allOf` of object schemas as one: properties and required lists united. */
 function mergeAllOf(schema: Schema, at: string): Schema {
   const { allOf, ...rest } = schema;
-  const merged: Schema = { ...rest, type: 'object', properties: { ...(isObject(rest.properties) ? rest.properties : {}) }, required: [...(Array.isArray(rest.required) ? rest.required : [])] };
+  const merged: Schema = {
+    ...rest,
+    type: 'object',
+    properties: { ...(isObject(rest.properties) ? rest.properties : {}) },
+    required: [...(Array.isArray(rest.required) ? rest.required : [])],
+  };
   for (const [i, part] of (allOf as unknown[]).entries()) {
     if (!isObject(part) || (part.type !== undefined && part.type !== 'object') || part.$ref !== undefined) {
       throw new InvalidArgument(`json schema at ${at}/allOf/${i}: only object schemas can be combined with allOf`);

@@ -4,8 +4,16 @@ import regjsparser, { type AstNode as Node, type CharacterClass, type CharacterC
 import { type CharRange, charClass, literal, repeat } from './text.js';
 
 const DIGIT: CharRange[] = [[0x30, 0x39]];
-const WORD: CharRange[] = [[0x30, 0x39], [0x41, 0x5a], [0x5f, 0x5f], [0x61, 0x7a]];
-const SPACE: CharRange[] = [[0x09, 0x0d], [0x20, 0x20]];
+const WORD: CharRange[] = [
+  [0x30, 0x39],
+  [0x41, 0x5a],
+  [0x5f, 0x5f],
+  [0x61, 0x7a],
+];
+const SPACE: CharRange[] = [
+  [0x09, 0x0d],
+  [0x20, 0x20],
+];
 const ESCAPES: Record<string, { ranges: CharRange[]; negated: boolean }> = {
   d: { ranges: DIGIT, negated: false },
   D: { ranges: DIGIT, negated: true },
@@ -20,7 +28,11 @@ const FEATURES = { namedGroups: true, lookbehind: true } as const;
 type AstNode = Node<typeof FEATURES>;
 type RootNode = Root<typeof FEATURES>;
 
-const JSON_UNSAFE: CharRange[] = [[0x00, 0x1f], [0x22, 0x22], [0x5c, 0x5c]];
+const JSON_UNSAFE: CharRange[] = [
+  [0x00, 0x1f],
+  [0x22, 0x22],
+  [0x5c, 0x5c],
+];
 
 /** Options of {@link regexToGbnf}. */
 export interface RegexOptions {
@@ -89,7 +101,13 @@ class RegexEmitter {
       case 'value':
         return this.char(node.codePoint);
       case 'dot':
-        return this.cls([[0x0a, 0x0a], [0x0d, 0x0d]], true);
+        return this.cls(
+          [
+            [0x0a, 0x0a],
+            [0x0d, 0x0d],
+          ],
+          true,
+        );
       case 'characterClassEscape': {
         const { ranges, negated } = ESCAPES[node.value]!;
         return this.cls(ranges, negated);

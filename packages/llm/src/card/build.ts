@@ -28,7 +28,8 @@ export interface CardOptions {
 }
 
 function nonNegativeInt(name: string, value: number, min = 0): number {
-  if (!Number.isInteger(value) || value < min || value > 0xffff_ffff) throw new InvalidArgument(`${name} must be an integer from ${min} to 4294967295, got ${String(value)}`);
+  if (!Number.isInteger(value) || value < min || value > 0xffff_ffff)
+    throw new InvalidArgument(`${name} must be an integer from ${min} to 4294967295, got ${String(value)}`);
   return value;
 }
 
@@ -40,7 +41,10 @@ export function buildCard(model: LocalModel, options: CardOptions): ModelDeploym
   const displayName = options.modelName ?? model.source.defaultName;
   if (displayName.trim() === '') throw new InvalidArgument('modelName must not be empty');
   const maxContext = model.architecturalContextLength;
-  const contextLength = options.contextLength === undefined ? (options.runtimeConfig?.context_length ?? maxContext ?? 0) : nonNegativeInt('contextLength', options.contextLength, 1);
+  const contextLength =
+    options.contextLength === undefined
+      ? (options.runtimeConfig?.context_length ?? maxContext ?? 0)
+      : nonNegativeInt('contextLength', options.contextLength, 1);
   if (maxContext !== undefined && contextLength > maxContext) {
     throw new InvalidArgument(`contextLength ${contextLength} is larger than the model's maximum of ${maxContext} tokens`);
   }

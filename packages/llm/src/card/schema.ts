@@ -63,7 +63,11 @@ export const ModelDeploymentCardSchema = z.looseObject({
   source_path: z.string().nullish(),
   model_info: z.looseObject({ hf_config_json: CheckedFileSchema }).nullish(),
   tokenizer: z
-    .union([z.looseObject({ hf_tokenizer_json: CheckedFileSchema }), z.looseObject({ tik_token_model: CheckedFileSchema }), z.looseObject({ gguf: CheckedFileSchema })])
+    .union([
+      z.looseObject({ hf_tokenizer_json: CheckedFileSchema }),
+      z.looseObject({ tik_token_model: CheckedFileSchema }),
+      z.looseObject({ gguf: CheckedFileSchema }),
+    ])
     .nullish(),
   prompt_formatter: z.looseObject({ hf_tokenizer_config_json: CheckedFileSchema }).nullish(),
   chat_template_file: z.union([z.looseObject({ hf_chat_template: templateFile }), z.looseObject({ hf_chat_template_json: templateFile })]).nullish(),

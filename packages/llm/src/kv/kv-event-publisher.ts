@@ -71,7 +71,11 @@ export class KvEventPublisher {
     this.#Subscriber = Subscriber;
     this.#publisher = publisher;
     this.#options = options;
-    this.#batcher = new KvEventBatcher({ workerId: runtime.instanceId, blockSize: options.blockSize, ...(options.loraName === undefined ? {} : { loraName: options.loraName }) });
+    this.#batcher = new KvEventBatcher({
+      workerId: runtime.instanceId,
+      blockSize: options.blockSize,
+      ...(options.loraName === undefined ? {} : { loraName: options.loraName }),
+    });
     this.#log = runtime.log('llm.kv-events');
   }
 
@@ -81,7 +85,10 @@ export class KvEventPublisher {
     const self = new KvEventPublisher(runtime, publisher, options, (await loadZmq()).Subscriber);
     if (options.recovery) {
       const { namespace, component } = options.recovery;
-      const endpoint = runtime.namespace(namespace).component(component).endpoint(`worker_kv_query_source_${publisher.publisherId.toString(16)}`);
+      const endpoint = runtime
+        .namespace(namespace)
+        .component(component)
+        .endpoint(`worker_kv_query_source_${publisher.publisherId.toString(16)}`);
       const batcher = self.#batcher;
       self.#recovery = await endpoint.serveEndpoint(
         async function* (request: unknown) {

@@ -31,13 +31,7 @@ export function isWeightFile(file: string): boolean {
 /** Files stock Dynamo never downloads: repo metadata, licences, READMEs and images. */
 function isSkipped(file: string): boolean {
   const name = basename(file);
-  return (
-    name === '.gitattributes' ||
-    name === 'README.md' ||
-    name === 'USE_POLICY.md' ||
-    name.startsWith('LICENSE') ||
-    IMAGES.test(name)
-  );
+  return name === '.gitattributes' || name === 'README.md' || name === 'USE_POLICY.md' || name.startsWith('LICENSE') || IMAGES.test(name);
 }
 
 function isCardFile(file: string): boolean {

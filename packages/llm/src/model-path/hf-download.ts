@@ -106,7 +106,14 @@ function giveUp(ctx: DownloadContext, file: string, meta: FileMetadata, partial:
  * One GET from byte `have` on, appended to `partial`. Returns the file's full size when the
  * answer tells it. A connection lost or stalled while reading is transient (resumable).
  */
-async function transfer(ctx: DownloadContext, file: string, meta: FileMetadata, partial: string, have: number, progress: FileProgress): Promise<number | undefined> {
+async function transfer(
+  ctx: DownloadContext,
+  file: string,
+  meta: FileMetadata,
+  partial: string,
+  have: number,
+  progress: FileProgress,
+): Promise<number | undefined> {
   const stall = new AbortController();
   const signal = ctx.signal ? AbortSignal.any([ctx.signal, stall.signal]) : stall.signal;
   const stallSecs = ctx.stallTimeoutMs / 1000;

@@ -1,13 +1,6 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { z } from 'zod';
-import {
-  Cancelled,
-  CannotConnect,
-  ConnectionTimeout,
-  InvalidArgument,
-  parseOrThrow,
-  type DynamoException,
-} from '@dynamo/runtime';
+import { Cancelled, CannotConnect, ConnectionTimeout, InvalidArgument, parseOrThrow, type DynamoException } from '@dynamo/runtime';
 import type { Log } from '@dynamo/runtime';
 
 /** What a request was about, for error messages. */
@@ -183,7 +176,9 @@ export class HubClient {
     if (this.options.signal?.aborted) return new Cancelled(`model download cancelled (${method} ${url})`, { cause: err });
     const { endpoint } = this.options;
     if (err instanceof Error && err.name === 'TimeoutError') {
-      return markTransient(new ConnectionTimeout(`no answer from the Hugging Face Hub at ${endpoint} in time (${method} ${url}): ${err.message}`, { cause: err }));
+      return markTransient(
+        new ConnectionTimeout(`no answer from the Hugging Face Hub at ${endpoint} in time (${method} ${url}): ${err.message}`, { cause: err }),
+      );
     }
     const code = errorCode(err);
     const error = new CannotConnect(
@@ -212,7 +207,9 @@ export class HubClient {
     if (status === 403) {
       return new InvalidArgument(
         `access to ${model} on ${endpoint} denied (403): ` +
-          (token ? 'the HF_TOKEN given may not read it (for a gated model, accept its terms on the Hub first)' : 'set HF_TOKEN to an access token that can read it'),
+          (token
+            ? 'the HF_TOKEN given may not read it (for a gated model, accept its terms on the Hub first)'
+            : 'set HF_TOKEN to an access token that can read it'),
       );
     }
     if (status === 429 || status >= 500) return markTransient(new CannotConnect(`the Hugging Face Hub at ${endpoint} answered ${status} for ${url}`));

@@ -32,11 +32,7 @@ async function isStale(path: string): Promise<boolean> {
  * (another host sharing the cache) is taken over. Waiters poll; `onWait` is called once if they
  * have to. Best effort across processes; within a process callers also dedupe in memory.
  */
-export async function withFileLock<T>(
-  path: string,
-  fn: () => Promise<T>,
-  options: { signal?: AbortSignal; onWait?: () => void } = {},
-): Promise<T> {
+export async function withFileLock<T>(path: string, fn: () => Promise<T>, options: { signal?: AbortSignal; onWait?: () => void } = {}): Promise<T> {
   await mkdir(dirname(path), { recursive: true });
   let waited = false;
   for (;;) {

@@ -74,7 +74,13 @@ async function resolveFromHub(repoId: string, revision: string, hf: HfEnv, optio
     if (!/^[^/\\]+\.gguf$/i.test(gguf)) throw new InvalidArgument(`ggufFile '${gguf}' is not the name of a .gguf file at the top of the repo`);
     const commit = await cache.commitOf(revision);
     const cached = commit === undefined ? undefined : join(cache.snapshotDir(commit), gguf);
-    if (cached !== undefined && (await stat(cached).then((s) => s.isFile(), () => false))) {
+    if (
+      cached !== undefined &&
+      (await stat(cached).then(
+        (s) => s.isFile(),
+        () => false,
+      ))
+    ) {
       log.debug({ repo: repoId, revision, commit, path: cached }, `${gguf} of ${repoId} found in the Hugging Face cache`);
       return { kind: 'gguf', path: cached, repoId, revision: commit!, defaultName: repoId };
     }
@@ -124,7 +130,12 @@ async function download(
   options: ResolveOptions,
   log: Log,
 ): Promise<ResolvedModelPath> {
-  const token = hf.token ?? (await readFile(hf.tokenPath, 'utf8').then((t) => t.trim() || undefined, () => undefined));
+  const token =
+    hf.token ??
+    (await readFile(hf.tokenPath, 'utf8').then(
+      (t) => t.trim() || undefined,
+      () => undefined,
+    ));
   // Aborted by the caller, or by the first failed file so the others stop too.
   const stop = new AbortController();
   const signal = options.signal ? AbortSignal.any([options.signal, stop.signal]) : stop.signal;
@@ -140,7 +151,9 @@ async function download(
   const ggufs = listing.files.filter((f) => !f.includes('/') && /\.gguf$/i.test(f));
   const gguf = options.ggufFile ?? (listing.files.includes('config.json') || ggufs.length !== 1 ? undefined : ggufs[0]);
   if (options.ggufFile !== undefined && !ggufs.includes(options.ggufFile)) {
-    throw new InvalidArgument(`model '${repoId}' (revision '${revision}') on ${hf.endpoint} has no ${options.ggufFile} (its .gguf files: ${ggufs.join(', ') || 'none'})`);
+    throw new InvalidArgument(
+      `model '${repoId}' (revision '${revision}') on ${hf.endpoint} has no ${options.ggufFile} (its .gguf files: ${ggufs.join(', ') || 'none'})`,
+    );
   }
   const files = gguf === undefined ? selectFiles(listing.files, ignoreWeights) : [gguf];
   if (gguf === undefined && !files.includes('config.json')) {

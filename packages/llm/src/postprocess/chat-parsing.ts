@@ -60,7 +60,8 @@ interface ChatFields {
   thinking?: unknown;
 }
 
-const objectOf = (v: unknown): Record<string, unknown> | undefined => (typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined);
+const objectOf = (v: unknown): Record<string, unknown> | undefined =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
 
 /** Whether the request turns thinking off, read leniently (a Text-input body was not validated). */
 function thinkingOff(body: ChatFields): boolean {

@@ -80,7 +80,8 @@ function plainChunk(raw: unknown): EngineChunk | undefined {
   if (typeof raw !== 'object' || raw === null) return undefined;
   const chunk = raw as Record<string, unknown>;
   const ids = chunk.token_ids;
-  if (!Array.isArray(ids) || chunk.finish_reason != null || chunk.completion_usage != null || chunk.log_probs != null || chunk.top_logprobs != null) return undefined;
+  if (!Array.isArray(ids) || chunk.finish_reason != null || chunk.completion_usage != null || chunk.log_probs != null || chunk.top_logprobs != null)
+    return undefined;
   if (chunk.text != null && typeof chunk.text !== 'string') return undefined;
   for (const id of ids) if (!Number.isSafeInteger(id) || (id as number) < 0) return undefined;
   return chunk as EngineChunk;
@@ -243,7 +244,12 @@ export class OutputPostprocessor {
     if (usage) draft.usage = usage;
     if (step.stop) {
       this.#finished = true;
-      return { ...this.#delta(draft), finishReason: step.stop === 'eos' ? 'eos' : 'stop', openaiFinishReason: 'stop', ...(step.stop === 'eos' ? {} : { stopReason: step.stopReason! }) };
+      return {
+        ...this.#delta(draft),
+        finishReason: step.stop === 'eos' ? 'eos' : 'stop',
+        openaiFinishReason: 'stop',
+        ...(step.stop === 'eos' ? {} : { stopReason: step.stopReason! }),
+      };
     }
     if (reason == null) return undefined;
     this.#finished = true;
@@ -251,7 +257,12 @@ export class OutputPostprocessor {
     draft.text += tail.text;
     if (typeof reason === 'object') return { ...this.#delta(draft), finishReason: 'error', openaiFinishReason: 'stop', error: reason.error };
     const finishReason = tail.stop ? 'stop' : reason === 'abort' ? 'cancelled' : reason;
-    return { ...this.#delta(draft), finishReason, openaiFinishReason: toOpenai(finishReason), ...(tail.stop && tail.stop !== 'eos' ? { stopReason: tail.stopReason! } : {}) };
+    return {
+      ...this.#delta(draft),
+      finishReason,
+      openaiFinishReason: toOpenai(finishReason),
+      ...(tail.stop && tail.stop !== 'eos' ? { stopReason: tail.stopReason! } : {}),
+    };
   }
 }
 
@@ -274,7 +285,12 @@ export function postprocessBatches(tokenizer: Tokenizer, request: PreprocessedRe
 }
 
 /** The deltas of `source`'s chunks; each is tagged with choice `index` when one is given. */
-async function* deltas<T>(output: OutputPostprocessor, source: AsyncIterable<T>, chunksOf: (item: T) => readonly unknown[], index?: number): AsyncGenerator<TextDelta> {
+async function* deltas<T>(
+  output: OutputPostprocessor,
+  source: AsyncIterable<T>,
+  chunksOf: (item: T) => readonly unknown[],
+  index?: number,
+): AsyncGenerator<TextDelta> {
   for await (const item of source) {
     const delta = output.push(chunksOf(item));
     if (delta) {
@@ -310,14 +326,23 @@ function choiceOf(raw: unknown, n: number): number {
  * tagged with its index. Ends once every choice finished (the engine is told to stop) or the
  * engine's stream ends. A chunk whose index is not below `n` fails with `InvalidArgument`.
  */
-export function postprocessChoices(tokenizer: Tokenizer, request: PreprocessedRequest, batches: AsyncIterable<readonly unknown[]>): AsyncGenerator<ChoiceDelta> {
+export function postprocessChoices(
+  tokenizer: Tokenizer,
+  request: PreprocessedRequest,
+  batches: AsyncIterable<readonly unknown[]>,
+): AsyncGenerator<ChoiceDelta> {
   const n = Math.max(1, request.sampling_options?.n ?? 1);
   // One choice: one generator, not one wrapped in another (a promise hop per token each).
   if (n === 1) return deltas(new OutputPostprocessor(tokenizer, request), batches, (batch) => batch, 0) as AsyncGenerator<ChoiceDelta>;
   return interleavedChoices(tokenizer, request, batches, n);
 }
 
-async function* interleavedChoices(tokenizer: Tokenizer, request: PreprocessedRequest, batches: AsyncIterable<readonly unknown[]>, n: number): AsyncGenerator<ChoiceDelta> {
+async function* interleavedChoices(
+  tokenizer: Tokenizer,
+  request: PreprocessedRequest,
+  batches: AsyncIterable<readonly unknown[]>,
+  n: number,
+): AsyncGenerator<ChoiceDelta> {
   const outputs = Array.from({ length: n }, () => new OutputPostprocessor(tokenizer, request));
   let finished = 0;
   for await (const batch of batches) {

@@ -34,9 +34,12 @@ export const guidedFields = {
 };
 
 /** OpenAI `tool_choice`. */
-export const ToolChoiceSchema = z.union([z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.literal('function'), function: z.looseObject({ name: z.string() }) })], {
-  error: 'must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}',
-});
+export const ToolChoiceSchema = z.union(
+  [z.enum(['none', 'auto', 'required']), z.looseObject({ type: z.literal('function'), function: z.looseObject({ name: z.string() }) })],
+  {
+    error: 'must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}',
+  },
+);
 
 type GuidedRequest = { [K in keyof typeof guidedFields]?: z.output<(typeof guidedFields)[K]> };
 type Tool = { function: { name: string; [key: string]: unknown } };
@@ -53,7 +56,12 @@ export interface StructuralTagPolicy {
 /** How each tool call of a parser's format is written: the text around its arguments. */
 const TAG_FORMATS: Record<string, { trigger: string; begin: (name: string) => string; end: string; style: string }> = {
   hermes: { trigger: '<tool_call>', begin: (name) => `<tool_call>\n{"name": ${JSON.stringify(name)}, "arguments": `, end: '}\n</tool_call>', style: 'json' },
-  qwen3_coder: { trigger: '<tool_call>\n<function=', begin: (name) => `<tool_call>\n<function=${name}>\n`, end: '\n</function>\n</tool_call>', style: 'qwen_xml' },
+  qwen3_coder: {
+    trigger: '<tool_call>\n<function=',
+    begin: (name) => `<tool_call>\n<function=${name}>\n`,
+    end: '\n</function>\n</tool_call>',
+    style: 'qwen_xml',
+  },
 };
 
 /**
@@ -92,7 +100,10 @@ export function guidedDecoding(request: GuidedRequest, tools: ToolRequest = {}, 
 function toolChoiceSchema({ tools, tool_choice: choice, parallel_tool_calls: parallel }: ToolRequest): unknown {
   if (!tools?.length || choice === undefined || choice === 'none' || choice === 'auto') return undefined;
   if (choice === 'required') {
-    const anyOf = tools.map((t) => ({ properties: { name: { type: 'string', enum: [t.function.name] }, parameters: t.function.parameters ?? {} }, required: ['name', 'parameters'] }));
+    const anyOf = tools.map((t) => ({
+      properties: { name: { type: 'string', enum: [t.function.name] }, parameters: t.function.parameters ?? {} },
+      required: ['name', 'parameters'],
+    }));
     return { type: 'array', minItems: 1, items: { type: 'object', anyOf }, ...(parallel === false && { maxItems: 1 }) };
   }
   const tool = tools.find((t) => t.function.name === choice.function.name);
@@ -118,16 +129,26 @@ function structuralTag({ tools, tool_choice: choice, parallel_tool_calls: parall
   const explicitStrict = tools.some((t) => strictOf(t) === true);
   if (kind === 'auto' && !(policy.scope === 'always' || explicitStrict || parallel === false)) return undefined;
   const allowed = kind === 'named' ? tools.filter((t) => t.function.name === (choice as { function: { name: string } }).function.name) : tools;
-  if (allowed.length === 0) throw new InvalidArgument(`request.tool_choice.function.name: no tool named ${JSON.stringify((choice as { function: { name: string } }).function.name)} in request.tools`);
+  if (allowed.length === 0)
+    throw new InvalidArgument(
+      `request.tool_choice.function.name: no tool named ${JSON.stringify((choice as { function: { name: string } }).function.name)} in request.tools`,
+    );
   const enforced = (tool: Tool) => policy.schema === 'strict' || strictOf(tool) !== false;
   const tags = allowed.map((tool) => ({
     type: 'tag',
     begin: format.begin(tool.function.name),
-    content: { type: 'json_schema', json_schema: enforced(tool) ? (tool.function.parameters ?? { type: 'object', properties: {} }) : true, style: format.style },
+    content: {
+      type: 'json_schema',
+      json_schema: enforced(tool) ? (tool.function.parameters ?? { type: 'object', properties: {} }) : true,
+      style: format.style,
+    },
     end: format.end,
   }));
   const forcedCall = kind === 'required' || kind === 'named';
-  return { type: 'structural_tag', format: { type: 'triggered_tags', triggers: [format.trigger], tags, at_least_one: forcedCall, stop_after_first: !forcedCall && parallel === false } };
+  return {
+    type: 'structural_tag',
+    format: { type: 'triggered_tags', triggers: [format.trigger], tags, at_least_one: forcedCall, stop_after_first: !forcedCall && parallel === false },
+  };
 }
 
 /**

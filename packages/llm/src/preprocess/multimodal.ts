@@ -62,7 +62,8 @@ export function gatherMedia(messages: readonly unknown[], maxDataUrlBytes = DEFA
 function mediaItem(part: Part, type: MediaType, where: string, maxDataUrlBytes: number): { item: MediaItem; uuid: string | null; blanked: Part } {
   const media = part[type] as { url?: unknown; uuid?: unknown } | null | undefined;
   const uuid = part.uuid ?? media?.uuid;
-  if (uuid !== undefined && uuid !== null && (typeof uuid !== 'string' || uuid === '')) throw new InvalidArgument(`${where}: ${type} uuid must be a non-empty string`);
+  if (uuid !== undefined && uuid !== null && (typeof uuid !== 'string' || uuid === ''))
+    throw new InvalidArgument(`${where}: ${type} uuid must be a non-empty string`);
   const url = media?.url;
   if (url === undefined || url === null || url === '') {
     if (typeof uuid !== 'string') throw new InvalidArgument(`${where}: ${type} part has neither \`url\` nor \`uuid\`; at least one is required`);

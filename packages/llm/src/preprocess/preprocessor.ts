@@ -59,7 +59,9 @@ export class Preprocessor {
   static async create(model: LocalModel, card: ModelDeploymentCard): Promise<Preprocessor> {
     const tokenizer = await model.tokenizer();
     const hasTemplate = Object.values(model.templateSources()).some((v) => v !== undefined && v !== null);
-    const formatter = hasTemplate ? model.promptFormatter({ excludeToolsWhenToolChoiceNone: card.runtime_config.exclude_tools_when_tool_choice_none }) : undefined;
+    const formatter = hasTemplate
+      ? model.promptFormatter({ excludeToolsWhenToolChoiceNone: card.runtime_config.exclude_tools_when_tool_choice_none })
+      : undefined;
     return new Preprocessor(card, tokenizer, formatter, await model.eosTokenIds());
   }
 
@@ -78,7 +80,9 @@ export class Preprocessor {
   #parseChat(body: unknown): ChatCompletionRequest {
     const parsed = parseOrThrow(ChatCompletionRequestSchema, body, 'request');
     validateSampling(parsed, 'chat');
-    const request = parsed.messages.some((m) => m.content == null) ? { ...parsed, messages: parsed.messages.map((m) => (m.content == null ? { ...m, content: '' } : m)) } : parsed;
+    const request = parsed.messages.some((m) => m.content == null)
+      ? { ...parsed, messages: parsed.messages.map((m) => (m.content == null ? { ...m, content: '' } : m)) }
+      : parsed;
     const args = templateArgs(request);
     const { chat_template_kwargs: _kwargs, ...rest } = request;
     return args ? { ...rest, chat_template_args: args } : request;
@@ -120,7 +124,9 @@ export class Preprocessor {
     } else {
       const json = stringifyJson(chat);
       const encoded = await this.#templated(async () =>
-        options.onCallingThread || json.length <= SYNC_CHAT_JSON_CHARS ? this.#formatter().renderAndEncodeSync(json, this.tokenizer) : this.#formatter().renderAndEncode(json, this.tokenizer),
+        options.onCallingThread || json.length <= SYNC_CHAT_JSON_CHARS
+          ? this.#formatter().renderAndEncodeSync(json, this.tokenizer)
+          : this.#formatter().renderAndEncode(json, this.tokenizer),
       );
       prompt = encoded.prompt;
       tokenIds = Array.from(encoded.tokenIds);
@@ -254,7 +260,8 @@ export class Preprocessor {
     });
     const truncate = request.truncate_prompt_tokens;
     const context = this.card.context_length;
-    if (truncate === -1 && context === 0) throw new InvalidArgument('request.truncate_prompt_tokens: -1 needs the model\'s context length, which its card does not give');
+    if (truncate === -1 && context === 0)
+      throw new InvalidArgument("request.truncate_prompt_tokens: -1 needs the model's context length, which its card does not give");
     if (truncate != null && context > 0 && truncate > context) {
       throw new InvalidArgument(`request.truncate_prompt_tokens: ${truncate} cannot be greater than the model's context length ${context}`);
     }
@@ -269,7 +276,8 @@ export class Preprocessor {
         return keep === undefined ? ids : ids.slice(0, keep);
       }
       const bad = input.find((id) => id >= vocab);
-      if (bad !== undefined) throw new InvalidArgument(`request.input${inputs.length > 1 ? `.${i}` : ''}: token id ${bad} is out of range (must be < ${vocab})`);
+      if (bad !== undefined)
+        throw new InvalidArgument(`request.input${inputs.length > 1 ? `.${i}` : ''}: token id ${bad} is out of range (must be < ${vocab})`);
       return input;
     });
     // Key order and presence as the stock frontend sends them.

@@ -41,7 +41,15 @@ export function templateArgs(request: ReasoningFields): Record<string, unknown> 
   }
   const decided =
     [args.thinking, args.enable_thinking].find((v): v is boolean => typeof v === 'boolean') ??
-    (args.thinking_mode === 'enabled' ? true : args.thinking_mode === 'disabled' ? false : args.thinking_mode === 'adaptive' ? undefined : effort != null ? effort !== 'none' : undefined);
+    (args.thinking_mode === 'enabled'
+      ? true
+      : args.thinking_mode === 'disabled'
+        ? false
+        : args.thinking_mode === 'adaptive'
+          ? undefined
+          : effort != null
+            ? effort !== 'none'
+            : undefined);
   if (decided !== undefined) Object.assign(args, toggles(decided));
   if (effort != null) args.reasoning_effort = effort;
   return args;

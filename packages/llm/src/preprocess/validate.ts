@@ -34,7 +34,8 @@ export function validateSampling(request: ChatCompletionRequest | CompletionRequ
   range(request.n, 'n', 1, 128);
   if (request.top_k != null && request.top_k < -1) fail('Top_k must be null or greater than or equal to -1');
   if (request.max_tokens != null && request.max_tokens < 1) fail(`Max tokens must be greater than 0, got ${request.max_tokens}`);
-  if (request.best_of != null && request.best_of < (request.n ?? 1)) fail(`Best_of must be greater than or equal to n, got best_of=${request.best_of} and n=${request.n ?? 1}`);
+  if (request.best_of != null && request.best_of < (request.n ?? 1))
+    fail(`Best_of must be greater than or equal to n, got best_of=${request.best_of} and n=${request.n ?? 1}`);
   const stop = request.stop;
   if (Array.isArray(stop) && stop.length === 0) fail('Stop sequences array cannot be empty');
   if (Array.isArray(stop) && typeof stop[0] === 'number') {
@@ -44,14 +45,16 @@ export function validateSampling(request: ChatCompletionRequest | CompletionRequ
     if (stops.length > MAX_STOPS) throw new InvalidArgument(`Maximum of ${MAX_STOPS} stop sequences allowed, got ${stops.length}`);
     for (const [i, s] of stops.entries()) if (s === '') fail(`Stop sequence at index ${i} cannot be empty`);
   }
-  if ((request.stop_token_ids?.length ?? 0) > MAX_STOPS) throw new InvalidArgument(`Maximum of ${MAX_STOPS} stop token IDs allowed, got ${request.stop_token_ids!.length}`);
+  if ((request.stop_token_ids?.length ?? 0) > MAX_STOPS)
+    throw new InvalidArgument(`Maximum of ${MAX_STOPS} stop token IDs allowed, got ${request.stop_token_ids!.length}`);
   const n = request.n ?? 1;
   if (n > 1 && request.temperature === 0) {
     fail(`When n > 1, temperature must be greater than 0 to ensure diverse outputs. Got n=${n}, temperature=${request.temperature}`);
   }
   if (kind === 'chat') {
     const chat = request as ChatCompletionRequest;
-    if (chat.max_completion_tokens != null && chat.max_completion_tokens < 1) fail(`Max completion tokens must be greater than 0, got ${chat.max_completion_tokens}`);
+    if (chat.max_completion_tokens != null && chat.max_completion_tokens < 1)
+      fail(`Max completion tokens must be greater than 0, got ${chat.max_completion_tokens}`);
     range(chat.top_logprobs, 'Top_logprobs', 0, 20);
     if (chat.messages.length === 0) fail("The 'messages' field cannot be empty. At least one message is required.");
   } else {
@@ -62,7 +65,8 @@ export function validateSampling(request: ChatCompletionRequest | CompletionRequ
     if (Array.isArray(prompt) && prompt.length === 0) fail('Prompt string array cannot be empty');
     if (completion.suffix != null && Buffer.byteLength(completion.suffix) > 10_000) fail('Suffix is too long, maximum 10000 characters');
     const batch = promptBatch(prompt);
-    for (const [i, p] of batch.entries()) if (p.length === 0) fail(`Prompt ${typeof p === 'string' ? 'string' : 'integer array'} at index ${i} cannot be empty`);
+    for (const [i, p] of batch.entries())
+      if (p.length === 0) fail(`Prompt ${typeof p === 'string' ? 'string' : 'integer array'} at index ${i} cannot be empty`);
     if (batch.length * n > MAX_CHOICES) fail(`Total choices (batch_size × n = ${batch.length} × ${n} = ${batch.length * n}) exceeds maximum of ${MAX_CHOICES}`);
   }
 }

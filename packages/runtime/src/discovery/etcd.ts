@@ -10,14 +10,7 @@
 
 import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type {
-  Etcd3,
-  IDuplexStream,
-  ILeaseKeepAliveRequest,
-  ILeaseKeepAliveResponse,
-  IOptions,
-  Watcher,
-} from 'etcd3';
+import type { Etcd3, IDuplexStream, ILeaseKeepAliveRequest, ILeaseKeepAliveResponse, IOptions, Watcher } from 'etcd3';
 
 import { CannotConnect, Disconnected, DynamoException, InvalidArgument } from '../errors.js';
 import { hexId } from '../json.js';
@@ -94,7 +87,10 @@ function redactEndpoint(endpoint: string): string {
 function isConnectionError(err: unknown): boolean {
   return (
     err instanceof Error &&
-    (lib.isRecoverableError(err) || err instanceof lib.GRPCUnavailableError || err instanceof lib.GRPCDeadlineExceededError || err.name === 'BrokenCircuitError')
+    (lib.isRecoverableError(err) ||
+      err instanceof lib.GRPCUnavailableError ||
+      err instanceof lib.GRPCDeadlineExceededError ||
+      err.name === 'BrokenCircuitError')
   );
 }
 
@@ -222,10 +218,7 @@ export class EtcdKvStore implements KvStore {
   async create(bucket: string, key: string, value: string): Promise<void> {
     const full = this.#fullKey(bucket, key);
     await this.#withLease(async () => {
-      const result = await this.#client
-        .if(full, 'Version', '==', 0)
-        .then(this.#client.put(full).value(value).lease(this.#leaseId))
-        .commit();
+      const result = await this.#client.if(full, 'Version', '==', 0).then(this.#client.put(full).value(value).lease(this.#leaseId)).commit();
       if (!result.succeeded) throw new KeyExistsError(bucket, key);
     });
     this.#owned.set(full, value);

@@ -53,7 +53,9 @@ export function unwrapAnnotated(item: unknown): Unwrapped {
   const annotated = item as { data?: unknown; event?: unknown };
   if (annotated.event === 'error') {
     const parsed = AnnotatedErrorSchema.safeParse(item);
-    const message = parsed.success ? (parsed.data.error?.message ?? parsed.data.comment?.join('; ') ?? 'worker reported an error') : 'worker reported a malformed error item';
+    const message = parsed.success
+      ? (parsed.data.error?.message ?? parsed.data.comment?.join('; ') ?? 'worker reported an error')
+      : 'worker reported a malformed error item';
     return { kind: 'error', error: dynamoExceptionOf(kindOf(parsed.success ? parsed.data.error?.error_type : undefined), message) };
   }
   if (annotated.data === undefined || annotated.data === null) return { kind: 'skip' };

@@ -120,18 +120,26 @@ export class Client {
 
   /** Sends to the next routable instance in turn. */
   roundRobin<Res = unknown>(request: unknown, options: CallOptions = {}): AsyncIterable<Res> {
-    return this.#stream<Res>(() => {
-      const ids = this.#routable();
-      return ids[this.#next++ % ids.length]!;
-    }, request, options);
+    return this.#stream<Res>(
+      () => {
+        const ids = this.#routable();
+        return ids[this.#next++ % ids.length]!;
+      },
+      request,
+      options,
+    );
   }
 
   /** Sends to a random routable instance. */
   random<Res = unknown>(request: unknown, options: CallOptions = {}): AsyncIterable<Res> {
-    return this.#stream<Res>(() => {
-      const ids = this.#routable();
-      return ids[Math.floor(Math.random() * ids.length)]!;
-    }, request, options);
+    return this.#stream<Res>(
+      () => {
+        const ids = this.#routable();
+        return ids[Math.floor(Math.random() * ids.length)]!;
+      },
+      request,
+      options,
+    );
   }
 
   /** Sends to one chosen instance. */
@@ -239,7 +247,10 @@ export class Client {
     }
     const [requestClient, responseServer] = await Promise.all([this.#planes.requestClient(), this.#planes.responseServer()]);
     const contextId = options.context?.id() ?? randomUUID();
-    const pending = responseServer.register(contextId, { ...(options.signal && { signal: options.signal }), ...(options.reader && { reader: options.reader }) });
+    const pending = responseServer.register(contextId, {
+      ...(options.signal && { signal: options.signal }),
+      ...(options.reader && { reader: options.reader }),
+    });
     const context = options.context;
     const forward = () => (context?.isKilled() ? pending.kill() : pending.stop());
     context?.signal.addEventListener('abort', forward, { once: true });

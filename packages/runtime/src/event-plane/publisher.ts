@@ -112,7 +112,8 @@ export class EventPublisher {
         await this.#zmq.send(frames);
       } catch (err) {
         this.#dropped += 1;
-        if (this.#dropped === 1 || this.#dropped % 1000 === 0) this.#options.log.warn({ topic: this.topic, dropped: this.#dropped, err: (err as Error).message }, 'event plane send failed; publication dropped');
+        if (this.#dropped === 1 || this.#dropped % 1000 === 0)
+          this.#options.log.warn({ topic: this.topic, dropped: this.#dropped, err: (err as Error).message }, 'event plane send failed; publication dropped');
       }
     }
     this.#sending = false;

@@ -138,9 +138,7 @@ export function decodeControlHeader(bytes: Uint8Array): ControlHeader {
   }
   if (info.data.context !== wire.data.id) {
     // Dynamo refuses this too: the worker would stream into another request's context.
-    throw new InvalidArgument(
-      `control.connection_info.info.context: '${info.data.context}' does not match control.id '${wire.data.id}'`,
-    );
+    throw new InvalidArgument(`control.connection_info.info.context: '${info.data.context}' does not match control.id '${wire.data.id}'`);
   }
 
   const header: ControlHeader = {

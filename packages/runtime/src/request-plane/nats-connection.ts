@@ -120,10 +120,7 @@ export const natsConnectionOptionsSchema = z
       issue('server', `${NATS_ENV.server} ${(err as Error).message}`);
     }
     if ((o.username === undefined) !== (o.password === undefined)) {
-      issue(
-        o.username === undefined ? 'username' : 'password',
-        `${NATS_ENV.username} and ${NATS_ENV.password} must be set together`,
-      );
+      issue(o.username === undefined ? 'username' : 'password', `${NATS_ENV.username} and ${NATS_ENV.password} must be set together`);
     }
     if ((o.tlsClientCert === undefined) !== (o.tlsClientKey === undefined)) {
       issue('tlsClientCert', `${NATS_ENV.tlsClientCert} and ${NATS_ENV.tlsClientKey} must be set together`);

@@ -344,7 +344,11 @@ export class NatsRequestPlaneClient implements RequestPlaneClient {
 
   constructor(nc: NatsConnection, options: NatsRequestPlaneClientOptions = {}) {
     this.#nc = nc;
-    const parsed = parseOrThrow(clientOptionsSchema, { requestTimeoutMs: options.requestTimeoutMs, batchWindowMs: options.batchWindowMs }, 'nats request plane');
+    const parsed = parseOrThrow(
+      clientOptionsSchema,
+      { requestTimeoutMs: options.requestTimeoutMs, batchWindowMs: options.batchWindowMs },
+      'nats request plane',
+    );
     this.#timeoutMs = parsed.requestTimeoutMs;
     this.#batchWindowMs = parsed.batchWindowMs;
     this.#log = options.log;
@@ -353,9 +357,7 @@ export class NatsRequestPlaneClient implements RequestPlaneClient {
   send(transport: Transport, envelope: Uint8Array, headers: Record<string, string>): Promise<void> {
     if (!('nats_tcp' in transport) || typeof transport.nats_tcp !== 'string' || transport.nats_tcp === '') {
       return Promise.reject(
-        new InvalidArgument(
-          `instance transport ${JSON.stringify(transport)} is not a NATS subject; frontend and workers must use the same DYN_REQUEST_PLANE`,
-        ),
+        new InvalidArgument(`instance transport ${JSON.stringify(transport)} is not a NATS subject; frontend and workers must use the same DYN_REQUEST_PLANE`),
       );
     }
     const subject = transport.nats_tcp;

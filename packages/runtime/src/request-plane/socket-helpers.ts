@@ -8,7 +8,6 @@ import { InvalidArgument } from '../errors.js';
 /** Longest endpoint path a request frame may name. */
 export const MAX_PATH_BYTES = 1024;
 
-
 /** Reply prefix the client classifies as "worker overloaded" (queue full). */
 export const SERVER_OVERLOADED = 'Server overloaded: ';
 /** Reply prefix the client classifies as "worker unavailable" (unknown endpoint, shutting down). */

@@ -47,7 +47,11 @@ class ClientConnection {
   readonly #writer: BatchedWriter;
   #failed: CannotConnect | undefined;
 
-  constructor(address: string, options: Required<Pick<TcpRequestPlaneClientOptions, 'connectTimeoutMs' | 'requestTimeoutMs'>>, onGone: (conn: ClientConnection) => void) {
+  constructor(
+    address: string,
+    options: Required<Pick<TcpRequestPlaneClientOptions, 'connectTimeoutMs' | 'requestTimeoutMs'>>,
+    onGone: (conn: ClientConnection) => void,
+  ) {
     this.address = address;
     this.#requestTimeoutMs = options.requestTimeoutMs;
     this.#onGone = onGone;
@@ -194,9 +198,7 @@ export class TcpRequestPlaneClient implements RequestPlaneClient {
   async send(transport: Transport, envelope: Uint8Array, headers: Record<string, string>): Promise<void> {
     if (this.#closed) throw new CannotConnect('tcp request plane client is closed');
     if (!('tcp' in transport)) {
-      throw new CannotConnect(
-        `instance advertises ${JSON.stringify(transport)}, not a tcp transport; start caller and worker with the same DYN_REQUEST_PLANE`,
-      );
+      throw new CannotConnect(`instance advertises ${JSON.stringify(transport)}, not a tcp transport; start caller and worker with the same DYN_REQUEST_PLANE`);
     }
     const slash = transport.tcp.indexOf('/');
     if (slash <= 0 || slash === transport.tcp.length - 1) {

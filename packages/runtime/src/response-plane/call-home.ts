@@ -286,7 +286,10 @@ export class ResponseSender {
       this.#onKill(`request ${this.contextId} was killed by the caller`);
       if (this.#phase !== 'ending') this.abort();
     } else {
-      this.#log.warn({ subject: this.#subject, headerBytes: frame.header.length, bodyBytes: frame.body.length }, 'ignoring an unexpected frame from the caller');
+      this.#log.warn(
+        { subject: this.#subject, headerBytes: frame.header.length, bodyBytes: frame.body.length },
+        'ignoring an unexpected frame from the caller',
+      );
     }
   }
 

@@ -109,11 +109,7 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
         this.#end();
         return;
       }
-      this.#fail(
-        new Disconnected(
-          `worker never called home for request ${init.connectionInfo.info.context} within ${init.callHomeTimeoutMs} ms`,
-        ),
-      );
+      this.#fail(new Disconnected(`worker never called home for request ${init.connectionInfo.info.context} within ${init.callHomeTimeoutMs} ms`));
     }, init.callHomeTimeoutMs);
     if (this.#signal?.aborted) this.kill();
     else this.#signal?.addEventListener('abort', this.#onAbort, { once: true });
@@ -249,7 +245,8 @@ export class ResponseStream implements PendingResponse, AsyncIterableIterator<un
     if ((flags & ~ReadFlag.CLOSED) === 0) return;
     if (flags & ReadFlag.STARTED) this.#phase = 'streaming';
     if (flags & ReadFlag.OUTPUT) this.#queue.push(reader.take());
-    if (flags & ReadFlag.STRAY_CONTROL) this.#log.warn({ subject: this.connectionInfo.info.subject, word: reader.problem }, 'ignoring control frame sent by the worker');
+    if (flags & ReadFlag.STRAY_CONTROL)
+      this.#log.warn({ subject: this.connectionInfo.info.subject, word: reader.problem }, 'ignoring control frame sent by the worker');
     if (flags & ReadFlag.WORKER_ERROR) {
       // As an error item read by the client: the items before it, then the error; the worker is told to stop.
       this.#fail(dynamoExceptionOf(reader.problemKind, reader.problem));

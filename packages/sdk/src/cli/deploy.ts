@@ -13,13 +13,30 @@ import { deepMerge } from '../serve-config.js';
 import { parseGraphArgs, resolveGraph } from './graph-args.js';
 
 const flags = {
-  image: { schema: z.string({ error: 'give the image the graph runs in (--image IMAGE or DYNAMO_IMAGE)' }).min(1), description: 'Image of every service without its own @service({ image })', env: 'DYNAMO_IMAGE', placeholder: 'IMAGE' },
-  configFile: { schema: z.string().min(1).optional(), description: 'YAML config: service class name → its config (-f); DYN_DEPLOYMENT_CONFIG replaces it', placeholder: 'FILE' },
+  image: {
+    schema: z.string({ error: 'give the image the graph runs in (--image IMAGE or DYNAMO_IMAGE)' }).min(1),
+    description: 'Image of every service without its own @service({ image })',
+    env: 'DYNAMO_IMAGE',
+    placeholder: 'IMAGE',
+  },
+  configFile: {
+    schema: z.string().min(1).optional(),
+    description: 'YAML config: service class name → its config (-f); DYN_DEPLOYMENT_CONFIG replaces it',
+    placeholder: 'FILE',
+  },
   name: { schema: z.string().min(1).optional(), description: "The DynamoGraphDeployment's name (default: the entry class, lowercased)", placeholder: 'NAME' },
-  namespace: { schema: z.string().min(1).optional(), description: 'Kubernetes namespace of the resource (default: kubectl\'s current one)', placeholder: 'NS' },
-  outputDir: { schema: z.string().min(1).optional(), description: 'Where to write dynamo-graph-deployment.yaml and Dockerfile (-o; default: deploy/<name>)', placeholder: 'DIR' },
+  namespace: { schema: z.string().min(1).optional(), description: "Kubernetes namespace of the resource (default: kubectl's current one)", placeholder: 'NS' },
+  outputDir: {
+    schema: z.string().min(1).optional(),
+    description: 'Where to write dynamo-graph-deployment.yaml and Dockerfile (-o; default: deploy/<name>)',
+    placeholder: 'DIR',
+  },
   baseImage: { schema: z.string().min(1).default('node:20-bookworm-slim'), description: 'Base image of the Dockerfile', placeholder: 'IMAGE' },
-  workingDir: { schema: z.string().regex(/^\//, 'must be an absolute path').default('/app'), description: 'Where the project (the build context) sits in the image', placeholder: 'DIR' },
+  workingDir: {
+    schema: z.string().regex(/^\//, 'must be an absolute path').default('/app'),
+    description: 'Where the project (the build context) sits in the image',
+    placeholder: 'DIR',
+  },
   dryRun: { schema: z.boolean().default(false), boolean: true, description: 'Print the manifest and Dockerfile instead of writing them' },
   apply: { schema: z.boolean().default(false), boolean: true, description: 'Run kubectl apply on the written manifest' },
 } satisfies Flags;
@@ -54,7 +71,14 @@ async function main(argv: string[]): Promise<number> {
     project = findProject(parseGraphRef(parsed.ref).modulePath);
     const graphRef = `${project.modulePath}#${graph.entry.name}`;
     const name = f.name ?? componentName(graph.entry.name);
-    const manifest = graphManifest(graph, services, { name, namespace: f.namespace, image: f.image, graphRef, workingDir: imagePackageDir(project, f.workingDir), deploymentConfig: deepMerge(fileConfig, parsed.overrides) });
+    const manifest = graphManifest(graph, services, {
+      name,
+      namespace: f.namespace,
+      image: f.image,
+      graphRef,
+      workingDir: imagePackageDir(project, f.workingDir),
+      deploymentConfig: deepMerge(fileConfig, parsed.overrides),
+    });
     outDir = resolve(f.outputDir ?? join('deploy', name));
     manifestPath = join(outDir, 'dynamo-graph-deployment.yaml');
     files = [
@@ -72,14 +96,18 @@ async function main(argv: string[]): Promise<number> {
   mkdirSync(outDir, { recursive: true });
   for (const [path, text] of files) writeFileSync(path, text);
   const dockerfile = relative(process.cwd(), files[1]![0]) || 'Dockerfile';
-  process.stdout.write(`wrote ${relative(process.cwd(), manifestPath)} and ${dockerfile}\nbuild the image: docker build -f ${dockerfile} -t ${f.image} ${relative(process.cwd(), project.root) || '.'}\n`);
+  process.stdout.write(
+    `wrote ${relative(process.cwd(), manifestPath)} and ${dockerfile}\nbuild the image: docker build -f ${dockerfile} -t ${f.image} ${relative(process.cwd(), project.root) || '.'}\n`,
+  );
   if (!f.apply) {
     process.stdout.write(`then: kubectl apply -f ${relative(process.cwd(), manifestPath)}\n`);
     return 0;
   }
   const applied = spawnSync('kubectl', ['apply', '-f', manifestPath], { stdio: 'inherit' });
   if (applied.error) {
-    process.stderr.write(`dynamo-deploy: --apply: kubectl could not run (${(applied.error as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found on PATH' : applied.error.message}); the manifest is written, apply it yourself\n`);
+    process.stderr.write(
+      `dynamo-deploy: --apply: kubectl could not run (${(applied.error as NodeJS.ErrnoException).code === 'ENOENT' ? 'not found on PATH' : applied.error.message}); the manifest is written, apply it yourself\n`,
+    );
     return 1;
   }
   return applied.status ?? 1;

@@ -14,9 +14,18 @@ export type GraphArgs<F extends Flags> = { help: true } | { help: false; ref: st
  * Parses `<module>#<Class> [-f FILE] [--Class.key=value ...] [flags]` (the graph may come anywhere;
  * `shorts` spell out short flags, by default `-f` for `--config-file`). Throws `InvalidArgument` naming what is wrong.
  */
-export function parseGraphArgs<F extends Flags>(flags: F, argv: readonly string[], env: Readonly<Record<string, string | undefined>>, shorts: Readonly<Record<string, string>> = { '-f': '--config-file' }): GraphArgs<F> {
+export function parseGraphArgs<F extends Flags>(
+  flags: F,
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  shorts: Readonly<Record<string, string>> = { '-f': '--config-file' },
+): GraphArgs<F> {
   const { overrides, rest } = parseOverrideArgs(argv);
-  const valueFlags = new Set(Object.entries(flags).filter(([, f]) => !f.boolean).map(([k]) => kebab(k)));
+  const valueFlags = new Set(
+    Object.entries(flags)
+      .filter(([, f]) => !f.boolean)
+      .map(([k]) => kebab(k)),
+  );
   let ref: string | undefined;
   const own: string[] = [];
   for (let i = 0; i < rest.length; i++) {
@@ -34,7 +43,11 @@ export function parseGraphArgs<F extends Flags>(flags: F, argv: readonly string[
 }
 
 /** The graph under `ref` with each service's layered config (warnings for YAML sections that match nothing). */
-export async function resolveGraph(ref: string, configFile: string | undefined, overrides: Record<string, Json>): Promise<{ graph: ServiceGraph; services: ResolvedService[]; fileConfig: Json; warnings: string[] }> {
+export async function resolveGraph(
+  ref: string,
+  configFile: string | undefined,
+  overrides: Record<string, Json>,
+): Promise<{ graph: ServiceGraph; services: ResolvedService[]; fileConfig: Json; warnings: string[] }> {
   const graph = await loadGraph(ref);
   const fileConfig = readDeploymentConfig(configFile);
   const { services, warnings } = resolveServices(graph, fileConfig, overrides);

@@ -1,6 +1,16 @@
 #!/usr/bin/env node
 import { fileURLToPath } from 'node:url';
-import { createLogging, DynamoException, formatHelp, type Flags, InvalidArgument, loadRuntimeConfig, parseOrThrow, type RuntimeConfigOverrides, toDynamoException } from '@dynamo/runtime';
+import {
+  createLogging,
+  DynamoException,
+  formatHelp,
+  type Flags,
+  InvalidArgument,
+  loadRuntimeConfig,
+  parseOrThrow,
+  type RuntimeConfigOverrides,
+  toDynamoException,
+} from '@dynamo/runtime';
 import { envFlag } from '@dynamo/runtime/internal';
 import { z } from 'zod';
 
@@ -14,15 +24,40 @@ import { Supervisor } from '../supervisor.js';
 import { parseGraphArgs, resolveGraph } from './graph-args.js';
 
 const flags = {
-  configFile: { schema: z.string().min(1).optional(), description: 'YAML config: service class name → its config (-f); DYN_DEPLOYMENT_CONFIG (YAML or JSON text) replaces it', placeholder: 'FILE' },
-  serviceName: { schema: z.string().min(1).optional(), description: 'Serve only this service of the graph, in this process (what each Kubernetes pod runs)', placeholder: 'CLASS' },
-  discoveryBackend: { schema: z.enum(['file', 'etcd']).optional(), description: 'Discovery for every service: file (the embedded default) or etcd [env: DYN_DISCOVERY_BACKEND]', placeholder: 'file|etcd' },
-  requestPlane: { schema: z.enum(['tcp', 'nats']).optional(), description: 'Request plane: tcp (default) or nats [env: DYN_REQUEST_PLANE]', placeholder: 'tcp|nats' },
+  configFile: {
+    schema: z.string().min(1).optional(),
+    description: 'YAML config: service class name → its config (-f); DYN_DEPLOYMENT_CONFIG (YAML or JSON text) replaces it',
+    placeholder: 'FILE',
+  },
+  serviceName: {
+    schema: z.string().min(1).optional(),
+    description: 'Serve only this service of the graph, in this process (what each Kubernetes pod runs)',
+    placeholder: 'CLASS',
+  },
+  discoveryBackend: {
+    schema: z.enum(['file', 'etcd']).optional(),
+    description: 'Discovery for every service: file (the embedded default) or etcd [env: DYN_DISCOVERY_BACKEND]',
+    placeholder: 'file|etcd',
+  },
+  requestPlane: {
+    schema: z.enum(['tcp', 'nats']).optional(),
+    description: 'Request plane: tcp (default) or nats [env: DYN_REQUEST_PLANE]',
+    placeholder: 'tcp|nats',
+  },
   etcdEndpoints: { schema: z.string().min(1).optional(), description: 'etcd endpoints, comma separated [env: ETCD_ENDPOINTS]', placeholder: 'URLS' },
   natsServer: { schema: z.string().min(1).optional(), description: 'NATS server URL [env: NATS_SERVER]', placeholder: 'URL' },
   fileKv: { schema: z.string().min(1).optional(), description: 'Directory of the file discovery store [env: DYN_FILE_KV]', placeholder: 'DIR' },
-  stopTimeout: { schema: z.coerce.number().positive().default(30), description: 'Seconds a worker may take to stop before it is killed', env: 'DYN_SERVE_STOP_TIMEOUT', placeholder: 'SECS' },
-  dryRun: { schema: z.boolean().default(false), boolean: true, description: 'Print each service with its resolved workers, resources, GPUs and config as JSON, and exit' },
+  stopTimeout: {
+    schema: z.coerce.number().positive().default(30),
+    description: 'Seconds a worker may take to stop before it is killed',
+    env: 'DYN_SERVE_STOP_TIMEOUT',
+    placeholder: 'SECS',
+  },
+  dryRun: {
+    schema: z.boolean().default(false),
+    boolean: true,
+    description: 'Print each service with its resolved workers, resources, GPUs and config as JSON, and exit',
+  },
 } satisfies Flags;
 
 const usage = 'dynamo-serve <module>#<Class> [-f config.yaml] [--Class.key=value ...] [options]';
@@ -62,7 +97,13 @@ async function main(argv: string[]): Promise<number> {
   let runtimeOverrides: RuntimeConfigOverrides;
   try {
     runtimeOverrides = Object.fromEntries(
-      Object.entries({ discoveryBackend: f.discoveryBackend, requestPlane: f.requestPlane, etcdEndpoints: f.etcdEndpoints, natsServer: f.natsServer, fileKvRoot: f.fileKv }).filter(([, v]) => v !== undefined),
+      Object.entries({
+        discoveryBackend: f.discoveryBackend,
+        requestPlane: f.requestPlane,
+        etcdEndpoints: f.etcdEndpoints,
+        natsServer: f.natsServer,
+        fileKvRoot: f.fileKv,
+      }).filter(([, v]) => v !== undefined),
     ) as RuntimeConfigOverrides;
     loadRuntimeConfig(process.env, runtimeOverrides);
     const resolved = await resolveGraph(parsed.ref, f.configFile, parsed.overrides);
@@ -72,8 +113,12 @@ async function main(argv: string[]): Promise<number> {
     services = resolved.services;
     // One machine, one port: Node 20 cannot share a listening port between processes.
     const sharedPort = services.find((s) => s.workers > 1 && serviceSpec(resolved.graph.services.get(s.name)!).routes.length > 0);
-    if (f.serviceName === undefined && sharedPort) throw new InvalidArgument(`${sharedPort.name}: a service with @api routes runs one worker here, as its port can be bound once (got workers: ${sharedPort.workers}); Kubernetes replicas may be more`);
-    if (f.serviceName !== undefined && !graph.services.has(f.serviceName)) throw new InvalidArgument(`--service-name ${f.serviceName}: no such service in the graph (services: ${[...graph.services.keys()].join(', ')})`);
+    if (f.serviceName === undefined && sharedPort)
+      throw new InvalidArgument(
+        `${sharedPort.name}: a service with @api routes runs one worker here, as its port can be bound once (got workers: ${sharedPort.workers}); Kubernetes replicas may be more`,
+      );
+    if (f.serviceName !== undefined && !graph.services.has(f.serviceName))
+      throw new InvalidArgument(`--service-name ${f.serviceName}: no such service in the graph (services: ${[...graph.services.keys()].join(', ')})`);
   } catch (err) {
     process.stderr.write(`dynamo-serve: ${toDynamoException(err).message}\n`);
     return 2;
@@ -91,7 +136,12 @@ async function main(argv: string[]): Promise<number> {
   }
 
   const needsGpus = !switches.noGpus && services.some((s) => Number(s.resources.gpu) > 0);
-  const gpuPlan = !needsGpus ? { devices: new Map<string, string[]>(), warnings: [] } : planGpus(services.map((s) => ({ service: s.name, workers: s.workers, gpu: Number(s.resources.gpu) })), visibleGpus());
+  const gpuPlan = !needsGpus
+    ? { devices: new Map<string, string[]>(), warnings: [] }
+    : planGpus(
+        services.map((s) => ({ service: s.name, workers: s.workers, gpu: Number(s.resources.gpu) })),
+        visibleGpus(),
+      );
   if (f.dryRun) {
     const plan = services.map((s) => ({ ...s, devices: gpuPlan.devices.get(s.name) ?? null, dependsOn: graph.edges.get(s.name) ?? [] }));
     process.stdout.write(`${JSON.stringify({ entry: graph.entry.name, services: plan, warnings: gpuPlan.warnings }, null, 2)}\n`);

@@ -30,7 +30,8 @@ export function findProject(modulePath: string): GraphProject {
     if (packageDir === undefined && existsSync(join(dir, 'package.json'))) packageDir = dir;
     if (packageDir !== undefined) {
       for (const [file, packageManager] of lockfiles) {
-        if (existsSync(join(dir, file))) return { root: dir, packageManager, lockfile: file, packageDir: slashed(dir, packageDir), modulePath: slashed(packageDir, modulePath) };
+        if (existsSync(join(dir, file)))
+          return { root: dir, packageManager, lockfile: file, packageDir: slashed(dir, packageDir), modulePath: slashed(packageDir, modulePath) };
       }
     }
     if (dirname(dir) === dir) break;

@@ -41,7 +41,8 @@ export function graphManifest(graph: ServiceGraph, services: readonly ResolvedSe
     const { spec, routes } = serviceSpec(graph.services.get(s.name)!);
     const gpus = Math.ceil(Number(s.resources.gpu));
     const port = Number(s.config.port ?? 8000);
-    if (routes.length > 0 && port === 0) throw new InvalidArgument(`${s.name}: port 0 (any free port) cannot be exposed from a pod; set --${s.name}.port=PORT or a port in the config`);
+    if (routes.length > 0 && port === 0)
+      throw new InvalidArgument(`${s.name}: port 0 (any free port) cannot be exposed from a pod; set --${s.name}.port=PORT or a port in the config`);
     const envs = Object.entries(s.envs).sort(([a], [b]) => a.localeCompare(b));
     return {
       name: componentName(s.name),
@@ -71,7 +72,11 @@ export function graphManifest(graph: ServiceGraph, services: readonly ResolvedSe
   const manifest = {
     apiVersion: 'nvidia.com/v1beta1',
     kind: 'DynamoGraphDeployment',
-    metadata: { name: options.name, ...(options.namespace !== undefined && { namespace: options.namespace }), labels: { 'app.kubernetes.io/managed-by': 'dynamo-deploy' } },
+    metadata: {
+      name: options.name,
+      ...(options.namespace !== undefined && { namespace: options.namespace }),
+      labels: { 'app.kubernetes.io/managed-by': 'dynamo-deploy' },
+    },
     spec: { env, components },
   };
   const checked = DynamoGraphDeploymentSchema.safeParse(manifest);

@@ -6,7 +6,10 @@ import { z } from 'zod';
 
 const quantity = z.string().regex(/^\d+(\.\d+)?(m|Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$/, 'must be a Kubernetes quantity (e.g. 500m, 1, 16Gi)');
 const envVar = z.strictObject({ name: z.string().regex(/^[A-Za-z_][A-Za-z0-9_.-]*$/, 'must be an environment variable name'), value: z.string() });
-const dnsLabel = z.string().max(63).regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a DNS-1123 label (lowercase letters, digits and -)');
+const dnsLabel = z
+  .string()
+  .max(63)
+  .regex(/^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/, 'must be a DNS-1123 label (lowercase letters, digits and -)');
 
 const container = z.strictObject({
   name: z.string().min(1),
@@ -15,7 +18,9 @@ const container = z.strictObject({
   command: z.array(z.string()).optional(),
   args: z.array(z.string()).optional(),
   env: z.array(envVar).optional(),
-  ports: z.array(z.strictObject({ name: z.string().max(15).optional(), containerPort: z.number().int().min(1).max(65535), protocol: z.literal('TCP').optional() })).optional(),
+  ports: z
+    .array(z.strictObject({ name: z.string().max(15).optional(), containerPort: z.number().int().min(1).max(65535), protocol: z.literal('TCP').optional() }))
+    .optional(),
   resources: z
     .strictObject({
       requests: z.record(z.string(), quantity).optional(),
@@ -25,7 +30,10 @@ const container = z.strictObject({
 });
 
 const component = z.strictObject({
-  name: z.string().max(63).regex(/^[A-Za-z0-9-]+$/, 'must be letters, digits and -'),
+  name: z
+    .string()
+    .max(63)
+    .regex(/^[A-Za-z0-9-]+$/, 'must be letters, digits and -'),
   type: z.enum(['frontend', 'worker', 'prefill', 'decode', 'planner', 'epp']),
   replicas: z.number().int().min(0),
   podTemplate: z.strictObject({
