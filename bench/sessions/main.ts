@@ -211,21 +211,7 @@ async function measure(pairing: Pairing, round: number): Promise<void> {
     let url: string;
     if (pairing.frontend === 'ours') url = (await deployment.frontend(pairing.args)).url;
     else {
-      const port = await freePort();
-      deployment.stockProcess((stock as { python: string }).python, [
-        '-m',
-        'dynamo.frontend',
-        '--http-host',
-        '127.0.0.1',
-        '--http-port',
-        String(port),
-        '--discovery-backend',
-        'file',
-        '--request-plane',
-        'tcp',
-        ...pairing.args,
-      ]);
-      url = `http://127.0.0.1:${port}`;
+      url = (await deployment.stockFrontend((stock as { python: string }).python, pairing.args)).url;
     }
     await waitFor(
       `${pairing.label}: the model listed on both workers`,

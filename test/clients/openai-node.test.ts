@@ -209,20 +209,7 @@ describe.skipIf('skip' in stock)(`n choices and embeddings behind either fronten
   let stockWorkerModel = '';
   beforeAll(async () => {
     const python = (stock as { python: string }).python;
-    const port = await freePort();
-    stockUrl = `http://127.0.0.1:${port}`;
-    stack.deployment.stockProcess(python, [
-      '-m',
-      'dynamo.frontend',
-      '--http-host',
-      '127.0.0.1',
-      '--http-port',
-      String(port),
-      '--discovery-backend',
-      'file',
-      '--request-plane',
-      'tcp',
-    ]);
+    stockUrl = (await stack.deployment.stockFrontend(python)).url;
     // Stock's sample engine serves the model under its folder's path, and ignores n.
     stockWorkerModel = modelDir;
     stack.deployment.stockProcess(python, [

@@ -14,7 +14,7 @@ import { freePort, waitFor } from '@dynamo/testing/free-port';
 import { counter } from '@dynamo/testing/interop-stack';
 import { stockPython } from '@dynamo/testing/stock-dynamo';
 import { smolLm2 } from '../../scripts/test-model.mjs';
-import { referenceAnswers, startStockFrontend, SYSTEM } from './harness.js';
+import { referenceAnswers, SYSTEM } from './reference.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const llamaCli = join(here, '..', 'node_modules', '@dynamo', 'llama-cpp', 'dist', 'cli.cjs');
@@ -54,7 +54,7 @@ for (const setup of SETUPS) {
       });
       const frontend = await deployment.frontend(['--migration-limit', '2']);
       [ours, urls.ours] = [frontend.child, frontend.url];
-      urls.stock = await startStockFrontend(deployment, setup, (stock as { python: string }).python);
+      urls.stock = (await deployment.stockFrontend((stock as { python: string }).python)).url;
       await waitForModel(urls.ours, 'smollm2', 'decode', 1, 120_000);
       // The stock frontend serves a decode model only once its prefill workers are there (the card's `needs`).
       await waitFor(

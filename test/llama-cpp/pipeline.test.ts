@@ -14,7 +14,7 @@ import { Deployment, post, SETUPS, waitForModel } from '@dynamo/testing/frontend
 import { freePort, waitFor } from '@dynamo/testing/free-port';
 import { stockPython } from '@dynamo/testing/stock-dynamo';
 import { smolLm2 } from '../../scripts/test-model.mjs';
-import { referenceAnswers, startStockFrontend, SYSTEM } from './harness.js';
+import { referenceAnswers, SYSTEM } from './reference.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const llamaCli = join(here, '..', 'node_modules', '@dynamo', 'llama-cpp', 'dist', 'cli.cjs');
@@ -85,7 +85,7 @@ for (const setup of SETUPS) {
         { DYN_SYSTEM_PORT: String(systemPort) },
       );
       urls.ours = (await deployment.frontend()).url;
-      urls.stock = await startStockFrontend(deployment, setup, (stock as { python: string }).python);
+      urls.stock = (await deployment.stockFrontend((stock as { python: string }).python)).url;
       await waitForModel(urls.ours, 'smollm2', 'llama', 1, 120_000);
       await waitFor(
         'the stock frontend to list smollm2',

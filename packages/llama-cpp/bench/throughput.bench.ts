@@ -129,21 +129,9 @@ try {
   const stock = stockPython();
   if ('skip' in stock) console.log(`stock frontend: not measured (${stock.skip})`);
   else {
-    const port = await freePort();
-    const stockFrontend = deployment.stockProcess(stock.python, [
-      '-m',
-      'dynamo.frontend',
-      '--http-host',
-      '127.0.0.1',
-      '--http-port',
-      String(port),
-      '--discovery-backend',
-      'file',
-      '--request-plane',
-      'tcp',
-    ]);
-    pinned.push(stockFrontend.child.pid);
-    urls.stock = `http://127.0.0.1:${port}`;
+    const stockFrontend = await deployment.stockFrontend(stock.python);
+    pinned.push(stockFrontend.child.child.pid);
+    urls.stock = stockFrontend.url;
   }
   await waitForModel(urls.ours!, MODEL, 'llama', 1, 120_000);
   if (urls.stock)

@@ -36,7 +36,10 @@ export class Deployment {
   #etcd: EtcdServer | undefined;
   #nats: NatsTestServer | undefined;
 
-  private constructor(setup: Setup, env: Record<string, string>) {
+  private constructor(
+    readonly setup: Setup,
+    env: Record<string, string>,
+  ) {
     this.env = {
       DYN_DISCOVERY_BACKEND: setup.discovery,
       DYN_REQUEST_PLANE: setup.plane,
@@ -88,6 +91,29 @@ export class Deployment {
     const child = startChild(python, args, this.stockEnv(env), packageDir);
     this.children.push(child);
     return child;
+  }
+
+  /**
+   * Starts the stock 1.6.1 frontend (`python -m dynamo.frontend`) of the venv's `python` on a free
+   * loopback port, on this deployment's discovery and request plane; it is listening once it lists models.
+   */
+  async stockFrontend(python: string, args: string[] = []): Promise<{ child: Child; url: string }> {
+    const port = await freePort();
+    const { discovery, plane } = this.setup;
+    const child = this.stockProcess(python, [
+      '-m',
+      'dynamo.frontend',
+      '--http-host',
+      '127.0.0.1',
+      '--http-port',
+      String(port),
+      '--discovery-backend',
+      discovery,
+      '--request-plane',
+      plane,
+      ...args,
+    ]);
+    return { child, url: `http://127.0.0.1:${port}` };
   }
 
   /** Starts a successor-engine worker on the test model. */

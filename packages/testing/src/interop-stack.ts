@@ -44,18 +44,7 @@ export class InteropStack {
 
   /** `python -m dynamo.frontend`, once it answers `/v1/models`. */
   async stockFrontend(args: string[] = []): Promise<Frontend> {
-    const port = await freePort();
-    const child = this.deployment.stockProcess(this.python, [
-      '-m',
-      'dynamo.frontend',
-      '--http-host',
-      '127.0.0.1',
-      '--http-port',
-      String(port),
-      ...this.#flags,
-      ...args,
-    ]);
-    const url = `http://127.0.0.1:${port}`;
+    const { child, url } = await this.deployment.stockFrontend(this.python, args);
     await waitFor('the stock frontend to listen', async () => (await fetch(`${url}/v1/models`).catch(() => undefined))?.ok, 120_000).catch((err: Error) => {
       throw new Error(`${err.message}\n${child.stderr().slice(-5000)}`);
     });

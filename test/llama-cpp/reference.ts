@@ -1,9 +1,6 @@
-// What the SmolLM2 pipeline tests share: the answers a worker behind any frontend must give at
-// temperature 0 (what node-llama-cpp alone generates greedily from the prompt ids our Preprocessor
-// computes), and the stock frontend beside ours.
+// The answers a SmolLM2 worker behind any frontend must give at temperature 0: what node-llama-cpp
+// alone generates greedily from the prompt ids our Preprocessor computes.
 import { defaultThreads } from '@dynamo/llama-cpp';
-import type { Deployment, Setup } from '@dynamo/testing/frontend-stack';
-import { freePort } from '@dynamo/testing/free-port';
 import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dynamo/llm';
 import { getLlama, type Token } from 'node-llama-cpp';
 
@@ -33,22 +30,4 @@ export async function referenceAnswers(modelPath: string, prompts: readonly stri
   await model.dispose();
   await llama.dispose();
   return answers;
-}
-
-/** Starts the stock 1.6.1 frontend in `deployment` (its discovery and request plane); returns its URL. */
-export async function startStockFrontend(deployment: Deployment, setup: Setup, python: string): Promise<string> {
-  const port = await freePort();
-  deployment.stockProcess(python, [
-    '-m',
-    'dynamo.frontend',
-    '--http-host',
-    '127.0.0.1',
-    '--http-port',
-    String(port),
-    '--discovery-backend',
-    setup.discovery,
-    '--request-plane',
-    setup.plane,
-  ]);
-  return `http://127.0.0.1:${port}`;
 }
