@@ -1,5 +1,9 @@
 // No two source files of a package import each other, directly or round a longer circle: a circle
-// makes load order matter and keeps modules from being read (or moved) one at a time.
+// makes load order matter and keeps modules from being read (or moved) one at a time. Nor do two
+// folders of a package: each folder is a layer that builds on others one way, so it can be read,
+// tested and moved without the ones above it. The files directly in `src/` are the package's root
+// layer (its entry points, which wire the folders together, and basics every folder shares) and
+// are left out of the folder check.
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import ts from 'typescript';
@@ -58,6 +62,25 @@ export function circles(graph: ReadonlyMap<string, readonly string[]>): string[]
   return found;
 }
 
+/**
+ * The graph of a package's folders below `src` (their paths, `a/b` for a nested one): a folder
+ * imports another when one of its files imports one of the other's. Files directly in `src` are left out.
+ */
+export function folderGraph(files: ReadonlyMap<string, readonly string[]>, src: string): Map<string, string[]> {
+  const folder = (file: string) => relative(src, dirname(file));
+  const graph = new Map<string, Set<string>>();
+  for (const [file, imports] of files) {
+    const from = folder(file);
+    if (from === '') continue;
+    for (const to of imports.map(folder)) {
+      if (to === '' || to === from) continue;
+      if (!graph.has(from)) graph.set(from, new Set());
+      graph.get(from)!.add(to);
+    }
+  }
+  return new Map([...graph].map(([from, to]) => [from, [...to]]));
+}
+
 const packages = readdirSync(join(ROOT, 'packages')).filter((p) => existsSync(join(ROOT, 'packages', p, 'src')));
 
 describe('import circles', () => {
@@ -80,6 +103,24 @@ describe('import circles', () => {
         ]),
       ),
     ).toEqual([]);
+  });
+
+  it('finds a folder circle through the files of two folders, and none through the root layer', () => {
+    const src = '/p/src';
+    const files = new Map([
+      ['/p/src/http/server.ts', ['/p/src/openai/route.ts']],
+      ['/p/src/openai/route.ts', ['/p/src/http/sse.ts', '/p/src/start.ts']],
+      ['/p/src/http/sse.ts', []],
+      ['/p/src/start.ts', ['/p/src/http/server.ts']],
+    ]);
+    expect(circles(folderGraph(files, src))).toEqual([['http', 'openai']]);
+    files.set('/p/src/http/server.ts', []);
+    expect(circles(folderGraph(files, src))).toEqual([]);
+  });
+
+  it.each(packages)('packages/%s/src has no folder circle', (pkg) => {
+    const src = join(ROOT, 'packages', pkg, 'src');
+    expect(circles(folderGraph(importGraph(sources(src)), src)), 'folders whose files import each other (directly or round a circle)').toEqual([]);
   });
 
   it.each(packages)('packages/%s/src has none', (pkg) => {

@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { modelParsers } from '@dynamo/llm/internal';
 import { type Context, DistributedRuntime, InvalidArgument, parseOrThrow } from '@dynamo/runtime';
 
-import { createHttpServer } from './http/server.js';
+import { createHttpServer } from './server.js';
 import { FrontendMetrics } from './metrics.js';
 import { CardFiles } from './models/card-files.js';
 import { ModelRegistry } from './models/registry.js';

@@ -14,8 +14,8 @@ import { callHome, type ResponseSender, ResponseStreamServer, silentLog } from '
 import type { FastifyReply } from 'fastify';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { EventOutput } from '../src/http/event-output.js';
-import { type EventsAnswer, streamEvents } from '../src/http/respond.js';
+import { EventOutput } from '../src/openai/event-output.js';
+import { type EventsAnswer, streamEvents } from '../src/openai/respond.js';
 import { FrontendMetrics } from '../src/metrics.js';
 import { answerSettings, useQwen3Tokenizer } from './support/stream-answer.js';
 

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
 import { frontendFlags, frontendOptionsFromFlags } from '../src/flags.js';
-import { agentSession } from '../src/http/agent-session.js';
+import { agentSession } from '../src/routing/agent-session.js';
 import { LeastLoadedRouter, PowerOfTwoRouter, RoundRobinRouter } from '../src/routing/basic-routers.js';
 import { BusyThresholds } from '../src/routing/busy-thresholds.js';
 import { queueClassFor, RouterPolicyConfig } from '../src/routing/policy-config.js';

@@ -27,8 +27,8 @@ import { parseDataFrame, TwoPartDecoder, unwrapAnnotated, encodeTwoPartText, sil
 import type { FastifyReply } from 'fastify';
 import { describe, expect, it } from 'vitest';
 
-import { EventOutput } from '../src/http/event-output.js';
-import { type Answer, type EventsAnswer, streamAnswer, streamEvents } from '../src/http/respond.js';
+import { EventOutput } from '../src/openai/event-output.js';
+import { type Answer, type EventsAnswer, streamAnswer, streamEvents } from '../src/openai/respond.js';
 import { FrontendMetrics } from '../src/metrics.js';
 import { seededRandom } from './support/seeded-random.js';
 import { answerSettings, type Surface, useQwen3Tokenizer } from './support/stream-answer.js';

@@ -39,7 +39,7 @@ import { runInNewContext } from 'node:vm';
 import { connect as natsConnect, type NatsConnection } from '@nats-io/transport-node';
 import { type Client, DistributedRuntime, loadRuntimeConfig } from '../src/index.js';
 // The same tick-batched writer the runtime's request plane uses, so the floor writes alike.
-import { tickBatchedWriter } from '../src/request-plane/socket-helpers.js';
+import { tickBatchedWriter } from '../src/wire/socket-helpers.js';
 import { type NatsTestServer, startNatsServer } from '@dynamo/testing/nats';
 
 // The bench re-runs itself from a bundle in bench/.build (see main), which passes its real directory.

@@ -2,7 +2,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { InvalidArgument } from './errors.js';
-import { DEFAULT_MAX_FRAME_BYTES } from './request-plane/envelope.js';
+import { DEFAULT_MAX_FRAME_BYTES } from './wire/envelope.js';
 import { describeIssues } from './validate.js';
 
 const port = z.coerce.number().int().min(0).max(65535);

@@ -25,8 +25,8 @@ export type { RequestPlaneClient, RequestPlaneServer, RequestAcceptor } from './
 export { TcpRequestPlaneServer, type TcpRequestPlaneServerOptions } from './request-plane/tcp-server.js';
 export { TcpRequestPlaneClient, type TcpRequestPlaneClientOptions } from './request-plane/tcp-client.js';
 export { NatsRequestPlaneServer, NatsRequestPlaneClient } from './request-plane/nats.js';
-export { encodeTwoPart, encodeTwoPartText, TwoPartDecoder, type TwoPartFrame } from './request-plane/envelope.js';
-export { controlHeader, encodeRequestEnvelope, decodeRequestEnvelope, type ControlHeader, type ConnectionInfo } from './request-plane/control.js';
+export { encodeTwoPart, encodeTwoPartText, TwoPartDecoder, type TwoPartFrame } from './wire/envelope.js';
+export { controlHeader, encodeRequestEnvelope, decodeRequestEnvelope, type ControlHeader, type ConnectionInfo } from './wire/control.js';
 export { EventPublisher, type EventPlane, type EventPublisherOptions, type EnvelopeBuilder } from './event-plane/publisher.js';
 export { EventSubscriber, type EventSubscriberOptions } from './event-plane/subscriber.js';
 export { eventSubject, eventRecordKey, eventRecordPrefix } from './event-plane/subject.js';

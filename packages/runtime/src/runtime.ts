@@ -12,7 +12,7 @@ import { parseEndpointPath } from './names.js';
 import { EventPublisher } from './event-plane/publisher.js';
 import type { EventScope } from './event-plane/subject.js';
 import { EventSubscriber } from './event-plane/subscriber.js';
-import { connectNats, type NatsConnection } from './request-plane/nats-connection.js';
+import { connectNats, type NatsConnection } from './wire/nats-connection.js';
 import { NatsRequestPlaneClient, NatsRequestPlaneServer } from './request-plane/nats.js';
 import type { RequestPlaneClient, RequestPlaneServer } from './request-plane/request-plane.js';
 import { TcpRequestPlaneClient } from './request-plane/tcp-client.js';

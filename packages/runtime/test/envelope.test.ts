@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { InvalidArgument } from '../src/errors.js';
-import { ChunkBuffer, decodeTwoPart, encodeTwoPart, encodeTwoPartText, TwoPartDecoder, type TwoPartFrame } from '../src/request-plane/envelope.js';
+import { ChunkBuffer, decodeTwoPart, encodeTwoPart, encodeTwoPartText, TwoPartDecoder, type TwoPartFrame } from '../src/wire/envelope.js';
 import {
   controlHeader,
   decodeControlHeader,
@@ -8,7 +8,7 @@ import {
   encodeControlHeader,
   encodeRequestEnvelope,
   type ConnectionInfo,
-} from '../src/request-plane/control.js';
+} from '../src/wire/control.js';
 
 const utf8 = (s: string) => Buffer.from(s, 'utf8');
 

@@ -6,7 +6,7 @@ import { loadRuntimeConfig } from '../src/config.js';
 import { MemKvSpace } from '../src/discovery/mem.js';
 import { DistributedRuntime } from '../src/runtime.js';
 import type { Log } from '../src/logger.js';
-import { type NatsConnection, type NatsConnectionOptionsInput, connectNats, parseNatsConnectionOptions } from '../src/request-plane/nats-connection.js';
+import { type NatsConnection, type NatsConnectionOptionsInput, connectNats, parseNatsConnectionOptions } from '../src/wire/nats-connection.js';
 import { NatsRequestPlaneClient, NatsRequestPlaneServer, natsEndpointSubject } from '../src/request-plane/nats.js';
 import type { RequestAcceptor } from '../src/request-plane/request-plane.js';
 import { freePort, waitFor } from '@dynamo/testing/free-port';

@@ -4,7 +4,7 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 import { Worker } from 'node:worker_threads';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { CannotConnect, InvalidArgument } from '../src/errors.js';
-import { encodeTwoPartText } from '../src/request-plane/envelope.js';
+import { encodeTwoPartText } from '../src/wire/envelope.js';
 import type { RequestAcceptor, Transport } from '../src/request-plane/request-plane.js';
 import type { Log } from '../src/logger.js';
 import { TcpRequestPlaneClient } from '../src/request-plane/tcp-client.js';

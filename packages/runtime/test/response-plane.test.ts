@@ -1,8 +1,8 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Cancelled, CannotConnect, Disconnected, DynamoException } from '../src/errors.js';
-import type { ConnectionInfo } from '../src/request-plane/control.js';
-import { encodeTwoPartText, TwoPartDecoder } from '../src/request-plane/envelope.js';
+import type { ConnectionInfo } from '../src/wire/control.js';
+import { encodeTwoPartText, TwoPartDecoder } from '../src/wire/envelope.js';
 import type { Log } from '../src/logger.js';
 import { callHome, type ResponseSender } from '../src/response-plane/call-home.js';
 import { ResponseProtocolError } from '../src/response-plane/frames.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { ChatParts, ToolCallDelta } from '@dynamo/llm/internal';
 
-import type { Usage } from '../http/openai-shapes.js';
+import type { Usage } from '../openai/shapes.js';
 import type { SseWriter } from '../http/sse.js';
 import type { ResponsesRequest } from './request.js';
 import type { ResponseTools } from './tools.js';

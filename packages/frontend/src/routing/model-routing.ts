@@ -2,7 +2,7 @@ import { decodeSessionBinding, encodeSessionBinding } from '@dynamo/core';
 import type { ModelDeploymentCard } from '@dynamo/llm';
 import { type DistributedRuntime, type EventScope, InvalidArgument, type Log, WorkerOverloaded } from '@dynamo/runtime';
 
-import type { AgentSession } from '../http/agent-session.js';
+import type { AgentSession } from './agent-session.js';
 import { BusyMonitor } from './busy-monitor.js';
 import { BusyThresholds, type BusyThresholdValues } from './busy-thresholds.js';
 import { EndpointTopic, scopeKey } from './endpoint-topic.js';

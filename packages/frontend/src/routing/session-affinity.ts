@@ -1,7 +1,7 @@
 import { blake3HexDigest } from '@dynamo/core';
 import { InvalidArgument, WorkerOverloaded } from '@dynamo/runtime';
 
-import type { AgentSession } from '../http/agent-session.js';
+import type { AgentSession } from './agent-session.js';
 
 /** Stock's limits: sessions held at once, and the longest session id. */
 export const MAX_SESSIONS = 65_536;

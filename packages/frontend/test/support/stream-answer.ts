@@ -6,10 +6,10 @@ import { Context } from '@dynamo/runtime';
 import { qwen3ModelDir } from '@dynamo/testing/qwen3-model';
 import { afterAll, beforeAll } from 'vitest';
 
-import { responseIds } from '../../src/http/openai-shapes.js';
+import { responseIds } from '../../src/openai/shapes.js';
 import type { FrontendMetrics } from '../../src/metrics.js';
 import { RequestTracker } from '../../src/metrics.js';
-import { UsageCounter } from '../../src/pipeline/usage.js';
+import { UsageCounter } from '../../src/openai/usage.js';
 
 /** Loads the Qwen3 tokenizer before the file's tests (and removes its files after); call at the top level. */
 export function useQwen3Tokenizer(): () => Tokenizer {

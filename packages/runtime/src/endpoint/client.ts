@@ -6,7 +6,7 @@ import type { EndpointRecord } from '../discovery/records.js';
 import { stringifyJson } from '../json.js';
 import type { Log } from '../logger.js';
 import type { EndpointPath } from '../names.js';
-import { controlHeader, encodeRequestEnvelope } from '../request-plane/control.js';
+import { controlHeader, encodeRequestEnvelope } from '../wire/control.js';
 import type { RequestPlaneClient } from '../request-plane/request-plane.js';
 import type { PendingResponse } from '../response-plane/response-stream.js';
 import type { ResponseStreamServer } from '../response-plane/stream-server.js';

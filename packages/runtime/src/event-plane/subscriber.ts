@@ -1,7 +1,7 @@
 import type { Subscriber as ZmqSubscriber } from 'zeromq';
 import type { KvStore } from '../discovery/kv-store.js';
 import type { Log } from '../logger.js';
-import type { NatsConnection } from '../request-plane/nats-connection.js';
+import type { NatsConnection } from '../wire/nats-connection.js';
 import type { EventPlane } from './publisher.js';
 import { decodeEventChannelRecord, EVENT_CHANNELS_BUCKET } from './records.js';
 import { type EventScope, eventRecordPrefix, eventSubject } from './subject.js';

@@ -15,8 +15,8 @@ import { hexId } from '../json.js';
 import { parseOrThrow } from '../validate.js';
 import type { RequestAcceptor, RequestPlaneClient, RequestPlaneServer, Transport } from './request-plane.js';
 import type { Log } from '../logger.js';
-import { natsClient } from './nats-connection.js';
-import { setPeerTimeout } from './socket-helpers.js';
+import { natsClient } from '../wire/nats-connection.js';
+import { setPeerTimeout } from '../wire/socket-helpers.js';
 
 /** async-nats's request timeout, which stock Dynamo uses when `DYN_NATS_REQUEST_TIMEOUT_SECS` is unset. */
 export const DEFAULT_NATS_REQUEST_TIMEOUT_MS = 10_000;

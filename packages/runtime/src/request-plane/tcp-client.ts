@@ -3,9 +3,9 @@
 
 import { connect, type Socket } from 'node:net';
 import { CannotConnect, InvalidArgument } from '../errors.js';
-import { ChunkBuffer, DEFAULT_MAX_FRAME_BYTES } from './envelope.js';
+import { ChunkBuffer, DEFAULT_MAX_FRAME_BYTES } from '../wire/envelope.js';
 import type { RequestPlaneClient, Transport } from './request-plane.js';
-import { type BatchedWriter, MAX_PATH_BYTES, setPeerTimeout, splitHostPort, tickBatchedWriter } from './socket-helpers.js';
+import { type BatchedWriter, MAX_PATH_BYTES, setPeerTimeout, splitHostPort, tickBatchedWriter } from '../wire/socket-helpers.js';
 import { type Log, silentLog } from '../logger.js';
 
 /** Options of {@link TcpRequestPlaneClient}; the runtime fills them from `DYN_TCP_*`. */

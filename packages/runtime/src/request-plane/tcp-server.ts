@@ -12,9 +12,9 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { CannotConnect, InvalidArgument } from '../errors.js';
 import { hexId } from '../json.js';
-import { ChunkBuffer, DEFAULT_MAX_FRAME_BYTES, decodeTwoPart } from './envelope.js';
+import { ChunkBuffer, DEFAULT_MAX_FRAME_BYTES, decodeTwoPart } from '../wire/envelope.js';
 import type { RequestAcceptor, RequestPlaneServer, Transport } from './request-plane.js';
-import { advertisedHost, type BatchedWriter, formatHostPort, MAX_PATH_BYTES, SERVER_UNAVAILABLE, tickBatchedWriter } from './socket-helpers.js';
+import { advertisedHost, type BatchedWriter, formatHostPort, MAX_PATH_BYTES, SERVER_UNAVAILABLE, tickBatchedWriter } from '../wire/socket-helpers.js';
 import { type Log, silentLog } from '../logger.js';
 
 const ACK = Buffer.alloc(4); // u32 0: accepted. Never mutated, so one instance serves all replies.

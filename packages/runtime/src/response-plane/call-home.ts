@@ -7,9 +7,9 @@
 
 import { connect, type Socket } from 'node:net';
 import { Cancelled, CannotConnect } from '../errors.js';
-import type { ConnectionInfo } from '../request-plane/control.js';
-import { TwoPartDecoder, type TwoPartFrame } from '../request-plane/envelope.js';
-import { type BatchedWriter, setPeerTimeout, splitHostPort, tickBatchedWriter } from '../request-plane/socket-helpers.js';
+import type { ConnectionInfo } from '../wire/control.js';
+import { TwoPartDecoder, type TwoPartFrame } from '../wire/envelope.js';
+import { type BatchedWriter, setPeerTimeout, splitHostPort, tickBatchedWriter } from '../wire/socket-helpers.js';
 import { controlWord, encodeHandshake, encodeItemFrame, encodePrologue, END_FRAME, itemJson, SENTINEL_FRAME } from './frames.js';
 import { type Log, silentLog } from '../logger.js';
 

@@ -11,7 +11,7 @@
 
 import { DynamoException, InvalidArgument } from '../errors.js';
 import { parseJson, stringifyJson } from '../json.js';
-import { encodeTwoPartText } from '../request-plane/envelope.js';
+import { encodeTwoPartText } from '../wire/envelope.js';
 
 /** A violation of the call-home protocol by the peer (not a lost connection). */
 export class ResponseProtocolError extends DynamoException {}

@@ -5,9 +5,9 @@
 
 import type { Socket } from 'node:net';
 import { CannotConnect, Disconnected, dynamoExceptionOf } from '../errors.js';
-import type { ConnectionInfo } from '../request-plane/control.js';
-import type { TwoPartFrame } from '../request-plane/envelope.js';
-import { setPeerTimeout } from '../request-plane/socket-helpers.js';
+import type { ConnectionInfo } from '../wire/control.js';
+import type { TwoPartFrame } from '../wire/envelope.js';
+import { setPeerTimeout } from '../wire/socket-helpers.js';
 import { controlWord, KILL_FRAME, parseDataFrame, parsePrologue, ResponseProtocolError, STOP_FRAME } from './frames.js';
 import { ItemQueue } from './item-queue.js';
 import { type PumpControl, ReadFlag, type StreamReader } from './stream-reader.js';

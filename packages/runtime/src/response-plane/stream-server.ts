@@ -8,9 +8,9 @@
 import { randomUUID } from 'node:crypto';
 import { createServer, type Server, type Socket } from 'node:net';
 import { CannotConnect, Disconnected } from '../errors.js';
-import type { ConnectionInfo } from '../request-plane/control.js';
-import { DEFAULT_MAX_FRAME_BYTES, TwoPartDecoder, type TwoPartFrame } from '../request-plane/envelope.js';
-import { advertisedHost, formatHostPort, setPeerTimeout } from '../request-plane/socket-helpers.js';
+import type { ConnectionInfo } from '../wire/control.js';
+import { DEFAULT_MAX_FRAME_BYTES, TwoPartDecoder, type TwoPartFrame } from '../wire/envelope.js';
+import { advertisedHost, formatHostPort, setPeerTimeout } from '../wire/socket-helpers.js';
 import { type PendingResponse, ResponseStream } from './response-stream.js';
 import { parseHandshake } from './frames.js';
 import type { StreamReader } from './stream-reader.js';

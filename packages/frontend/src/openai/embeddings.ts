@@ -3,7 +3,7 @@ import { Cancelled, parseOrThrow } from '@dynamo/runtime';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
 import { ClientRequest, type RouteDeps } from './client-request.js';
-import { HttpError } from './errors.js';
+import { HttpError } from '../http/errors.js';
 
 /** One embedding vector of the answer, as the worker sent it (base64 float32) or as floats. */
 type Vector = string | Float32Array | number[];

@@ -9,8 +9,8 @@ import type { ModelRegistry } from '../models/registry.js';
 import type { ServedModel, Surface } from '../models/served-model.js';
 import { QueueFull } from '../routing/request-queue.js';
 import type { Candidate } from '../routing/router.js';
-import { type AgentSession, agentSession } from './agent-session.js';
-import { HttpError } from './errors.js';
+import { type AgentSession, agentSession } from '../routing/agent-session.js';
+import { HttpError } from '../http/errors.js';
 import { pinnedInstance } from './request-fields.js';
 
 /** What every inference route needs from the frontend. */

@@ -5,15 +5,15 @@ import { mergeStreams, stringifyJson } from '@dynamo/runtime/internal';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
 import type { GenerationSurface, ServedModel } from '../models/served-model.js';
-import { type AttemptDeps, attemptContext, attemptDeltas, attemptEvents } from '../pipeline/attempt-stream.js';
-import { type Attempt, planAttempts } from '../pipeline/plan.js';
-import { prefillHop } from '../pipeline/prefill-hop.js';
-import { textDeltas } from '../pipeline/text-stream.js';
-import { UsageCounter } from '../pipeline/usage.js';
+import { type AttemptDeps, attemptContext, attemptDeltas, attemptEvents } from '../attempts/attempt-stream.js';
+import { type Attempt, planAttempts } from '../attempts/plan.js';
+import { prefillHop } from '../attempts/prefill-hop.js';
+import { textDeltas } from '../attempts/text-stream.js';
+import { UsageCounter } from './usage.js';
 import { ClientRequest, type RouteDeps } from './client-request.js';
-import { HttpError } from './errors.js';
+import { HttpError } from '../http/errors.js';
 import { EventOutput } from './event-output.js';
-import { responseIds } from './openai-shapes.js';
+import { responseIds } from './shapes.js';
 import { checkRequestFields } from './request-fields.js';
 import { type Answer, type EventsAnswer, streamAnswer, streamEvents, wholeAnswer } from './respond.js';
 

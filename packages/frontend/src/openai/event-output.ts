@@ -3,8 +3,8 @@ import { type PumpControl, ReadFlag } from '@dynamo/runtime';
 import { socketFd } from '@dynamo/runtime/internal';
 
 import type { RequestTracker } from '../metrics.js';
-import type { OutputReader } from '../pipeline/migration.js';
-import type { SseWriter } from './sse.js';
+import type { OutputReader } from '../attempts/migration.js';
+import type { SseWriter } from '../http/sse.js';
 
 /**
  * One streamed choice's events on their way to the client, on the Rust path: each read of the

@@ -1,15 +1,15 @@
 import type { ChoiceDelta } from '@dynamo/llm';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
-import { type ResponseEcho, responseEcho, ResponseStream, wholeResponse } from '../responses/output.js';
-import { parseResponsesRequest, type ResponsesRequest, responseTools, toChatRequest } from '../responses/request.js';
-import type { ResponseTools } from '../responses/tools.js';
-import { ChoiceOutput } from './choice-output.js';
-import { ClientRequest } from './client-request.js';
-import { toHttpError } from './errors.js';
-import { type GenerationDeps, generationAnswer } from './generation.js';
-import { type Answer, account, gatherChoice } from './respond.js';
-import { SseWriter } from './sse.js';
+import { type ResponseEcho, responseEcho, ResponseStream, wholeResponse } from './output.js';
+import { parseResponsesRequest, type ResponsesRequest, responseTools, toChatRequest } from './request.js';
+import type { ResponseTools } from './tools.js';
+import { ChoiceOutput } from '../openai/choice-output.js';
+import { ClientRequest } from '../openai/client-request.js';
+import { toHttpError } from '../http/errors.js';
+import { type GenerationDeps, generationAnswer } from '../openai/generation.js';
+import { type Answer, account, gatherChoice } from '../openai/respond.js';
+import { SseWriter } from '../http/sse.js';
 
 /** The response header that lists the hosted tool types a request offered and the model was not shown. */
 const DROPPED_TOOLS_HEADER = 'x-dynamo-dropped-tools';

@@ -6,12 +6,12 @@ import type { FastifyReply } from 'fastify';
 
 import type { RequestTracker } from '../metrics.js';
 import type { GenerationSurface } from '../models/served-model.js';
-import type { UsageCounter } from '../pipeline/usage.js';
+import type { UsageCounter } from './usage.js';
 import { ChoiceOutput, type ChoiceSettings } from './choice-output.js';
 import type { EventOutput } from './event-output.js';
-import { HttpError, streamErrorJson, toHttpError } from './errors.js';
-import { chunkJson, plainChunkJson, type ResponseIds, usageChunkJson, wholeResponse } from './openai-shapes.js';
-import { SseWriter } from './sse.js';
+import { HttpError, streamErrorJson, toHttpError } from '../http/errors.js';
+import { chunkJson, plainChunkJson, type ResponseIds, usageChunkJson, wholeResponse } from './shapes.js';
+import { SseWriter } from '../http/sse.js';
 
 /**
  * A streamed one-choice answer on the Rust path: the worker's bytes read by `output`'s

@@ -2,7 +2,7 @@ import type { ChoiceDelta } from '@dynamo/llm';
 import { parseOrThrow } from '@dynamo/runtime';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 
-import { MessageStream, messageId, stopReason, wholeMessage } from '../anthropic/output.js';
+import { MessageStream, messageId, stopReason, wholeMessage } from './output.js';
 import {
   chatMessages,
   CountTokensRequestSchema,
@@ -11,13 +11,13 @@ import {
   type PromptOptions,
   systemText,
   toChatRequest,
-} from '../anthropic/request.js';
-import { ChoiceOutput } from './choice-output.js';
-import { ClientRequest } from './client-request.js';
-import { toHttpError } from './errors.js';
-import { type GenerationDeps, generationAnswer } from './generation.js';
-import { type Answer, account, gatherChoice } from './respond.js';
-import { SseWriter } from './sse.js';
+} from './request.js';
+import { ChoiceOutput } from '../openai/choice-output.js';
+import { ClientRequest } from '../openai/client-request.js';
+import { toHttpError } from '../http/errors.js';
+import { type GenerationDeps, generationAnswer } from '../openai/generation.js';
+import { type Answer, account, gatherChoice } from '../openai/respond.js';
+import { SseWriter } from '../http/sse.js';
 
 /** The route prefix of the Anthropic Messages API; errors under it use Anthropic's shape. */
 export const ANTHROPIC_PATH = '/v1/messages';

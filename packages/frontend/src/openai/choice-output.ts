@@ -2,7 +2,7 @@ import type { ChoiceDelta, TokenLogprob } from '@dynamo/llm';
 import { type ChatOutputParser, type ChatParts, joinParts } from '@dynamo/llm/internal';
 
 import type { GenerationSurface } from '../models/served-model.js';
-import { chatLogprobs, completionLogprobs } from './openai-shapes.js';
+import { chatLogprobs, completionLogprobs } from './shapes.js';
 
 /** How a response's choices are written. */
 export interface ChoiceSettings {

@@ -1,8 +1,8 @@
 import { InvalidArgument, type Log } from '@dynamo/runtime';
 import type { FastifyInstance } from 'fastify';
 
-import type { ModelRegistry } from '../models/registry.js';
-import type { BusyThresholdValues } from '../routing/busy-thresholds.js';
+import type { ModelRegistry } from './models/registry.js';
+import type { BusyThresholdValues } from './routing/busy-thresholds.js';
 
 const FIELDS = ['active_decode_blocks_threshold', 'active_prefill_tokens_threshold', 'active_prefill_tokens_threshold_frac'] as const;
 

@@ -1,6 +1,6 @@
 import type { ChoiceDelta } from '@dynamo/llm';
 
-import type { Usage } from '../http/openai-shapes.js';
+import type { Usage } from './shapes.js';
 
 /** What the usage needs of each worker request: its choices, and its prompt's length when known. */
 export interface UsageShare {

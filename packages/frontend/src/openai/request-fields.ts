@@ -1,5 +1,5 @@
 import type { GenerationSurface } from '../models/served-model.js';
-import { HttpError } from './errors.js';
+import { HttpError } from '../http/errors.js';
 
 /** Fields of OpenAI's request bodies, and Dynamo's and vLLM's extensions, that the frontend accepts. */
 const COMMON = [

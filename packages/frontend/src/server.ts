@@ -5,17 +5,17 @@ import { DynamoException } from '@dynamo/runtime';
 import { stringifyJson } from '@dynamo/runtime/internal';
 import Fastify, { type FastifyInstance } from 'fastify';
 
-import { anthropicErrorBody } from '../anthropic/output.js';
-import type { PromptOptions } from '../anthropic/request.js';
-import { ANTHROPIC_PATH, countTokensHandler, messagesHandler } from './anthropic.js';
-import { registerBusyThresholdRoutes } from './busy-threshold.js';
-import { type ConnectionLimits, guardConnections } from './connection-guard.js';
-import { embeddingsHandler } from './embeddings.js';
-import { errorBody, HttpError, RETRY_AFTER_SECS, reasonPhrase, retriable, toHttpError } from './errors.js';
-import { type GenerationDeps, generationHandler } from './generation.js';
-import { parseJsonBody } from './json-body.js';
+import { anthropicErrorBody } from './anthropic/output.js';
+import type { PromptOptions } from './anthropic/request.js';
+import { ANTHROPIC_PATH, countTokensHandler, messagesHandler } from './anthropic/route.js';
+import { registerBusyThresholdRoutes } from './busy-threshold-route.js';
+import { type ConnectionLimits, guardConnections } from './http/connection-guard.js';
+import { embeddingsHandler } from './openai/embeddings.js';
+import { errorBody, HttpError, RETRY_AFTER_SECS, reasonPhrase, retriable, toHttpError } from './http/errors.js';
+import { type GenerationDeps, generationHandler } from './openai/generation.js';
+import { parseJsonBody } from './http/json-body.js';
 import { openApiDocument } from './openapi.js';
-import { responsesHandler } from './responses.js';
+import { responsesHandler } from './responses/route.js';
 
 /** How the HTTP server is set up. */
 export interface HttpServerOptions extends GenerationDeps {

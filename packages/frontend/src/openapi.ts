@@ -2,8 +2,8 @@ import { createRequire } from 'node:module';
 import { ChatCompletionRequestSchema, CompletionRequestSchema, EmbeddingRequestSchema } from '@dynamo/llm/internal';
 import { z } from 'zod';
 
-import { MessagesRequestSchema } from '../anthropic/request.js';
-import { ResponsesRequestSchema } from '../responses/request.js';
+import { MessagesRequestSchema } from './anthropic/request.js';
+import { ResponsesRequestSchema } from './responses/request.js';
 
 const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
 
