@@ -17,7 +17,7 @@ import { formatHelp, parseFlags } from '@dynamo/runtime';
 import { z } from 'zod';
 
 import { Deployment } from '@dynamo/testing/frontend-stack';
-import { freePort, waitFor } from '@dynamo/testing/free-port';
+import { waitFor } from '@dynamo/testing/free-port';
 import { healthInstances, listedModels } from '@dynamo/testing/interop-stack';
 import { median, percentile } from '@dynamo/testing/proc-stats';
 import { repoRoot } from '@dynamo/testing/repo';

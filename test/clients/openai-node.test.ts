@@ -10,7 +10,7 @@ import OpenAI, { type APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { modelDir, waitForModel } from '@dynamo/testing/frontend-stack';
-import { freePort, waitFor } from '@dynamo/testing/free-port';
+import { waitFor } from '@dynamo/testing/free-port';
 import { stockPython } from '@dynamo/testing/stock-dynamo';
 import { type ClientStack, ENGINES, type Engine, SAMPLE, SMOLLM2, startClientStack } from './stack.js';
 

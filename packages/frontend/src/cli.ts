@@ -4,7 +4,7 @@
 // 2 x 4 MiB (see the README's "Memory"). To JavaScript it is a comment, and `node cli.js` skips it.
 import { DynamoException, parseFlags, toDynamoException } from '@dynamo/runtime';
 
-import { frontendFlags, frontendHelp, frontendOptionsFromFlags } from './flags.js';
+import { frontendFlags, frontendHelp } from './settings.js';
 import { startFrontend } from './start.js';
 
 // dynamo-frontend: serve until SIGTERM/SIGINT, then shut down gracefully and exit 0. A second
@@ -23,7 +23,7 @@ async function main(argv: string[]): Promise<number> {
   }
   let frontend;
   try {
-    frontend = await startFrontend(frontendOptionsFromFlags(parsed.values));
+    frontend = await startFrontend({ ...parsed.values, runtimeOptions: { env: process.env } });
   } catch (err) {
     const error = toDynamoException(err);
     process.stderr.write(`dynamo-frontend: ${error.message}\n`);

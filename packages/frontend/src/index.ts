@@ -7,7 +7,15 @@
  * @packageDocumentation
  */
 export { startFrontend, type Frontend } from './start.js';
-export type { FrontendOptions, FrontendSettings } from './options.js';
-export { frontendFlags, frontendHelp, frontendOptionsFromFlags, type FrontendFlagValues } from './flags.js';
+export {
+  frontendSettings,
+  frontendFlags,
+  frontendHelp,
+  frontendConfig,
+  type FrontendOptions,
+  type FrontendSettings,
+  type FrontendConfig,
+  type FrontendFlagValues,
+} from './settings.js';
 // The contract a custom router implements (`FrontendOptions.router`).
 export { ROUTER_MODES, type Candidate, type RouteRequest, type Router, type RouterFactory, type RouterMode } from './routing/router.js';

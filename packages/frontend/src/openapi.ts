@@ -5,7 +5,7 @@ import { z } from 'zod';
 import { MessagesRequestSchema } from './anthropic/request.js';
 import { ResponsesRequestSchema } from './responses/request.js';
 
-const { version } = createRequire(import.meta.url)('../../package.json') as { version: string };
+const { version } = createRequire(import.meta.url)('../package.json') as { version: string };
 
 /** The body of every error answer (`errorBody`). */
 const ErrorSchema = z.object({

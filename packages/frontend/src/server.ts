@@ -6,10 +6,9 @@ import { stringifyJson } from '@dynamo/runtime/internal';
 import Fastify, { type FastifyInstance } from 'fastify';
 
 import { anthropicErrorBody } from './anthropic/output.js';
-import type { PromptOptions } from './anthropic/request.js';
 import { ANTHROPIC_PATH, countTokensHandler, messagesHandler } from './anthropic/route.js';
 import { registerBusyThresholdRoutes } from './busy-threshold-route.js';
-import { type ConnectionLimits, guardConnections } from './http/connection-guard.js';
+import { guardConnections } from './http/connection-guard.js';
 import { embeddingsHandler } from './openai/embeddings.js';
 import { errorBody, HttpError, RETRY_AFTER_SECS, reasonPhrase, retriable, toHttpError } from './http/errors.js';
 import { type GenerationDeps, generationHandler } from './openai/generation.js';
@@ -17,24 +16,11 @@ import { parseJsonBody } from './http/json-body.js';
 import { openApiDocument } from './openapi.js';
 import { responsesHandler } from './responses/route.js';
 
-/** How the HTTP server is set up. */
+/** How the HTTP server is set up: the `http` settings, and what its routes need. */
 export interface HttpServerOptions extends GenerationDeps {
-  bodyLimitBytes: number;
-  /** How long a client may take to send a whole request (headers and body). */
-  requestTimeoutMs: number;
-  /** Socket limits: time to a request's headers, connections in all and per address. */
-  connections: ConnectionLimits;
-  /** How long an idle keep-alive socket stays open after a response. */
-  keepAliveTimeoutMs: number;
   tls?: { cert: Buffer; key: Buffer };
   /** True once shutdown began: `/live` and `/health` answer 503. */
   shuttingDown(): boolean;
-  /** Serve the Anthropic Messages API (`/v1/messages`, `/v1/messages/count_tokens`). */
-  anthropicApi: boolean;
-  /** How the Anthropic Messages API makes its prompts. */
-  anthropicPrompt: PromptOptions;
-  /** Serve the admin routes (`/busy_threshold`). */
-  adminApi: boolean;
 }
 
 const GENERATION_ROUTES = { '/v1/chat/completions': 'chat', '/v1/completions': 'completions' } as const;
@@ -65,24 +51,26 @@ function discardBody(req: IncomingMessage, ms: number): Promise<void> {
  */
 export function createHttpServer(options: HttpServerOptions): FastifyInstance<Server> {
   const { registry, metrics, log } = options;
-  const timeout = options.requestTimeoutMs;
+  const { http } = options;
+  const timeout = http.requestTimeoutMs;
   const app = Fastify({
-    bodyLimit: options.bodyLimitBytes,
+    bodyLimit: http.bodyLimitBytes,
     logger: false,
     return503OnClosing: true,
     serverFactory: (handler) => {
       // Checking every second makes a slow client's timeout land close to its deadline.
-      const headersTimeout = Math.min(options.connections.headersTimeoutMs, timeout);
+      const headersTimeout = Math.min(http.headersTimeoutMs, timeout);
       const settings = {
         requestTimeout: timeout,
         headersTimeout,
-        keepAliveTimeout: options.keepAliveTimeoutMs,
+        keepAliveTimeout: http.keepAliveTimeoutMs,
         connectionsCheckingInterval: Math.min(1000, timeout),
         noDelay: true,
       };
       const server = (options.tls ? httpsServer({ ...settings, ...options.tls }, handler) : httpServer(settings, handler)) as Server;
-      guardConnections(server, { ...options.connections, headersTimeoutMs: headersTimeout, tls: options.tls !== undefined }, log, (status, message) =>
-        JSON.stringify(errorBody(status, message, { overloadStatus: options.overloadStatus })),
+      const limits = { maxConnections: http.maxConnections, maxConnectionsPerIp: http.maxConnectionsPerIp, headersTimeoutMs: headersTimeout };
+      guardConnections(server, { ...limits, tls: options.tls !== undefined }, log, (status, message) =>
+        JSON.stringify(errorBody(status, message, { overloadStatus: http.overloadStatus })),
       );
       return server;
     },
@@ -95,7 +83,7 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
       const status = timedOut ? 408 : 400;
       const body = JSON.stringify(
         errorBody(status, timedOut ? `the request was not received within ${timeout / 1000} s` : `malformed HTTP request: ${err.message}`, {
-          overloadStatus: options.overloadStatus,
+          overloadStatus: http.overloadStatus,
         }),
       );
       socket.end(
@@ -114,10 +102,10 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
   });
 
   app.setErrorHandler(async (err: Error & { code?: string; statusCode?: number }, req, reply) => {
-    const overloadStatus = options.overloadStatus;
+    const overloadStatus = http.overloadStatus;
     let error: HttpError;
     if (err instanceof HttpError || err instanceof DynamoException) error = toHttpError(err, overloadStatus);
-    else if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') error = new HttpError(413, `request body is larger than the limit of ${options.bodyLimitBytes} bytes`);
+    else if (err.code === 'FST_ERR_CTP_BODY_TOO_LARGE') error = new HttpError(413, `request body is larger than the limit of ${http.bodyLimitBytes} bytes`);
     else if (err.code === 'FST_ERR_CTP_INVALID_MEDIA_TYPE') error = new HttpError(415, 'Expected request with Content-Type application/json');
     else if (typeof err.statusCode === 'number' && err.statusCode >= 400 && err.statusCode < 500) error = new HttpError(err.statusCode, err.message);
     else error = toHttpError(err, overloadStatus);
@@ -126,7 +114,7 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
     if (error.status === 413) await discardBody(req.raw, timeout);
     if (reply.sent || reply.raw.headersSent) return;
     if (retriable(error.status, overloadStatus)) void reply.header('retry-after', String(RETRY_AFTER_SECS));
-    if (options.anthropicApi && req.url.startsWith(ANTHROPIC_PATH)) {
+    if (http.anthropicApi && req.url.startsWith(ANTHROPIC_PATH)) {
       return reply
         .code(error.status)
         .type('application/json')
@@ -139,17 +127,17 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
   });
 
   app.setNotFoundHandler((req, reply) => {
-    void reply.code(404).send(errorBody(404, `Route not found: ${req.method} ${req.url.split('?')[0]}`, { overloadStatus: options.overloadStatus }));
+    void reply.code(404).send(errorBody(404, `Route not found: ${req.method} ${req.url.split('?')[0]}`, { overloadStatus: http.overloadStatus }));
   });
 
   for (const [path, surface] of Object.entries(GENERATION_ROUTES)) app.post(path, generationHandler(surface, options));
   app.post('/v1/embeddings', embeddingsHandler(options));
   app.post('/v1/responses', responsesHandler(options));
-  if (options.anthropicApi) {
-    app.post(ANTHROPIC_PATH, messagesHandler(options, options.anthropicPrompt));
-    app.post(`${ANTHROPIC_PATH}/count_tokens`, countTokensHandler(options, options.anthropicPrompt));
+  if (http.anthropicApi) {
+    app.post(ANTHROPIC_PATH, messagesHandler(options, { stripPreamble: http.stripAnthropicPreamble }));
+    app.post(`${ANTHROPIC_PATH}/count_tokens`, countTokensHandler(options, { stripPreamble: http.stripAnthropicPreamble }));
   }
-  for (const path of options.anthropicApi ? [...POST_ROUTES, ANTHROPIC_PATH, `${ANTHROPIC_PATH}/count_tokens`] : POST_ROUTES) {
+  for (const path of http.anthropicApi ? [...POST_ROUTES, ANTHROPIC_PATH, `${ANTHROPIC_PATH}/count_tokens`] : POST_ROUTES) {
     app.route({
       method: ['GET', 'PUT', 'DELETE', 'PATCH'],
       url: path,
@@ -157,7 +145,7 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
         reply
           .code(405)
           .header('allow', 'POST')
-          .send(errorBody(405, `${path} only takes POST`, { overloadStatus: options.overloadStatus })),
+          .send(errorBody(405, `${path} only takes POST`, { overloadStatus: http.overloadStatus })),
     });
   }
 
@@ -211,9 +199,9 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
     return { model: model.name, ready, ...(!ready && { reason: 'no namespace has all required worker types live' }), namespaces: detail };
   };
 
-  if (options.adminApi) registerBusyThresholdRoutes(app, registry, log);
+  if (http.adminApi) registerBusyThresholdRoutes(app, registry, log);
 
-  const openapi = openApiDocument({ anthropicApi: options.anthropicApi });
+  const openapi = openApiDocument({ anthropicApi: http.anthropicApi });
   app.get('/openapi.json', async () => openapi);
 
   // Clients probe the base URL before their first request (Claude Code sends HEAD /); stock answers 404.

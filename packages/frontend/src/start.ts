@@ -1,16 +1,17 @@
 import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { modelParsers } from '@dynamo/llm/internal';
-import { type Context, DistributedRuntime, InvalidArgument, parseOrThrow } from '@dynamo/runtime';
+import { type Context, DistributedRuntime, InvalidArgument } from '@dynamo/runtime';
 
 import { createHttpServer } from './server.js';
 import { FrontendMetrics } from './metrics.js';
 import { CardFiles } from './models/card-files.js';
 import { ModelRegistry } from './models/registry.js';
-import { type FrontendOptions, FrontendSettingsSchema } from './options.js';
+import { type FrontendOptions, frontendConfig } from './settings.js';
 import { KvRouterMetrics } from './routing/kv-metrics.js';
 import { ModelRouting, type ModelRoutingOptions } from './routing/model-routing.js';
 import { RouterPolicyConfig } from './routing/policy-config.js';
+import type { KvRouterSettings } from './routing/kv-router.js';
 import { routerFactory } from './routing/router-factory.js';
 
 /** A running frontend. */
@@ -44,93 +45,70 @@ export interface Frontend {
  * Throws `InvalidArgument` naming a bad option, `CannotConnect` when discovery is unreachable.
  */
 export async function startFrontend(options: FrontendOptions = {}): Promise<Frontend> {
-  const { router, runtime: given, runtimeOptions, ...plain } = options;
-  const settings = parseOrThrow(FrontendSettingsSchema, plain, 'options');
-  if ((settings.tlsCertPath === undefined) !== (settings.tlsKeyPath === undefined)) {
+  const { router, runtime: given, runtimeOptions, ...settings } = options;
+  const { http, routing, kvRouter, busyThresholds, migration, models, runtime: planes } = frontendConfig(settings);
+  if ((http.tlsCertPath === undefined) !== (http.tlsKeyPath === undefined)) {
     throw new InvalidArgument('options: tlsCertPath and tlsKeyPath go together; give both or neither');
   }
-  const unknownParsers = modelParsers({ toolCallParser: settings.toolCallParser, reasoningParser: settings.reasoningParser }).problems;
+  const unknownParsers = modelParsers({ toolCallParser: models.toolCallParser, reasoningParser: models.reasoningParser }).problems;
   if (unknownParsers.length > 0) throw new InvalidArgument(`options: ${unknownParsers.join('; ')}`);
-  const tls = settings.tlsCertPath && settings.tlsKeyPath ? await readTls(settings.tlsCertPath, settings.tlsKeyPath) : undefined;
-  const { policyConfig: policyPath, ...kvSettings } = settings.kvRouter;
-  const policyConfig = policyPath === undefined ? undefined : RouterPolicyConfig.load(policyPath);
-  const runtime = given ?? (await DistributedRuntime.create(runtimeOptions));
+  const tls = http.tlsCertPath && http.tlsKeyPath ? await readTls(http.tlsCertPath, http.tlsKeyPath) : undefined;
+  const policyConfig = routing.policyConfig === undefined ? undefined : RouterPolicyConfig.load(routing.policyConfig);
+  const overrides = Object.fromEntries(Object.entries(planes).filter(([, value]) => value !== undefined));
+  const runtime = given ?? (await DistributedRuntime.create({ ...runtimeOptions, overrides: { ...overrides, ...runtimeOptions?.overrides } }));
   const log = runtime.log('frontend');
-  const metrics = new FrontendMetrics(settings.metricsPrefix);
+  const metrics = new FrontendMetrics(http.metricsPrefix);
   const routerLog = runtime.log('frontend.router');
   const kvDeps = { runtime, metrics: new KvRouterMetrics(metrics.registry), log: routerLog, ...(policyConfig ? { policyConfig } : {}) };
-  const routerOf = router ?? routerFactory(settings.routerMode, { settings: kvSettings, deps: kvDeps });
-  const { activeDecodeBlocksThreshold: decode, activePrefillTokensThreshold: tokens, activePrefillTokensThresholdFrac: frac } = settings.busyThresholds;
+  const kvSettings = Object.fromEntries(Object.entries(kvRouter).filter(([, value]) => value !== undefined)) as KvRouterSettings;
+  const routerOf = router ?? routerFactory(routing.mode, { settings: kvSettings, deps: kvDeps });
   const routingOptions: ModelRoutingOptions = {
     runtime,
     log: routerLog,
     thresholds: {
-      active_decode_blocks_threshold: decode ?? null,
-      active_prefill_tokens_threshold: tokens ?? null,
-      active_prefill_tokens_threshold_frac: frac ?? null,
+      active_decode_blocks_threshold: busyThresholds.active_decode_blocks_threshold ?? null,
+      active_prefill_tokens_threshold: busyThresholds.active_prefill_tokens_threshold ?? null,
+      active_prefill_tokens_threshold_frac: busyThresholds.active_prefill_tokens_threshold_frac ?? null,
     },
-    ...(settings.sessionAffinity ? { affinity: settings.sessionAffinity } : {}),
+    ...(routing.sessionAffinityTtlSecs === undefined ? {} : { affinity: { ttlSecs: routing.sessionAffinityTtlSecs, mode: routing.sessionAffinityMode } }),
   };
-  if (settings.routerMode !== 'kv' && !router && (kvSettings.replicaSync || kvSettings.queueThreshold !== undefined || policyConfig)) {
-    log.warn({ router_mode: settings.routerMode }, 'replica sync and the router queue apply in router mode kv only; ignored');
+  if (routing.mode !== 'kv' && !router && (kvRouter.replicaSync || kvRouter.queueThreshold !== undefined || policyConfig)) {
+    log.warn({ router_mode: routing.mode }, 'replica sync and the router queue apply in router mode kv only; ignored');
   }
-  const thresholdsOn = Object.values(settings.busyThresholds).filter((v) => v !== undefined).length > 0;
-  log.info({ ...settings.busyThresholds }, thresholdsOn ? 'busy-worker rejection enabled' : 'busy-worker rejection disabled: no threshold is set');
+  const thresholdsOn = Object.values(busyThresholds).some((v) => v !== undefined);
+  log.info({ ...busyThresholds }, thresholdsOn ? 'busy-worker rejection enabled' : 'busy-worker rejection disabled: no threshold is set');
   const registry = new ModelRegistry({
     runtime,
-    ...(settings.namespace === undefined ? {} : { namespace: settings.namespace }),
+    ...(models.namespace === undefined ? {} : { namespace: models.namespace }),
     routing: (name, card) => new ModelRouting(name, card, routerOf(name, card), routingOptions),
     cardFiles: new CardFiles({
-      ...(settings.modelPath === undefined ? {} : { fallbackModelPath: settings.modelPath }),
+      ...(models.modelPath === undefined ? {} : { fallbackModelPath: models.modelPath }),
       ...(runtimeOptions?.env ? { env: runtimeOptions.env } : {}),
     }),
-    defaultParsers: { toolCallParser: settings.toolCallParser, reasoningParser: settings.reasoningParser },
+    defaultParsers: { toolCallParser: models.toolCallParser, reasoningParser: models.reasoningParser },
     log: runtime.log('frontend.models'),
   });
   const inflight = new Set<Context>();
   let shuttingDown = false;
-  const app = createHttpServer({
-    registry,
-    metrics,
-    log,
-    inflight,
-    migrationLimit: settings.migrationLimit,
-    migrationMaxSeqLen: settings.migrationMaxSeqLen,
-    backendStreamTimeoutMs: settings.backendStreamTimeoutMs,
-    forceIncludeUsage: settings.forceIncludeUsage,
-    ignoreUnknownFields: settings.ignoreUnknownFields,
-    reasoningField: settings.reasoningFieldName,
-    overloadStatus: settings.overloadStatus,
-    anthropicApi: settings.enableAnthropicApi,
-    anthropicPrompt: { stripPreamble: settings.stripAnthropicPreamble },
-    adminApi: settings.adminApi,
-    keepAliveMs: settings.sseKeepAliveMs,
-    maxDataUrlBytes: settings.maxDataUrlBytes,
-    bodyLimitBytes: settings.bodyLimitBytes,
-    requestTimeoutMs: settings.requestTimeoutMs,
-    keepAliveTimeoutMs: settings.keepAliveTimeoutMs,
-    connections: { headersTimeoutMs: settings.headersTimeoutMs, maxConnections: settings.maxConnections, maxConnectionsPerIp: settings.maxConnectionsPerIp },
-    ...(tls ? { tls } : {}),
-    shuttingDown: () => shuttingDown,
-  });
+  const app = createHttpServer({ registry, metrics, log, inflight, http, migration, ...(tls ? { tls } : {}), shuttingDown: () => shuttingDown });
   try {
     await registry.start();
-    await app.listen({ host: settings.host, port: settings.port });
+    await app.listen({ host: http.host, port: http.port });
   } catch (err) {
     await registry.close();
     if (!given) await runtime.shutdown();
     throw err;
   }
   const address = app.server.address() as AddressInfo;
-  const shownHost = settings.host === '0.0.0.0' || settings.host === '::' ? '127.0.0.1' : settings.host;
+  const shownHost = http.host === '0.0.0.0' || http.host === '::' ? '127.0.0.1' : http.host;
   const url = `${tls ? 'https' : 'http'}://${shownHost.includes(':') ? `[${shownHost}]` : shownHost}:${address.port}`;
-  log.info({ url, router: router ? 'custom' : settings.routerMode, models: registry.all().map((m) => m.name) }, 'frontend listening');
+  log.info({ url, router: router ? 'custom' : routing.mode, models: registry.all().map((m) => m.name) }, 'frontend listening');
 
   let closing: Promise<void> | undefined;
   const close = async () => {
     shuttingDown = true;
     const serverClosed = app.close();
-    const deadline = Date.now() + settings.gracefulShutdownMs;
+    const deadline = Date.now() + http.gracefulShutdownMs;
     while (inflight.size > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     if (inflight.size > 0) log.warn({ requests: inflight.size }, 'graceful shutdown timed out; cutting off in-flight requests');
     for (const context of inflight) context.kill();
@@ -142,7 +120,7 @@ export async function startFrontend(options: FrontendOptions = {}): Promise<Fron
   };
   return {
     url,
-    host: settings.host,
+    host: http.host,
     port: address.port,
     runtime,
     metrics,

@@ -5,7 +5,7 @@
 import { parseFlags } from '@dynamo/runtime';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
-import { frontendFlags, frontendOptionsFromFlags } from '../src/flags.js';
+import { frontendConfig, frontendFlags } from '../src/settings.js';
 import type { Child } from '@dynamo/testing/child';
 import { freePort, waitFor } from '@dynamo/testing/free-port';
 import { counter } from '@dynamo/testing/interop-stack';
@@ -204,18 +204,18 @@ describe('KV router flags', () => {
     const parse = (argv: string[], env: Record<string, string> = {}) => {
       const parsed = parseFlags(frontendFlags, argv, env);
       if (parsed.help) throw new Error('help');
-      return frontendOptionsFromFlags(parsed.values, env);
+      return frontendConfig(parsed.values);
     };
     expect(parse(['--router-mode', 'kv', '--no-router-kv-events', '--kv-overlap-score-weight', '0.5', '--router-ttl-secs', '30'])).toMatchObject({
-      routerMode: 'kv',
+      routing: { mode: 'kv' },
       kvRouter: { useKvEvents: false, overlapScoreWeight: 0.5, ttlSecs: 30, assumeKvReuse: true },
     });
     expect(
       parse([], { DYN_ROUTER_TEMPERATURE: '0.7', DYN_ACTIVE_DECODE_BLOCKS_THRESHOLD: '0.9', DYN_ROUTER_USE_KV_EVENTS: 'false', DYN_EVENT_PLANE: 'nats' }),
     ).toMatchObject({
       kvRouter: { temperature: 0.7, useKvEvents: false },
-      busyThresholds: { activeDecodeBlocksThreshold: 0.9 },
-      runtimeOptions: { overrides: { eventPlane: 'nats' } },
+      busyThresholds: { active_decode_blocks_threshold: 0.9 },
+      runtime: { eventPlane: 'nats' },
     });
     expect(() => parse(['--active-decode-blocks-threshold', '1.5'])).toThrow(/--active-decode-blocks-threshold: must be at most 1/);
     expect(() => parse(['--router-temperature', 'hot'])).toThrow(/--router-temperature/);

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 
-import { frontendFlags, frontendOptionsFromFlags } from '../src/flags.js';
+import { frontendConfig, frontendFlags } from '../src/settings.js';
 import { agentSession } from '../src/routing/agent-session.js';
 import { LeastLoadedRouter, PowerOfTwoRouter, RoundRobinRouter } from '../src/routing/basic-routers.js';
 import { BusyThresholds } from '../src/routing/busy-thresholds.js';
@@ -161,32 +161,33 @@ describe('routing flags', () => {
   const parse = (argv: string[], env: Record<string, string> = {}) => {
     const parsed = parseFlags(frontendFlags, argv, env);
     if (parsed.help) throw new Error('help');
-    return frontendOptionsFromFlags(parsed.values, env);
+    return frontendConfig(parsed.values);
   };
 
   it("take stock's names and variables; None or empty leaves a threshold unset", () => {
     expect(parse(['--router-mode', 'least-loaded', '--router-session-affinity-ttl-secs', '30', '--router-session-affinity-mode', 'soft'])).toMatchObject({
-      routerMode: 'least-loaded',
-      sessionAffinity: { ttlSecs: 30, mode: 'soft' },
-      adminApi: true,
+      routing: { mode: 'least-loaded', sessionAffinityTtlSecs: 30, sessionAffinityMode: 'soft' },
+      http: { adminApi: true },
     });
     expect(
       parse([], { DYN_ROUTER_MODE: 'power-of-two', DYN_ACTIVE_PREFILL_TOKENS_THRESHOLD_FRAC: '0.5', DYN_DISABLE_FRONTEND_ADMIN_API: 'true' }),
     ).toMatchObject({
-      routerMode: 'power-of-two',
-      busyThresholds: { activePrefillTokensThresholdFrac: 0.5 },
-      adminApi: false,
+      routing: { mode: 'power-of-two' },
+      busyThresholds: { active_prefill_tokens_threshold_frac: 0.5 },
+      http: { adminApi: false },
     });
-    expect(parse(['--active-decode-blocks-threshold', 'None', '--active-prefill-tokens-threshold', '']).busyThresholds).toEqual({});
+    expect(parse(['--active-decode-blocks-threshold', 'None', '--active-prefill-tokens-threshold', '']).busyThresholds).toEqual({
+      active_decode_blocks_threshold: undefined,
+      active_prefill_tokens_threshold: undefined,
+      active_prefill_tokens_threshold_frac: undefined,
+    });
     expect(
-      parse(['--router-replica-sync', '--router-queue-threshold', '0', '--router-queue-policy', 'wspt', '--router-policy-config', 'p.yaml']).kvRouter,
+      parse(['--router-replica-sync', '--router-queue-threshold', '0', '--router-queue-policy', 'wspt', '--router-policy-config', 'p.yaml']),
     ).toMatchObject({
-      replicaSync: true,
-      queueThreshold: 0,
-      queuePolicy: 'wspt',
-      policyConfig: 'p.yaml',
+      kvRouter: { replicaSync: true, queueThreshold: 0, queuePolicy: 'wspt' },
+      routing: { policyConfig: 'p.yaml' },
     });
-    expect(parse([]).sessionAffinity).toBeUndefined();
+    expect(parse([]).routing.sessionAffinityTtlSecs).toBeUndefined();
   });
 
   it('name a bad value', () => {

@@ -25,7 +25,7 @@ import { buildCard, LocalModel, ModelInput, ModelType, Preprocessor } from '@dyn
 import { getLlama, type LlamaContextSequence, type Token } from 'node-llama-cpp';
 
 import { Deployment, waitForModel } from '@dynamo/testing/frontend-stack';
-import { freePort, waitFor } from '@dynamo/testing/free-port';
+import { waitFor } from '@dynamo/testing/free-port';
 import { median } from '@dynamo/testing/proc-stats';
 import { stockPython } from '@dynamo/testing/stock-dynamo';
 import { smolLm2 } from '../../../scripts/test-model.mjs';

@@ -39,3 +39,15 @@ export type { TraceContext } from './trace.js';
 export * from './errors.js';
 export { parseOrThrow } from './validate.js';
 export { parseFlags, formatHelp, type Flag, type Flags, type FlagValues, type ParsedFlags } from './flags.js';
+export {
+  setting,
+  flagsOf,
+  optionsSchemaOf,
+  configOf,
+  configFromOptions,
+  type Setting,
+  type SettingsTable,
+  type FlagsOf,
+  type OptionsOf,
+  type ConfigOf,
+} from './settings.js';

@@ -3,7 +3,7 @@
 import { join } from 'node:path';
 
 import type { Child } from './child.js';
-import { freePort, waitFor } from './free-port.js';
+import { waitFor } from './free-port.js';
 import { Deployment, modelDir, sampleCli, type Setup } from './frontend-stack.js';
 import { repoRoot } from './repo.js';
 

@@ -14,29 +14,14 @@ import { ClientRequest, type RouteDeps } from './client-request.js';
 import { HttpError } from '../http/errors.js';
 import { EventOutput } from './event-output.js';
 import { responseIds } from './shapes.js';
+import type { FrontendConfig } from '../settings.js';
 import { checkRequestFields } from './request-fields.js';
 import { type Answer, type EventsAnswer, streamAnswer, streamEvents, wholeAnswer } from './respond.js';
 
-/** What the generation routes need from the frontend. */
+/** What the generation routes need from the frontend: its requests' plumbing and its settings. */
 export interface GenerationDeps extends RouteDeps {
-  /** Overrides every card's migration limit when set. */
-  migrationLimit: number | undefined;
-  /** Always send the usage chunk (`DYN_ENABLE_FORCE_INCLUDE_USAGE`). */
-  forceIncludeUsage: boolean;
-  /** Accept unknown top-level fields (`DYN_IGNORE_OPENAI_FE_UNSUPPORTED_FIELDS`). */
-  ignoreUnknownFields: boolean;
-  /** The response field reasoning goes in: `reasoning_content` (default) or `reasoning`. */
-  reasoningField?: 'reasoning_content' | 'reasoning';
-  /** The status of a worker with no room (`DYN_HTTP_OVERLOAD_STATUS_CODE`, 529). */
-  overloadStatus: number;
-  /** Silence after which a stream gets a keep-alive comment; 0 sends none. */
-  keepAliveMs: number;
-  /** Largest `data:` URL in a media part (`DYN_MM_MAX_DATA_URL_MB`). */
-  maxDataUrlBytes: number;
-  /** Silence after which a worker's attempt is given up and migrated (`DYN_HTTP_BACKEND_STREAM_TIMEOUT_SECS`; 0: never). */
-  backendStreamTimeoutMs: number;
-  /** Past this many tokens a request is not migrated (`--migration-max-seq-len`; default: the model's context length). */
-  migrationMaxSeqLen: number | undefined;
+  http: FrontendConfig['http'];
+  migration: FrontendConfig['migration'];
 }
 
 type Request = ClientRequest<GenerationSurface>;
@@ -44,7 +29,7 @@ type Request = ClientRequest<GenerationSurface>;
 /** The handler of `/v1/chat/completions` or `/v1/completions`. */
 export function generationHandler(surface: GenerationSurface, deps: GenerationDeps) {
   return async (req: FastifyRequest, reply: FastifyReply): Promise<unknown> => {
-    const request = ClientRequest.open(surface, req, reply, deps, { check: (fields) => checkRequestFields(surface, fields, deps.ignoreUnknownFields) });
+    const request = ClientRequest.open(surface, req, reply, deps, { check: (fields) => checkRequestFields(surface, fields, deps.http.ignoreUnknownFields) });
     try {
       if (request.fields.stream === true && request.model.input === 'Tokens') {
         const plan = await tokensPlan(request, deps);
@@ -91,7 +76,7 @@ export async function generationAnswer(request: Request, deps: GenerationDeps): 
 function answerOf(r: Request, deps: GenerationDeps, parts: Pick<Answer, 'choices' | 'usage' | 'promptTokens' | 'newParser' | 'echo'>): Omit<Answer, 'deltas'> {
   const { surface, fields } = r;
   const options = fields.stream_options as { include_usage?: unknown; continuous_usage_stats?: unknown } | null | undefined;
-  const includeUsage = deps.forceIncludeUsage || options?.include_usage === true;
+  const includeUsage = deps.http.forceIncludeUsage || options?.include_usage === true;
   const topLogprobs =
     surface === 'chat'
       ? fields.logprobs === true
@@ -110,9 +95,9 @@ function answerOf(r: Request, deps: GenerationDeps, parts: Pick<Answer, 'choices
     includeUsage,
     continuousUsage: includeUsage && options?.continuous_usage_stats === true,
     tracker: r.tracker,
-    reasoningField: deps.reasoningField ?? 'reasoning_content',
-    overloadStatus: deps.overloadStatus,
-    keepAliveMs: deps.keepAliveMs,
+    reasoningField: deps.http.reasoningField,
+    overloadStatus: deps.http.overloadStatus,
+    keepAliveMs: deps.http.sseKeepAliveMs,
     singleToolCall: surface === 'chat' && fields.parallel_tool_calls === false,
     topLogprobs,
   };
@@ -135,13 +120,13 @@ async function tokensPlan(r: Request, deps: GenerationDeps): Promise<TokensPlan>
   const { surface, model, fields, context } = r;
   const pre = await r.preprocessor();
   // Alone, a request is fastest preprocessed on this thread; with others in flight, off it.
-  const prompts = await preprocess(surface, model, pre, fields, { onCallingThread: r.alone, maxDataUrlBytes: deps.maxDataUrlBytes });
+  const prompts = await preprocess(surface, model, pre, fields, { onCallingThread: r.alone, maxDataUrlBytes: deps.http.maxDataUrlBytes });
   if (context.isKilled()) throw new Cancelled('client closed the request while it was preprocessed');
   const n = prompts[0]!.sampling_options?.n ?? 1;
   const attempts = planAttempts(prompts, n, model.generatesChoices);
   const attemptDeps: AttemptDeps = {
     tokenizer: pre.tokenizer,
-    migrationLimit: r.pinned !== undefined ? 0 : (deps.migrationLimit ?? model.cardMigrationLimit),
+    migrationLimit: r.pinned !== undefined ? 0 : (deps.migration.limit ?? model.cardMigrationLimit),
     route: (failed, request, routeId) => r.route(failed, request.token_ids, routeId),
     onMigrate: (err: DynamoException, instanceId: bigint) => {
       if (err.kind === 'WorkerOverloaded') model.routing.overloaded(instanceId);
@@ -152,8 +137,8 @@ async function tokensPlan(r: Request, deps: GenerationDeps): Promise<TokensPlan>
       );
     },
     onFirstOutput: (routeId) => model.routing.firstOutput(routeId),
-    responseTimeoutMs: deps.backendStreamTimeoutMs,
-    maxSeqLen: deps.migrationMaxSeqLen ?? (model.card.context_length > 0 ? model.card.context_length : undefined),
+    responseTimeoutMs: deps.migration.backendStreamTimeoutMs,
+    maxSeqLen: deps.migration.maxSeqLen ?? (model.card.context_length > 0 ? model.card.context_length : undefined),
     onMaxSeqLen: (length) => {
       deps.metrics.migrationMaxSeqLenExceeded.inc({ model: model.name.toLowerCase() });
       deps.log.warn(
