@@ -68,6 +68,7 @@ export function createHttpServer(options: HttpServerOptions): FastifyInstance<Se
         noDelay: true,
       };
       const server = (options.tls ? httpsServer({ ...settings, ...options.tls }, handler) : httpServer(settings, handler)) as Server;
+      server.maxRequestsPerSocket = http.maxRequestsPerSocket;
       const limits = { maxConnections: http.maxConnections, maxConnectionsPerIp: http.maxConnectionsPerIp, headersTimeoutMs: headersTimeout };
       guardConnections(server, { ...limits, tls: options.tls !== undefined }, log, (status, message) =>
         JSON.stringify(errorBody(status, message, { overloadStatus: http.overloadStatus })),

@@ -75,6 +75,12 @@ export const frontendSettings = {
       env: 'DYN_HTTP_MAX_CONNECTIONS_PER_IP',
       placeholder: 'N',
     }),
+    maxRequestsPerSocket: setting('httpMaxRequestsPerSocket', {
+      schema: count(10_000_000).default(0),
+      description: 'Requests one keep-alive connection may carry before it is closed, so clients reconnect and spread over frontend replicas (0: no limit)',
+      env: 'DYN_HTTP_MAX_REQUESTS_PER_SOCKET',
+      placeholder: 'N',
+    }),
     gracefulShutdownMs: setting('httpGracefulShutdownTimeoutSecs', {
       schema: z.coerce.number().min(0, 'must not be negative').finite().default(5),
       description: 'On SIGTERM, time in-flight responses get to finish',

@@ -2,7 +2,8 @@
 // gets the right status and Dynamo's JSON error, good requests running at the same time finish,
 // and 10,000 seeded random mutations of valid bodies never produce a 5xx other than 503.
 import { readdirSync, readFileSync } from 'node:fs';
-import { connect } from 'node:net';
+import { Agent, get } from 'node:http';
+import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { Child } from '@dynamo/testing/child';
@@ -165,6 +166,25 @@ describe('bad requests', () => {
     );
     for (const s of open) s.destroy();
     await waitFor('a connection to be taken again', async () => (await fetch(`${capped.url}/live`).catch(() => undefined))?.status === 200);
+  }, 30_000);
+
+  it('closes a keep-alive connection after --http-max-requests-per-socket requests, and the client reconnects', async () => {
+    /** The sockets four sequential GET /live took through one keep-alive agent. */
+    const socketsFor = async (base: string) => {
+      const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+      const sockets = new Set<Socket>();
+      for (let i = 0; i < 4; i++) {
+        await new Promise<void>((resolve, reject) => {
+          const req = get(`${base}/live`, { agent }, (res) => res.resume().on('end', resolve));
+          req.on('socket', (socket) => sockets.add(socket)).on('error', reject);
+        });
+      }
+      agent.destroy();
+      return sockets.size;
+    };
+    expect(await socketsFor(url)).toBe(1);
+    const capped = await deployment.frontend(['--http-max-requests-per-socket', '2']);
+    expect(await socketsFor(capped.url)).toBe(2);
   }, 30_000);
 
   it('10,000 seeded random mutations of valid bodies produce no 5xx but 503, and the frontend stays up', async () => {
