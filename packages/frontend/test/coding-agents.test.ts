@@ -36,19 +36,7 @@ async function prompt(path: string, body: Record<string, unknown>, base = url): 
 beforeAll(async () => {
   tokenizer = await (await LocalModel.load(modelDir)).tokenizer();
   deployment = await Deployment.start({ name: 'file + tcp', discovery: 'file', plane: 'tcp' });
-  worker = deployment.nodeProcess([
-    '--import',
-    'tsx',
-    new URL('./fixtures/replay-engine.ts', import.meta.url).pathname,
-    '--model-path',
-    modelDir,
-    '--model-name',
-    MODEL,
-    '--component',
-    MODEL,
-    '--dyn-tool-call-parser',
-    'hermes',
-  ]);
+  worker = deployment.replayWorker(MODEL, ['--dyn-tool-call-parser', 'hermes']);
   deployment.sampleWorker(['--model-name', 'cached', '--component', 'cached', '--simulate-kv-cache', '--delay-ms', '0', '--context-length', '40960']);
   [{ url }, { url: keepsPreamble }] = await Promise.all([
     deployment.frontend(['--enable-anthropic-api']),

@@ -24,22 +24,7 @@ describe('migration as stock 1.6.1 does it (file + tcp)', () => {
   /** The token after which the seam falls inside a character. */
   let seam = 0;
   const fe = { migrate: '', none: '', short: '' };
-  const replay = (model: string, args: string[]) =>
-    deployment.nodeProcess([
-      '--import',
-      'tsx',
-      new URL('./fixtures/replay-engine.ts', import.meta.url).pathname,
-      '--model-path',
-      modelDir,
-      '--model-name',
-      model,
-      '--component',
-      model,
-      '--resume',
-      '--delay-ms',
-      '10',
-      ...args,
-    ]);
+  const replay = (model: string, args: string[]) => deployment.replayWorker(model, ['--resume', '--delay-ms', '10', ...args]);
 
   beforeAll(async () => {
     tokenizer = await (await LocalModel.load(modelDir)).tokenizer();

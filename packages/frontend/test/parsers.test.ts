@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Child } from '@dynamo/testing/child';
 import { waitFor } from '@dynamo/testing/free-port';
 import { REPLAY_CASES } from '@dynamo/testing/replay-cases';
-import { Deployment, modelDir, post, sseEvents, waitForModel } from '@dynamo/testing/frontend-stack';
+import { Deployment, post, sseEvents, waitForModel } from '@dynamo/testing/frontend-stack';
 
 const seed = (name: string): number => {
   const index = REPLAY_CASES.findIndex((c) => c.name === name);
@@ -27,19 +27,7 @@ describe('tool calls, reasoning and structured outputs through dynamo-frontend',
   let url = '';
   let frontend: Child;
   let client: OpenAI;
-  const replay = (model: string, args: string[]) =>
-    deployment.nodeProcess([
-      '--import',
-      'tsx',
-      new URL('./fixtures/replay-engine.ts', import.meta.url).pathname,
-      '--model-path',
-      modelDir,
-      '--model-name',
-      model,
-      '--component',
-      model,
-      ...args,
-    ]);
+  const replay = (model: string, args: string[]) => deployment.replayWorker(model, args);
 
   beforeAll(async () => {
     deployment = await Deployment.start({ name: 'file + tcp', discovery: 'file', plane: 'tcp' });

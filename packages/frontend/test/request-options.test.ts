@@ -13,7 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Child } from '@dynamo/testing/child';
 import { freePort, waitFor } from '@dynamo/testing/free-port';
 import { REPLAY_CASES } from '@dynamo/testing/replay-cases';
-import { Deployment, modelDir, post, sseEvents, waitForModel } from '@dynamo/testing/frontend-stack';
+import { Deployment, post, sseEvents, waitForModel } from '@dynamo/testing/frontend-stack';
 
 const seed = (name: string): number => REPLAY_CASES.findIndex((c) => c.name === name);
 const TOOLS: OpenAI.ChatCompletionTool[] = [
@@ -30,19 +30,7 @@ describe('request options through dynamo-frontend', () => {
   let url = '';
   let client: OpenAI;
   let systemPort = 0;
-  const replay = (model: string, args: string[]) =>
-    deployment.nodeProcess([
-      '--import',
-      'tsx',
-      new URL('./fixtures/replay-engine.ts', import.meta.url).pathname,
-      '--model-path',
-      modelDir,
-      '--model-name',
-      model,
-      '--component',
-      model,
-      ...args,
-    ]);
+  const replay = (model: string, args: string[]) => deployment.replayWorker(model, args);
   const workerOf = (model: string): Child => deployment.children.find((c) => c.child.spawnargs.includes(model))!;
   /** Sends a request and returns it as the worker of `model` received it. */
   const received = async (model: string, body: Record<string, unknown>, path = '/v1/chat/completions') => {

@@ -18,6 +18,7 @@ export const modelDir = qwen3ModelDir();
 const frontendCli = join(packageDir, 'dist', 'cli.js');
 export const sampleCli = join(packageDir, 'node_modules', '@dynamo', 'sample-engine', 'dist', 'cli.js');
 const successorEngine = join(packageDir, 'test', 'fixtures', 'successor-engine.ts');
+const replayEngine = join(packageDir, 'test', 'fixtures', 'replay-engine.ts');
 const textEngine = join(packageDir, 'test', 'fixtures', 'text-engine.ts');
 const loraCardsEngine = join(packageDir, 'test', 'fixtures', 'lora-cards-worker.ts');
 
@@ -114,6 +115,11 @@ export class Deployment {
       ...args,
     ]);
     return { child, url: `http://127.0.0.1:${port}` };
+  }
+
+  /** Starts a replay-engine worker (scripted output, see the fixture) serving the test model as `model` in component `model`. */
+  replayWorker(model: string, args: string[] = []): Child {
+    return this.nodeProcess(['--import', 'tsx', replayEngine, '--model-path', modelDir, '--model-name', model, '--component', model, ...args]);
   }
 
   /** Starts a successor-engine worker on the test model. */
