@@ -91,6 +91,8 @@ export class Worker {
   #onStop!: () => void;
   readonly #stopped = new Promise<void>((resolve) => (this.#onStop = resolve));
   #deadline: NodeJS.Timeout | undefined;
+  /** When the shutdown budget runs out (`performance.now()`), once shutdown was asked for. */
+  #deadlineAt: number | undefined;
   #shutdown: ShutdownRun | undefined;
   #signals = 0;
   #ran = false;
@@ -115,6 +117,7 @@ export class Worker {
     if (this.#stopRequested) return;
     this.#stopRequested = true;
     // The budget runs from the request, even while `start` is still loading the model.
+    this.#deadlineAt = performance.now() + this.#settings.total_ms;
     this.#deadline = setTimeout(() => this.#hardExit(), this.#settings.total_ms);
     this.#deadline.unref();
     this.#onStop();
@@ -391,7 +394,13 @@ export class Worker {
     return {
       unregister: async () => served?.unregister(),
       stopAdmission: () => served?.stopAdmission(),
-      waitInflight: async (timeoutMs) => (served ? served.drain(timeoutMs) : 0),
+      waitInflight: async (timeoutMs) => {
+        const left = served ? await served.drain(timeoutMs) : 0;
+        // Requests still running when the whole budget is spent is the overrun the hard exit is
+        // for; its timer and this wait's end fall in the same millisecond, and either may fire first.
+        if (left > 0 && this.#deadlineAt !== undefined && performance.now() >= this.#deadlineAt - 1) this.#hardExit();
+        return left;
+      },
       drain: () => engine.drain(),
       isQuiescent: () => engine.isQuiescent(),
       cleanup: (timeoutMs) => this.#gate.cleanup(timeoutMs),
