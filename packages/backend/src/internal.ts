@@ -10,7 +10,7 @@ export { loggingFromEnv } from './logging.js';
 export { forcedDpRank, validateGlobalDpRank } from './dp-rank.js';
 export { SnapshotPublisher, ComponentSnapshotSchema, type ComponentSnapshot } from './worker/snapshot-publisher.js';
 export { modelRegistration, parseEndpointTypes, type ModelRegistration } from './worker/registration.js';
-export { resolveHealthCheck, parseHealthCheckPayload, HEALTH_CHECK_PAYLOAD_ENV } from './worker/health-payload.js';
+export { resolveHealthCheck } from './worker/health-payload.js';
 export { GenerateRequestSchema, StopConditionsSchema } from './protocol/request.js';
 export { EmbedRequestSchema } from './protocol/embedding.js';
 export { GenerateChunkSchema, FinishReasonSchema, CompletionUsageSchema, mergeChunks } from './protocol/chunk.js';

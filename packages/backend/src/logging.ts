@@ -1,11 +1,13 @@
-import { createLogging, type Log, type Logging } from '@dynamo/runtime';
-import { envFlag } from '@dynamo/runtime/internal';
+import { createLogging, type Log, type Logging, logConfigFromEnv } from '@dynamo/runtime';
 
 type Env = Readonly<Record<string, string | undefined>>;
 
-/** Logging as Dynamo configures it from the environment: `DYN_LOG` filters, `DYN_LOGGING_JSONL=1` for JSON lines. */
+/**
+ * Logging as Dynamo configures it from the environment: `DYN_LOG` filters, `DYN_LOGGING_JSONL=1`
+ * for JSON lines. Throws `InvalidArgument` naming a bad variable.
+ */
 export function loggingFromEnv(env: Env = process.env): Logging {
-  return createLogging({ filter: env.DYN_LOG || 'info', jsonl: envFlag.safeParse(env.DYN_LOGGING_JSONL ?? '').data ?? false });
+  return createLogging(logConfigFromEnv(env));
 }
 
 let shared: Logging | undefined;
@@ -16,6 +18,13 @@ let shared: Logging | undefined;
  * Dynamo's convention: info for lifecycle milestones, debug per request.
  */
 export function engineLog(name: string): Log {
-  shared ??= loggingFromEnv();
+  // Engines call this as their modules load; a bad variable is reported by the Worker, which reads the same ones.
+  shared ??= (() => {
+    try {
+      return loggingFromEnv();
+    } catch {
+      return createLogging({});
+    }
+  })();
   return shared.child(`engine.${name}`);
 }

@@ -1,3 +1,3 @@
 import { readmeSuite } from '@dynamo/testing/readme';
 
-readmeSuite(import.meta.url, 2);
+readmeSuite(import.meta.url, 3);

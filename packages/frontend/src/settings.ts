@@ -1,5 +1,5 @@
 import type { DistributedRuntime, RuntimeOptions } from '@dynamo/runtime';
-import { type ConfigOf, configFromOptions, flagsOf, type FlagValues, formatHelp, type OptionsOf, setting } from '@dynamo/runtime';
+import { type ConfigOf, configFromOptions, flagsOf, type FlagValues, formatHelp, type OptionsOf, runtimeSettings, setting } from '@dynamo/runtime';
 import { z } from 'zod';
 
 import { ROUTER_MODES, type RouterFactory } from './routing/router.js';
@@ -346,24 +346,9 @@ export const frontendSettings = {
   },
   /** The distributed runtime (unset: its own `DYN_*` settings). */
   runtime: {
-    discoveryBackend: setting('discoveryBackend', {
-      schema: z.enum(['file', 'etcd', 'mem']).optional(),
-      description: 'Where workers register: file (default), etcd or mem',
-      env: 'DYN_DISCOVERY_BACKEND',
-      placeholder: 'KIND',
-    }),
-    requestPlane: setting('requestPlane', {
-      schema: z.enum(['tcp', 'nats']).optional(),
-      description: 'How requests reach workers: tcp (default) or nats',
-      env: 'DYN_REQUEST_PLANE',
-      placeholder: 'KIND',
-    }),
-    eventPlane: setting('eventPlane', {
-      schema: z.enum(['zmq', 'nats']).optional(),
-      description: 'Where KV events and worker load travel: zmq (default) or nats',
-      env: 'DYN_EVENT_PLANE',
-      placeholder: 'KIND',
-    }),
+    discoveryBackend: runtimeSettings.discoveryBackend,
+    requestPlane: runtimeSettings.requestPlane,
+    eventPlane: runtimeSettings.eventPlane,
   },
 };
 

@@ -1,7 +1,7 @@
 import { readFile } from 'node:fs/promises';
 import type { AddressInfo } from 'node:net';
 import { modelParsers } from '@dynamo/llm/internal';
-import { type Context, DistributedRuntime, InvalidArgument } from '@dynamo/runtime';
+import { type Context, DistributedRuntime, InvalidArgument, runtimeOverridesOf } from '@dynamo/runtime';
 
 import { createHttpServer } from './server.js';
 import { FrontendMetrics } from './metrics.js';
@@ -54,7 +54,7 @@ export async function startFrontend(options: FrontendOptions = {}): Promise<Fron
   if (unknownParsers.length > 0) throw new InvalidArgument(`options: ${unknownParsers.join('; ')}`);
   const tls = http.tlsCertPath && http.tlsKeyPath ? await readTls(http.tlsCertPath, http.tlsKeyPath) : undefined;
   const policyConfig = routing.policyConfig === undefined ? undefined : RouterPolicyConfig.load(routing.policyConfig);
-  const overrides = Object.fromEntries(Object.entries(planes).filter(([, value]) => value !== undefined));
+  const overrides = runtimeOverridesOf(planes);
   const runtime = given ?? (await DistributedRuntime.create({ ...runtimeOptions, overrides: { ...overrides, ...runtimeOptions?.overrides } }));
   const log = runtime.log('frontend');
   const metrics = new FrontendMetrics(http.metricsPrefix);

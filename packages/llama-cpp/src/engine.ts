@@ -3,6 +3,7 @@ import { basename } from 'node:path';
 
 import {
   CannotConnect,
+  configOf,
   type Context,
   type EmbedRequest,
   type Embeddings,
@@ -36,7 +37,7 @@ import {
 
 import { BlockLedger } from './block-ledger.js';
 import { Embedder } from './embedder.js';
-import { defaultThreads, type GPU_CHOICES, llamaCppFlags, llamaCppHelp } from './flags.js';
+import { defaultThreads, type GPU_CHOICES, llamaCppFlags, llamaCppHelp, llamaCppSettings } from './settings.js';
 import { guidedGrammar } from './gbnf/guided.js';
 import { resolveGguf } from './gguf-path.js';
 import { type Lane, type LaneOptions, LoraLanes, openLane } from './lanes.js';
@@ -194,41 +195,12 @@ export class LlamaCppEngine extends LLMEngine {
       process.stdout.write(llamaCppHelp());
       process.exit(0);
     }
-    const {
-      modelPath,
-      ggufFile,
-      modelName,
-      gpu,
-      threads,
-      parallel,
-      loraParallel,
-      maxQueued,
-      contextSize,
-      embedding,
-      enablePrefixCaching,
-      slotPromptSimilarity,
-      kvTransferTimeout,
-      ...common
-    } = parsed.values;
-    const mode = common.disaggregationMode;
+    const { model, engine: options, worker } = configOf(llamaCppSettings, parsed.values);
+    const mode = worker.disaggregationMode;
     if (mode === 'encode') throw new InvalidArgument('--disaggregation-mode encode: dynamo-llama-cpp has no multimodal encoder (agg, prefill or decode)');
-    const file = await resolveGguf(modelPath, ggufFile, env);
-    const engine = new LlamaCppEngine({
-      modelPath: file,
-      ...(modelName && { modelName }),
-      gpu: gpu === 'false' ? false : gpu,
-      threads,
-      parallel,
-      loraParallel,
-      maxQueued,
-      contextSize,
-      embedding,
-      prefixCaching: enablePrefixCaching,
-      slotPromptSimilarity,
-      disaggregationMode: mode,
-      kvTransferTimeoutSecs: kvTransferTimeout,
-    });
-    const config = workerConfigFromFlags(embedding ? { ...common, endpointTypes: 'embedding' } : common, {
+    const file = await resolveGguf(model.path, model.ggufFile, env);
+    const engine = new LlamaCppEngine({ modelPath: file, ...(model.name && { modelName: model.name }), ...options, disaggregationMode: mode });
+    const config = workerConfigFromFlags(options.embedding ? { ...parsed.values, endpointTypes: 'embedding' } : parsed.values, {
       modelName: file,
       servedModelName: engine.modelName,
     });

@@ -3,5 +3,5 @@
  * the `dynamo-llama-cpp` worker CLI.
  */
 export { LlamaCppEngine, type LlamaCppEngineOptions } from './engine.js';
-export { defaultThreads, llamaCppFlags, llamaCppHelp, type LlamaCppFlagValues, GPU_CHOICES } from './flags.js';
+export { defaultThreads, llamaCppSettings, llamaCppFlags, llamaCppHelp, type LlamaCppFlagValues, type LlamaCppConfig, GPU_CHOICES } from './settings.js';
 export { resolveGguf } from './gguf-path.js';

@@ -6,17 +6,19 @@ import { resolveModelPath } from './model-path/index.js';
 
 /** Options for {@link resolveLoraSource}. */
 export interface LoraSourceOptions {
-  /** `DYN_LORA_PATH`, `HOME` and the Hugging Face variables (`HF_ENDPOINT`, `HF_TOKEN`, ...); default `process.env`. */
+  /** `HOME` and the Hugging Face variables (`HF_ENDPOINT`, `HF_TOKEN`, ...); default `process.env`. */
   env?: Readonly<Record<string, string | undefined>>;
+  /** Where remote adapters are kept (a worker's `DYN_LORA_PATH`); default {@link loraCacheDir}. */
+  cacheDir?: string;
   /** Where download progress is logged. */
   log?: Log;
   /** Aborts a download; a later call resumes it. */
   signal?: AbortSignal;
 }
 
-/** Where remote adapters are kept: `DYN_LORA_PATH`, else `~/.cache/dynamo_loras` (`/tmp/.cache/…` without a home), as stock Dynamo keeps them. */
+/** Where remote adapters are kept by default: `~/.cache/dynamo_loras` (`/tmp/.cache/…` without a home), as stock Dynamo keeps them. */
 export function loraCacheDir(env: Readonly<Record<string, string | undefined>> = process.env): string {
-  return env.DYN_LORA_PATH || join(env.HOME || '/tmp', '.cache', 'dynamo_loras');
+  return join(env.HOME || '/tmp', '.cache', 'dynamo_loras');
 }
 
 /**
@@ -24,7 +26,7 @@ export function loraCacheDir(env: Readonly<Record<string, string | undefined>> =
  * remote ones first:
  * - `file://<path>` or a plain path: used in place; it must exist;
  * - `hf://<Org>/<Name>[@revision]`: downloaded from the Hugging Face Hub (`HF_ENDPOINT`,
- *   `HF_TOKEN`) into {@link loraCacheDir}, in the Hub cache's layout, unless already there; a repo
+ *   `HF_TOKEN`) into `cacheDir`, in the Hub cache's layout, unless already there; a repo
  *   holding one `.gguf` adapter gives that file, any other repo its folder (which needs a
  *   `config.json`, as a model's does).
  * Any other scheme (stock also knows `s3://`) is refused with `InvalidArgument` naming it, as is a
@@ -52,7 +54,7 @@ export async function resolveLoraSource(uri: string, options: LoraSourceOptions 
   if (scheme === 'hf') {
     try {
       const local = await resolveModelPath(uri, {
-        env: { ...env, HF_HUB_CACHE: loraCacheDir(env) },
+        env: { ...env, HF_HUB_CACHE: options.cacheDir ?? loraCacheDir(env) },
         ignoreWeights: false,
         progress: 'log',
         ...(options.log && { log: options.log }),

@@ -1,5 +1,5 @@
 // LoRA adapter sources as the worker resolves them before an engine loads one: local files in
-// place, hf:// repos downloaded (from a local stand-in for the Hub) into DYN_LORA_PATH.
+// place, hf:// repos downloaded (from a local stand-in for the Hub) into the cache folder (the worker's DYN_LORA_PATH).
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,6 +14,7 @@ const ADAPTER = Buffer.from('GGUF-adapter-bytes-for-the-test');
 let root: string;
 let hub: HubServer;
 let env: Record<string, string>;
+let cacheDir: string;
 
 beforeAll(async () => {
   root = mkdtempSync(join(tmpdir(), 'lora-source-'));
@@ -22,7 +23,8 @@ beforeAll(async () => {
   writeFileSync(join(repo, 'pirate-lora.gguf'), ADAPTER);
   writeFileSync(join(repo, 'README.md'), '# pirate\n');
   hub = await startHubServer({ repos: { 'Adapters/Pirate-GGUF': { main: { sha: 'a1'.repeat(20), dir: repo } } } });
-  env = { HOME: join(root, 'home'), HF_ENDPOINT: hub.url, DYN_LORA_PATH: join(root, 'loras') };
+  env = { HOME: join(root, 'home'), HF_ENDPOINT: hub.url };
+  cacheDir = join(root, 'loras');
 });
 afterAll(async () => {
   await hub?.close();
@@ -38,16 +40,16 @@ describe('resolveLoraSource', () => {
     await expect(resolveLoraSource(`file://${root}/missing`, { env })).rejects.toThrow(`LoRA source file://${root}/missing: no such file or folder`);
   });
 
-  it('downloads an hf:// adapter into DYN_LORA_PATH once, and names a missing repo', async () => {
-    const uri = await resolveLoraSource('hf://Adapters/Pirate-GGUF', { env, log: silentLog });
+  it('downloads an hf:// adapter into the cache folder once, and names a missing repo', async () => {
+    const uri = await resolveLoraSource('hf://Adapters/Pirate-GGUF', { env, cacheDir, log: silentLog });
     const path = fileURLToPath(uri);
     expect(path.startsWith(join(root, 'loras'))).toBe(true);
     expect(path.endsWith('pirate-lora.gguf')).toBe(true);
     expect(readFileSync(path)).toEqual(ADAPTER);
     const served = hub.requests.length;
-    expect(await resolveLoraSource('hf://Adapters/Pirate-GGUF', { env: { ...env, HF_HUB_OFFLINE: '1' } })).toBe(uri);
+    expect(await resolveLoraSource('hf://Adapters/Pirate-GGUF', { env: { ...env, HF_HUB_OFFLINE: '1' }, cacheDir })).toBe(uri);
     expect(hub.requests.length).toBe(served);
-    const missing = resolveLoraSource('hf://Adapters/Nobody', { env, log: silentLog });
+    const missing = resolveLoraSource('hf://Adapters/Nobody', { env, cacheDir, log: silentLog });
     await expect(missing).rejects.toBeInstanceOf(InvalidArgument);
     await expect(missing).rejects.toThrow(/^LoRA source hf:\/\/Adapters\/Nobody: /);
   });
@@ -56,9 +58,8 @@ describe('resolveLoraSource', () => {
     await expect(resolveLoraSource('s3://bucket/adapter', { env })).rejects.toThrow('LoRA source s3://bucket/adapter: the s3:// scheme is not supported');
   });
 
-  it('keeps adapters where stock does when DYN_LORA_PATH is unset', () => {
+  it('keeps adapters where stock does by default', () => {
     expect(loraCacheDir({ HOME: '/home/u' })).toBe('/home/u/.cache/dynamo_loras');
     expect(loraCacheDir({})).toBe('/tmp/.cache/dynamo_loras');
-    expect(loraCacheDir({ HOME: '/home/u', DYN_LORA_PATH: '/data/loras' })).toBe('/data/loras');
   });
 });

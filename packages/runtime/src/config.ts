@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { InvalidArgument } from './errors.js';
 import { DEFAULT_MAX_FRAME_BYTES } from './wire/envelope.js';
-import { describeIssues } from './validate.js';
+import { describeIssues, parseOrThrow } from './validate.js';
 
 const port = z.coerce.number().int().min(0).max(65535);
 const positiveSecs = z.coerce.number().positive().finite();
@@ -28,13 +28,20 @@ const list = z
   )
   .pipe(z.array(z.string()).min(1));
 
+/** Where workers register: an embedded file store (one machine), etcd, or memory (one process). */
+export const DISCOVERY_BACKENDS = ['file', 'etcd', 'mem'] as const;
+/** How requests reach workers. */
+export const REQUEST_PLANES = ['tcp', 'nats'] as const;
+/** Where KV events and load reports travel. */
+export const EVENT_PLANES = ['zmq', 'nats'] as const;
+
 /**
  * Every runtime setting, keyed by the environment variable stock Dynamo reads it from. This table is
  * the one place defaults live; CLI flags are applied on top (see {@link loadRuntimeConfig}).
  */
 const envSchema = z.object({
-  DYN_DISCOVERY_BACKEND: z.enum(['file', 'etcd', 'mem']).default('file'),
-  DYN_REQUEST_PLANE: z.enum(['tcp', 'nats']).default('tcp'),
+  DYN_DISCOVERY_BACKEND: z.enum(DISCOVERY_BACKENDS).default('file'),
+  DYN_REQUEST_PLANE: z.enum(REQUEST_PLANES).default('tcp'),
   ETCD_ENDPOINTS: list.default(['http://localhost:2379']),
   ETCD_AUTH_USERNAME: z.string().optional(),
   ETCD_AUTH_PASSWORD: z.string().optional(),
@@ -58,7 +65,7 @@ const envSchema = z.object({
   NATS_TLS_CLIENT_KEY_PATH: z.string().optional(),
   NATS_TLS_INSECURE: envFlag.default(false),
   DYN_NATS_REQUEST_TIMEOUT_SECS: positiveSecs.default(10),
-  DYN_EVENT_PLANE: z.enum(['zmq', 'nats'], { error: (i) => `Invalid DYN_EVENT_PLANE value '${String(i.input)}'. Valid values: 'nats', 'zmq'` }).default('zmq'),
+  DYN_EVENT_PLANE: z.enum(EVENT_PLANES, { error: (i) => `Invalid DYN_EVENT_PLANE value '${String(i.input)}'. Valid values: 'nats', 'zmq'` }).default('zmq'),
   DYN_EVENT_PLANE_HOST: z
     .string()
     .refine((v) => v !== '0.0.0.0' && v !== '::', 'must be an address subscribers can dial, not an unspecified one')
@@ -161,11 +168,7 @@ const overrideEnv: Record<keyof RuntimeConfigOverrides, keyof Env> = {
  * variable.
  */
 export function loadRuntimeConfig(env: Readonly<Record<string, string | undefined>> = process.env, overrides: RuntimeConfigOverrides = {}): RuntimeConfig {
-  const input: Record<string, string> = {};
-  for (const key of Object.keys(envSchema.shape)) {
-    const value = env[key];
-    if (value !== undefined && value !== '') input[key] = value;
-  }
+  const input = setVariables(env, Object.keys(envSchema.shape));
   for (const [name, variable] of Object.entries(overrideEnv)) {
     const value = overrides[name as keyof RuntimeConfigOverrides];
     if (value !== undefined) input[variable] = String(value);
@@ -228,6 +231,22 @@ export function loadRuntimeConfig(env: Readonly<Record<string, string | undefine
     log: { filter: e.DYN_LOG, jsonl: e.DYN_LOGGING_JSONL },
   };
   return deepFreeze(config);
+}
+
+/** The variables of `keys` that `env` sets to something (empty counts as unset). */
+function setVariables(env: Readonly<Record<string, string | undefined>>, keys: readonly string[]): Record<string, string> {
+  return Object.fromEntries(keys.flatMap((key) => (env[key] === undefined || env[key] === '' ? [] : [[key, env[key]]])));
+}
+
+const logSchema = envSchema.pick({ DYN_LOG: true, DYN_LOGGING_JSONL: true });
+
+/**
+ * The logging settings alone (`DYN_LOG`, `DYN_LOGGING_JSONL`), as {@link loadRuntimeConfig} reads
+ * them, for a process that logs before it has a runtime. Throws `InvalidArgument` naming a bad one.
+ */
+export function logConfigFromEnv(env: Readonly<Record<string, string | undefined>> = process.env): RuntimeConfig['log'] {
+  const parsed = parseOrThrow(logSchema, setVariables(env, Object.keys(logSchema.shape)), 'env');
+  return { filter: parsed.DYN_LOG, jsonl: parsed.DYN_LOGGING_JSONL };
 }
 
 function deepFreeze<T>(value: T): T {

@@ -21,7 +21,7 @@ export { Client, type CallOptions } from './endpoint/client.js';
 export { type PumpControl, ReadFlag, type StreamReader } from './response-plane/stream-reader.js';
 export type { EndpointHandler } from './endpoint/handler.js';
 export type { HealthCheck } from './endpoint/canary.js';
-export { loadRuntimeConfig, type RuntimeConfig, type RuntimeConfigOverrides } from './config.js';
+export { loadRuntimeConfig, logConfigFromEnv, type RuntimeConfig, type RuntimeConfigOverrides } from './config.js';
 export { parseEndpointPath, type EndpointPath } from './names.js';
 export { createLogging, type Log, type Logging, type LoggingOptions, type LogFilter } from './logger.js';
 export { registerPrometheus, type RegisterPrometheusOptions, type RuntimeMetrics } from './metrics.js';
@@ -41,13 +41,16 @@ export { parseOrThrow } from './validate.js';
 export { parseFlags, formatHelp, type Flag, type Flags, type FlagValues, type ParsedFlags } from './flags.js';
 export {
   setting,
+  withDefault,
   flagsOf,
   optionsSchemaOf,
   configOf,
   configFromOptions,
+  configFromEnv,
   type Setting,
   type SettingsTable,
   type FlagsOf,
   type OptionsOf,
   type ConfigOf,
 } from './settings.js';
+export { runtimeSettings, runtimeOverridesOf } from './runtime-settings.js';

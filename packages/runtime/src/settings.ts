@@ -1,6 +1,6 @@
 import { z } from 'zod';
 
-import type { Flag } from './flags.js';
+import { type Flag, parseFlags } from './flags.js';
 import { parseOrThrow } from './validate.js';
 
 /**
@@ -19,6 +19,11 @@ export interface Setting<F extends string = string, S extends z.ZodType = z.ZodT
 /** Makes a {@link Setting}, keeping its flag name's literal type for the option types. */
 export function setting<const F extends string, S extends z.ZodType, T = z.output<S>>(flag: F, row: Omit<Setting<F, S, T>, 'flag'>): Setting<F, S, T> {
   return { flag, ...row };
+}
+
+/** `row` with another default, e.g. a shared row whose default differs in one process. */
+export function withDefault<R extends Setting<string, z.ZodDefault<z.ZodType>, unknown>>(row: R, value: z.output<R['schema']>): R {
+  return { ...row, schema: row.schema.removeDefault().default(value as never) } as R;
 }
 
 /** A process's settings: sections of its config, each a record of fields. */
@@ -70,4 +75,15 @@ export function configOf<T extends SettingsTable>(table: T, values: Readonly<Rec
 /** Checks programmatic options against the table (defaults applied, unknown names refused) and makes the config. */
 export function configFromOptions<T extends SettingsTable>(table: T, options: OptionsOf<T>, what = 'options'): ConfigOf<T> {
   return configOf(table, parseOrThrow(optionsSchemaOf(table), options, what));
+}
+
+/**
+ * The config of a table whose rows are read from the environment only (each row's `env`; rows
+ * without one take their default): settings a process has no flag for. Throws `InvalidArgument`
+ * naming the variable of a bad value.
+ */
+export function configFromEnv<T extends SettingsTable>(table: T, env: Readonly<Record<string, string | undefined>>): ConfigOf<T> {
+  const parsed = parseFlags(flagsOf(table), [], env);
+  // An empty argv never asks for help.
+  return configOf(table, parsed.help ? {} : parsed.values);
 }

@@ -4,8 +4,8 @@
 // 2 x 4 MiB (see @dynamo/backend's README, "Memory"). To JavaScript it is a comment, and `node cli.js` skips it.
 import { conformanceReport, Context, DynamoException, type Flags, parseFlags, run, toDynamoException } from '@dynamo/backend';
 import { z } from 'zod';
-import { SampleEngine } from './engine.js';
-import { type SampleEngineFlagValues, sampleEngineFlags, sampleEngineHelp } from './flags.js';
+import { SampleEngine, sampleEngineOptions } from './engine.js';
+import { sampleEngineFlags, sampleEngineHelp } from './settings.js';
 import { formatConformanceReport } from './report.js';
 
 const commands = {
@@ -61,18 +61,13 @@ const generateFlags = {
   },
 } satisfies Flags;
 
-function engineOptions(values: SampleEngineFlagValues) {
-  const { modelName, maxTokens, delayMs, disaggregationMode } = values;
-  return { modelName, maxTokens, delayMs, disaggregationMode };
-}
-
 async function conformance(argv: string[]): Promise<number> {
   const parsed = parseFlags(sampleEngineFlags, argv, process.env);
   if (parsed.help) {
     process.stdout.write(usage());
     return 0;
   }
-  const options = engineOptions(parsed.values);
+  const options = sampleEngineOptions(parsed.values);
   // An encode worker is held to the encode handoff rules.
   const encoder = options.disaggregationMode === 'encode';
   const report = await conformanceReport(() => new SampleEngine(options), encoder ? { mode: 'encode' } : {});
@@ -88,7 +83,7 @@ async function generate(argv: string[]): Promise<number> {
     process.stdout.write(usage());
     return 0;
   }
-  const engine = new SampleEngine(engineOptions(parsed.values));
+  const engine = new SampleEngine(sampleEngineOptions(parsed.values));
   await engine.start(0n);
   try {
     const context = new Context();

@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  configOf,
   type Context,
   type DisaggregationMode,
   type EmbedRequest,
@@ -21,7 +22,7 @@ import {
   type WorkerConfig,
   workerConfigFromFlags,
 } from '@dynamo/backend';
-import { sampleEngineFlags, sampleEngineHelp } from './flags.js';
+import { type SampleEngineFlagValues, sampleEngineFlags, sampleEngineHelp, sampleEngineSettings } from './settings.js';
 import { GenerationHold, SAMPLE_CONTROLS } from './controls.js';
 import { PagedPrefixCache } from './kv-cache.js';
 
@@ -49,6 +50,13 @@ export interface SampleEngineOptions {
    * so a cache hit shows up as a shorter time to first token.
    */
   kvCache?: { blockSize?: number; totalBlocks?: number; prefillMsPerToken?: number };
+}
+
+/** The engine options parsed `dynamo-sample-engine` flags describe. */
+export function sampleEngineOptions(values: SampleEngineFlagValues): SampleEngineOptions {
+  const { model, engine, kvCache, worker } = configOf(sampleEngineSettings, values);
+  const { enabled, ...cache } = kvCache;
+  return { modelName: model.name, ...engine, disaggregationMode: worker.disaggregationMode, ...(enabled && { kvCache: cache }) };
 }
 
 const log = engineLog('sample');
@@ -129,18 +137,9 @@ export class SampleEngine extends LLMEngine {
       process.stdout.write(sampleEngineHelp());
       process.exit(0);
     }
-    const { modelName, modelPath, maxTokens, delayMs, contextLength, followPrompt, simulateKvCache, kvBlockSize, totalKvBlocks, prefillMsPerToken, ...common } =
-      parsed.values;
-    const engine = new SampleEngine({
-      modelName,
-      maxTokens,
-      delayMs,
-      contextLength,
-      followPrompt,
-      disaggregationMode: common.disaggregationMode,
-      ...(simulateKvCache ? { kvCache: { blockSize: kvBlockSize, totalBlocks: totalKvBlocks, prefillMsPerToken } } : {}),
-    });
-    return [engine, workerConfigFromFlags(common, { modelName: modelPath, servedModelName: modelName })];
+    const { model } = configOf(sampleEngineSettings, parsed.values);
+    const engine = new SampleEngine(sampleEngineOptions(parsed.values));
+    return [engine, workerConfigFromFlags(parsed.values, { modelName: model.path, servedModelName: model.name })];
   }
 
   override async start(_workerId: bigint): Promise<EngineConfig> {

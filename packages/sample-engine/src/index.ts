@@ -5,4 +5,4 @@
  * @packageDocumentation
  */
 export { SampleEngine, type SampleEngineOptions, sampleLogprobs, sampleEmbedding, SAMPLE_EMBEDDING_DIMENSIONS } from './engine.js';
-export { sampleEngineFlags, sampleEngineHelp, type SampleEngineFlagValues } from './flags.js';
+export { sampleEngineSettings, sampleEngineFlags, sampleEngineHelp, type SampleEngineFlagValues, type SampleEngineConfig } from './settings.js';

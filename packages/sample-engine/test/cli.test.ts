@@ -5,10 +5,11 @@ import { describe, expect, it } from 'vitest';
 
 const bin = join(dirname(fileURLToPath(import.meta.url)), '..', 'dist', 'cli.js');
 
-function run(...args: string[]) {
-  const result = spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, DYN_NAMESPACE: '' } });
+function runWith(env: Record<string, string>, ...args: string[]) {
+  const result = spawnSync(process.execPath, [bin, ...args], { encoding: 'utf8', timeout: 30_000, env: { ...process.env, DYN_NAMESPACE: '', ...env } });
   return { code: result.status, stdout: result.stdout, stderr: result.stderr };
 }
+const run = (...args: string[]) => runWith({}, ...args);
 
 describe('dynamo-sample-engine', () => {
   it('--help lists commands and every option with defaults, exit 0', () => {
@@ -22,7 +23,7 @@ describe('dynamo-sample-engine', () => {
       '--migration-limit N',
       '--health-check-payload JSON|@FILE',
       '--discovery-backend KIND',
-      '(default: "file")',
+      'file (the embedded default',
       '[env: DYN_DISCOVERY_BACKEND]',
       '(default: "sample-model")',
       '--max-tokens N',
@@ -49,6 +50,13 @@ describe('dynamo-sample-engine', () => {
     expect(run('--model-path', '/x', '--health-check-payload', '@/does/not/exist.json').stderr).toContain(
       '--health-check-payload: cannot read /does/not/exist.json',
     );
+  });
+
+  it('refuses a bad worker variable before serving, naming it, exit 2', () => {
+    const { code, stderr } = runWith({ DYN_LORA_ENABLED: 'sometimes' }, '--model-path', '/x');
+    expect(code).toBe(2);
+    expect(stderr).toContain("SampleEngine: InvalidArgument: DYN_LORA_ENABLED: expected 1/0, true/false, yes/no or on/off, got 'sometimes'");
+    expect(runWith({ DYN_HEALTH_CHECK_PAYLOAD: '[1]' }, '--model-path', '/x').stderr).toContain('DYN_HEALTH_CHECK_PAYLOAD: must be a JSON object');
   });
 
   it('names an unknown command', () => {

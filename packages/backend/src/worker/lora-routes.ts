@@ -1,5 +1,5 @@
 import { loraId } from '@dynamo/llm';
-import { resolveLoraSource } from '@dynamo/llm/internal';
+import { type LoraSourceOptions, resolveLoraSource } from '@dynamo/llm/internal';
 import type { Log } from '@dynamo/runtime';
 import type { HttpRouteRequest, SystemStatusServer } from '@dynamo/runtime/internal';
 import { z } from 'zod';
@@ -35,7 +35,7 @@ const message = (err: unknown) => (err instanceof Error ? err.message : String(e
  * `message`, `lora_name`, `lora_id`; `loras` and `count` for the list) and refusals as 200
  * replies; with `DYN_LORA_ENABLED` also `GET`/`POST /v1/loras` and `DELETE /v1/loras/<name>`,
  * where a refusal answers 500. Sources are resolved to local files first (`hf://` downloaded into
- * `DYN_LORA_PATH`). A loaded adapter's card is published so frontends serve it by name.
+ * the worker's `DYN_LORA_PATH`). A loaded adapter's card is published so frontends serve it by name.
  */
 export class LoraRoutes {
   readonly #engine: LLMEngine;
@@ -44,7 +44,7 @@ export class LoraRoutes {
   readonly #log: Log;
   readonly #loaded = new Map<string, number>();
   readonly #v1: boolean;
-  readonly #env: Readonly<Record<string, string | undefined>>;
+  readonly #sources: Pick<LoraSourceOptions, 'env' | 'cacheDir'>;
   #queue: Promise<unknown> = Promise.resolve();
 
   constructor(
@@ -53,10 +53,10 @@ export class LoraRoutes {
     cards: AdapterCards,
     log: Log,
     v1Routes: boolean,
-    env: Readonly<Record<string, string | undefined>>,
+    sources: Pick<LoraSourceOptions, 'env' | 'cacheDir'>,
   ) {
     this.#engine = engine;
-    this.#env = env;
+    this.#sources = sources;
     this.#status = status;
     this.#cards = cards;
     this.#log = log;
@@ -88,7 +88,7 @@ export class LoraRoutes {
     const id = loraId(name);
     if (this.#loaded.has(name)) return { status: 'success', message: `LoRA adapter '${name}' already loaded`, lora_name: name, lora_id: id };
     try {
-      const uri = await resolveLoraSource(source.uri, { env: this.#env, log: this.#log });
+      const uri = await resolveLoraSource(source.uri, { ...this.#sources, log: this.#log });
       await this.#engine.loadLora(name, { uri });
     } catch (err) {
       this.#log.warn({ lora: name, uri: source.uri, err: message(err) }, 'loading a LoRA adapter failed');

@@ -14,7 +14,6 @@ import {
   type ServedEndpoint,
   Unknown,
 } from '@dynamo/runtime';
-import { envFlag } from '@dynamo/runtime/internal';
 import { z } from 'zod';
 
 import { LLMEngine } from '../engine.js';
@@ -23,9 +22,10 @@ import { type GenerateChunk, mergeChunks } from '../protocol/chunk.js';
 import { type EngineConfig, EngineConfigSchema } from '../protocol/engine-config.js';
 import { KvEventSourcesSchema } from '../protocol/kv-events.js';
 import { type WorkerConfig, type WorkerConfigInput, workerConfig } from '../protocol/worker-config.js';
+import { type WorkerEnvConfig, workerEnvConfig } from '../settings.js';
 import { WorkerAdmin } from './admin-routes.js';
 import { LoraRoutes } from './lora-routes.js';
-import { DEFAULT_KV_TRANSFER_MAX_BYTES, KV_TRANSFER_ENDPOINT, kvTransferHandler, RuntimeKvTransfer } from './kv-transfer.js';
+import { KV_TRANSFER_ENDPOINT, kvTransferHandler, RuntimeKvTransfer } from './kv-transfer.js';
 import { engineHandler } from './engine-handler.js';
 import { EngineGate } from './engine-gate.js';
 import { resolveHealthCheck } from './health-payload.js';
@@ -82,6 +82,7 @@ export class Worker {
   readonly config: WorkerConfig;
   readonly #options: WorkerOptions;
   readonly #env: Env;
+  readonly #envConfig: WorkerEnvConfig;
   readonly #name: string;
   readonly #gate: EngineGate;
   readonly #logging: Logging;
@@ -103,6 +104,7 @@ export class Worker {
     this.config = workerConfig(config);
     this.#options = options;
     this.#env = options.env ?? process.env;
+    this.#envConfig = workerEnvConfig(this.#env);
     this.#name = options.engineName ?? engine.constructor.name;
     this.#gate = new EngineGate(engine, this.#name);
     this.#logging = options.runtime?.logging ?? loggingFromEnv(this.#env);
@@ -243,7 +245,7 @@ export class Worker {
       await Promise.all([registered.unregister().catch(() => {}), ...kvEvents.map((p) => p.close())]);
       throw err;
     }
-    const healthCheck = await resolveHealthCheck(this.engine, this.config.healthCheckPayload, this.#env, log);
+    const healthCheck = await resolveHealthCheck(this.engine, this.config.healthCheckPayload ?? this.#envConfig.health.payload, log);
     const handler = engineHandler(this.engine, { log: runtime.log('backend.engine'), engineName: this.#name });
     let served: ServedEndpoint;
     try {
@@ -274,8 +276,11 @@ export class Worker {
           },
           unregister: (name: string) => unregisterLlm(endpoint, name),
         };
-        const v1 = parseOrThrow(envFlag.default(false), this.#env.DYN_LORA_ENABLED, 'DYN_LORA_ENABLED');
-        loras = new LoraRoutes(this.engine, runtime.systemStatus, cards, runtime.log('backend.lora'), v1, this.#env);
+        const { enabled, cacheDir } = this.#envConfig.lora;
+        loras = new LoraRoutes(this.engine, runtime.systemStatus, cards, runtime.log('backend.lora'), enabled, {
+          env: this.#env,
+          ...(cacheDir && { cacheDir }),
+        });
       }
     } catch (err) {
       await served.stop({ drainTimeoutMs: 0 });
@@ -301,11 +306,7 @@ export class Worker {
   async #kvTransfer(runtime: DistributedRuntime): Promise<{ kv: RuntimeKvTransfer; served?: ServedEndpoint } | undefined> {
     const { disaggregationMode, namespace, component } = this.config;
     if (disaggregationMode !== 'prefill' && disaggregationMode !== 'decode') return undefined;
-    const maxBytes = parseOrThrow(
-      z.coerce.number().int().positive().default(DEFAULT_KV_TRANSFER_MAX_BYTES),
-      this.#env.DYN_KV_TRANSFER_MAX_BYTES,
-      'DYN_KV_TRANSFER_MAX_BYTES',
-    );
+    const { maxBytes } = this.#envConfig.kvTransfer;
     const kv = new RuntimeKvTransfer(runtime, { namespace, component }, maxBytes);
     this.engine.attachKvTransfer(kv);
     if (disaggregationMode === 'decode' || this.engine.exportKvState === LLMEngine.prototype.exportKvState) return { kv };

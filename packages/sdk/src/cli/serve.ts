@@ -1,17 +1,22 @@
 #!/usr/bin/env node
 import { fileURLToPath } from 'node:url';
 import {
+  configFromEnv,
+  configOf,
   createLogging,
   DynamoException,
+  flagsOf,
   formatHelp,
-  type Flags,
   InvalidArgument,
   loadRuntimeConfig,
-  parseOrThrow,
+  logConfigFromEnv,
+  type RuntimeConfig,
   type RuntimeConfigOverrides,
+  runtimeOverridesOf,
+  runtimeSettings,
+  setting,
   toDynamoException,
 } from '@dynamo/runtime';
-import { envFlag } from '@dynamo/runtime/internal';
 import { z } from 'zod';
 
 import { serviceSpec } from '../clients.js';
@@ -23,42 +28,59 @@ import { LiveStatus, renderStatus } from '../status-table.js';
 import { Supervisor } from '../supervisor.js';
 import { parseGraphArgs, resolveGraph } from './graph-args.js';
 
-const flags = {
-  configFile: {
-    schema: z.string().min(1).optional(),
-    description: 'YAML config: service class name → its config (-f); DYN_DEPLOYMENT_CONFIG (YAML or JSON text) replaces it',
-    placeholder: 'FILE',
+/** `dynamo-serve`'s settings, each written once; the `runtime` rows are every service's runtime overrides. */
+const serveSettings = {
+  serve: {
+    configFile: setting('configFile', {
+      schema: z.string().min(1).optional(),
+      description: 'YAML config: service class name → its config (-f); DYN_DEPLOYMENT_CONFIG (YAML or JSON text) replaces it',
+      placeholder: 'FILE',
+    }),
+    serviceName: setting('serviceName', {
+      schema: z.string().min(1).optional(),
+      description: 'Serve only this service of the graph, in this process (what each Kubernetes pod runs)',
+      placeholder: 'CLASS',
+    }),
+    stopTimeoutMs: setting('stopTimeout', {
+      schema: z.coerce.number().positive().default(30),
+      description: 'Seconds a worker may take to stop before it is killed',
+      env: 'DYN_SERVE_STOP_TIMEOUT',
+      placeholder: 'SECS',
+      to: (secs) => secs * 1000,
+    }),
+    dryRun: setting('dryRun', {
+      schema: z.boolean().default(false),
+      boolean: true,
+      description: 'Print each service with its resolved workers, resources, GPUs and config as JSON, and exit',
+    }),
   },
-  serviceName: {
-    schema: z.string().min(1).optional(),
-    description: 'Serve only this service of the graph, in this process (what each Kubernetes pod runs)',
-    placeholder: 'CLASS',
+  runtime: {
+    // Each service is its own process: an in-memory store would leave them apart.
+    discoveryBackend: setting('discoveryBackend', {
+      schema: z.enum(['file', 'etcd']).optional(),
+      description: 'Discovery for every service: file (the embedded default) or etcd',
+      env: 'DYN_DISCOVERY_BACKEND',
+      placeholder: 'KIND',
+    }),
+    requestPlane: runtimeSettings.requestPlane,
+    etcdEndpoints: runtimeSettings.etcdEndpoints,
+    natsServer: runtimeSettings.natsServer,
+    fileKvRoot: runtimeSettings.fileKvRoot,
   },
-  discoveryBackend: {
-    schema: z.enum(['file', 'etcd']).optional(),
-    description: 'Discovery for every service: file (the embedded default) or etcd [env: DYN_DISCOVERY_BACKEND]',
-    placeholder: 'file|etcd',
+};
+const flags = flagsOf(serveSettings);
+
+/** Settings `dynamo-serve` reads from its environment only. */
+const serveEnvSettings = {
+  gpus: {
+    autoAllocationDisabled: setting('disableAutoGpuAllocation', {
+      schema: z.boolean().default(false),
+      boolean: true,
+      description: 'Do not hand services with resources.gpu devices of CUDA_VISIBLE_DEVICES',
+      env: 'DYN_DISABLE_AUTO_GPU_ALLOCATION',
+    }),
   },
-  requestPlane: {
-    schema: z.enum(['tcp', 'nats']).optional(),
-    description: 'Request plane: tcp (default) or nats [env: DYN_REQUEST_PLANE]',
-    placeholder: 'tcp|nats',
-  },
-  etcdEndpoints: { schema: z.string().min(1).optional(), description: 'etcd endpoints, comma separated [env: ETCD_ENDPOINTS]', placeholder: 'URLS' },
-  natsServer: { schema: z.string().min(1).optional(), description: 'NATS server URL [env: NATS_SERVER]', placeholder: 'URL' },
-  fileKv: { schema: z.string().min(1).optional(), description: 'Directory of the file discovery store [env: DYN_FILE_KV]', placeholder: 'DIR' },
-  stopTimeout: {
-    schema: z.coerce.number().positive().default(30),
-    description: 'Seconds a worker may take to stop before it is killed',
-    env: 'DYN_SERVE_STOP_TIMEOUT',
-    placeholder: 'SECS',
-  },
-  dryRun: {
-    schema: z.boolean().default(false),
-    boolean: true,
-    description: 'Print each service with its resolved workers, resources, GPUs and config as JSON, and exit',
-  },
-} satisfies Flags;
+};
 
 const usage = 'dynamo-serve <module>#<Class> [-f config.yaml] [--Class.key=value ...] [options]';
 const summary = `Runs a graph of @dynamo/sdk services: <Class> and every service it depends() on, one process per
@@ -68,18 +90,16 @@ parse; --Class.ServiceArgs.workers=2 changes a service's worker count). SIGINT o
 every process and exits 0.`;
 
 async function main(argv: string[]): Promise<number> {
-  let switches: { jsonl: boolean; noGpus: boolean };
+  let logConfig: RuntimeConfig['log'];
+  let gpus: { autoAllocationDisabled: boolean };
   try {
-    switches = {
-      jsonl: parseOrThrow(envFlag.default(false), process.env.DYN_LOGGING_JSONL, 'DYN_LOGGING_JSONL'),
-      noGpus: parseOrThrow(envFlag.default(false), process.env.DYN_DISABLE_AUTO_GPU_ALLOCATION, 'DYN_DISABLE_AUTO_GPU_ALLOCATION'),
-    };
+    logConfig = logConfigFromEnv(process.env);
+    ({ gpus } = configFromEnv(serveEnvSettings, process.env));
   } catch (err) {
     process.stderr.write(`dynamo-serve: ${(err as Error).message}\n`);
     return 2;
   }
-  const logging = createLogging({ filter: process.env.DYN_LOG, jsonl: switches.jsonl });
-  let log = logging.child('sdk.serve');
+  let log = createLogging(logConfig).child('sdk.serve');
   let parsed;
   try {
     parsed = parseGraphArgs(flags, argv, process.env);
@@ -91,20 +111,12 @@ async function main(argv: string[]): Promise<number> {
     process.stdout.write(formatHelp(usage, summary, flags));
     return 0;
   }
-  const f = parsed.values;
+  const { serve: f, runtime } = configOf(serveSettings, parsed.values);
   let graph: ServiceGraph;
   let services: ResolvedService[];
   let runtimeOverrides: RuntimeConfigOverrides;
   try {
-    runtimeOverrides = Object.fromEntries(
-      Object.entries({
-        discoveryBackend: f.discoveryBackend,
-        requestPlane: f.requestPlane,
-        etcdEndpoints: f.etcdEndpoints,
-        natsServer: f.natsServer,
-        fileKvRoot: f.fileKv,
-      }).filter(([, v]) => v !== undefined),
-    ) as RuntimeConfigOverrides;
+    runtimeOverrides = runtimeOverridesOf(runtime);
     loadRuntimeConfig(process.env, runtimeOverrides);
     const resolved = await resolveGraph(parsed.ref, f.configFile, parsed.overrides);
     graph = resolved.graph;
@@ -135,7 +147,7 @@ async function main(argv: string[]): Promise<number> {
     }
   }
 
-  const needsGpus = !switches.noGpus && services.some((s) => Number(s.resources.gpu) > 0);
+  const needsGpus = !gpus.autoAllocationDisabled && services.some((s) => Number(s.resources.gpu) > 0);
   const gpuPlan = !needsGpus
     ? { devices: new Map<string, string[]>(), warnings: [] }
     : planGpus(
@@ -150,7 +162,7 @@ async function main(argv: string[]): Promise<number> {
   for (const warning of gpuPlan.warnings) log.warn(warning);
 
   const live = process.stderr.isTTY && !process.env.CI ? new LiveStatus(process.stderr) : undefined;
-  if (live) log = createLogging({ filter: process.env.DYN_LOG, destination: live.stream }).child('sdk.serve');
+  if (live) log = createLogging({ ...logConfig, destination: live.stream }).child('sdk.serve');
   const supervisor: Supervisor = new Supervisor({
     command: process.execPath,
     args: [...process.execArgv, fileURLToPath(import.meta.url), ...process.argv.slice(2)],
@@ -169,7 +181,7 @@ async function main(argv: string[]): Promise<number> {
     if (stopping) return;
     stopping = true;
     (code === 0 ? log.info.bind(log) : log.error.bind(log))(reason);
-    void supervisor.stop(f.stopTimeout * 1000).then(() => finish(code));
+    void supervisor.stop(f.stopTimeoutMs).then(() => finish(code));
   }
   const onSignal = (signal: NodeJS.Signals) => {
     if (stopping) {
