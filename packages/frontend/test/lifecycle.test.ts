@@ -100,7 +100,7 @@ describe('dynamo-frontend process', () => {
     expect(JSON.parse(res.body).choices[0].text).toBe('cde');
     child.child.kill('SIGTERM');
     expect(await child.exited).toBe(0);
-  }, 40_000);
+  });
 
   it.each([
     [['--help'], 0, /^Usage: dynamo-frontend/],
