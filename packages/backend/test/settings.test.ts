@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { formatHelp, InvalidArgument, parseFlags, workerConfigFromFlags, workerEnvConfig, workerFlags } from '../src/index.js';
+import { flagsOf, formatHelp, InvalidArgument, parseFlags, workerConfigFromFlags, workerEnvConfig, workerEnvSettings, workerFlags } from '../src/index.js';
 
 const flags = {
   ...workerFlags,
@@ -43,6 +43,16 @@ describe('formatHelp', () => {
     expect(help).toContain('(default: 16)');
     expect(help).toContain('[env: DYN_NAMESPACE]');
     expect(help).toContain('--disable-kv-routing ');
+    expect(help).not.toContain('Environment');
+  });
+
+  it('lists the settings read from the environment only, after the flags, leaving out variables a flag names', () => {
+    const help = formatHelp('tool [options]', 'Does things.', flags, flagsOf(workerEnvSettings));
+    const environment = help.slice(help.indexOf('Environment (no flag):'));
+    expect(help.indexOf('Environment (no flag):')).toBeGreaterThan(help.indexOf('--help'));
+    expect(environment).toMatch(/DYN_LORA_ENABLED=1 +Serve \/v1\/loras/);
+    expect(environment).toMatch(/DYN_KV_TRANSFER_MAX_BYTES=BYTES +Largest KV state .* \(default: 4294967296\)/);
+    expect(environment).not.toContain('DYN_HEALTH_CHECK_PAYLOAD');
   });
 });
 

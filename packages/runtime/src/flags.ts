@@ -72,17 +72,34 @@ export function parseFlags<F extends Flags>(flags: F, argv: readonly string[], e
   return { help: false, values: values as FlagValues<F> };
 }
 
-/** Renders `--help` text for `flags`, with each default taken from its schema. */
-export function formatHelp(usage: string, summary: string, flags: Flags): string {
-  const rows = Object.entries(flags).map(([key, flag]) => {
+/** `--help`'s right column for a flag or variable: its description and default. */
+function explained(flag: Flag): string {
+  const fallback = flag.schema.safeParse(undefined);
+  const shown = fallback.success && fallback.data !== undefined && fallback.data !== false ? ` (default: ${JSON.stringify(fallback.data)})` : '';
+  return `${flag.description}${shown}`;
+}
+
+/** Two columns, the left padded to its widest entry. */
+const columns = (rows: ReadonlyArray<readonly [string, string]>) => {
+  const width = Math.max(...rows.map(([left]) => left.length)) + 2;
+  return rows.map(([l, r]) => `  ${l.padEnd(width)}${r}`).join('\n');
+};
+
+/**
+ * Renders `--help` text for `flags`, with each default taken from its schema, then the settings
+ * read from `environment` only (each row's variable; those a flag already names are left out).
+ */
+export function formatHelp(usage: string, summary: string, flags: Flags, environment: Flags = {}): string {
+  const rows: Array<readonly [string, string]> = Object.entries(flags).map(([key, flag]) => {
     const names = [kebab(key), ...(flag.aliases ?? [])].map((n) => `--${n}`).join(', ');
     const left = `${names}${flag.boolean ? '' : ` ${flag.placeholder ?? 'VALUE'}`}`;
-    const fallback = flag.schema.safeParse(undefined);
-    const shown = fallback.success && fallback.data !== undefined && fallback.data !== false ? ` (default: ${JSON.stringify(fallback.data)})` : '';
-    const env = flag.env ? ` [env: ${flag.env}]` : '';
-    return [left, `${flag.description}${shown}${env}`] as const;
+    return [left, `${explained(flag)}${flag.env ? ` [env: ${flag.env}]` : ''}`] as const;
   });
   rows.push(['-h, --help', 'Show this help and exit']);
-  const width = Math.max(...rows.map(([left]) => left.length)) + 2;
-  return `Usage: ${usage}\n\n${summary}\n\nOptions:\n${rows.map(([l, r]) => `  ${l.padEnd(width)}${r}`).join('\n')}\n`;
+  const named = new Set(Object.values(flags).map((flag) => flag.env));
+  const variables = Object.values(environment).flatMap((flag) =>
+    flag.env === undefined || named.has(flag.env) ? [] : [[`${flag.env}=${flag.boolean ? '1' : (flag.placeholder ?? 'VALUE')}`, explained(flag)] as const],
+  );
+  const environmentText = variables.length > 0 ? `\n\nEnvironment (no flag):\n${columns(variables)}` : '';
+  return `Usage: ${usage}\n\n${summary}\n\nOptions:\n${columns(rows)}${environmentText}\n`;
 }

@@ -1,4 +1,4 @@
-import { type ConfigOf, flagsOf, type FlagValues, formatHelp, setting, withDefault, workerSettings } from '@dynamo/backend';
+import { type ConfigOf, flagsOf, type FlagValues, formatHelp, setting, withDefault, workerEnvSettings, workerSettings } from '@dynamo/backend';
 import { z } from 'zod';
 
 /**
@@ -84,5 +84,10 @@ export type SampleEngineConfig = ConfigOf<typeof sampleEngineSettings>;
 
 /** `--help` text of the sample engine's options. */
 export function sampleEngineHelp(usage = 'dynamo-sample-engine <command> [options]', summary = ''): string {
-  return formatHelp(usage, summary || 'Sample Dynamo backend: emits rotating token ids (1, 2, 3, ...), no model needed.', sampleEngineFlags);
+  return formatHelp(
+    usage,
+    summary || 'Sample Dynamo backend: emits rotating token ids (1, 2, 3, ...), no model needed.',
+    sampleEngineFlags,
+    flagsOf(workerEnvSettings),
+  );
 }

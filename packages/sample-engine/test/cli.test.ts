@@ -31,6 +31,10 @@ describe('dynamo-sample-engine', () => {
       '--delay-ms MS',
       '(default: 10)',
       '--model-path PATH',
+      'Environment (no flag):',
+      'DYN_LORA_ENABLED=1',
+      'DYN_LORA_PATH=DIR',
+      'DYN_KV_TRANSFER_MAX_BYTES=BYTES',
     ]) {
       expect(stdout).toContain(text);
     }

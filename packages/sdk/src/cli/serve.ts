@@ -108,7 +108,7 @@ async function main(argv: string[]): Promise<number> {
     return 2;
   }
   if (parsed.help) {
-    process.stdout.write(formatHelp(usage, summary, flags));
+    process.stdout.write(formatHelp(usage, summary, flags, flagsOf(serveEnvSettings)));
     return 0;
   }
   const { serve: f, runtime } = configOf(serveSettings, parsed.values);
