@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { configFromEnv, configOf, type ConfigOf, flagsOf, type FlagValues, runtimeSettings, setting } from '@dynamo/runtime';
+import { configFromEnv, configOf, type ConfigOf, flagsOf, type FlagValues, runtimeSettings, setting, withDefault } from '@dynamo/runtime';
 import { DisaggregationModeSchema } from './protocol/disaggregation.js';
 import { type WorkerConfig, type WorkerConfigInput, workerConfig } from './protocol/worker-config.js';
 import { DEFAULT_KV_TRANSFER_MAX_BYTES } from './worker/kv-transfer.js';
@@ -124,6 +124,14 @@ export const workerSettings = {
 };
 
 /**
+ * {@link workerSettings} with an engine's own default component name (`--component`): spread it
+ * into the engine's table beside its own sections.
+ */
+export function workerSettingsFor(component: string) {
+  return { worker: { ...workerSettings.worker, component: withDefault(workerSettings.worker.component, component) }, runtime: workerSettings.runtime };
+}
+
+/**
  * The options every worker accepts, with Dynamo's flag names and `DYN_*` variables (from
  * {@link workerSettings}). Spread them into an engine's own flags and turn the values into a
  * `WorkerConfig` with {@link workerConfigFromFlags}.
@@ -136,8 +144,8 @@ export const workerFlags = flagsOf(workerSettings);
  */
 export function workerConfigFromFlags(values: FlagValues<typeof workerFlags>, extra: WorkerConfigInput = {}): WorkerConfig {
   const { worker, runtime } = configOf(workerSettings, values);
-  const set = Object.fromEntries(Object.entries({ ...worker, ...runtime }).filter(([, value]) => value !== undefined));
-  return workerConfig({ ...set, ...extra });
+  // Unset rows are undefined: WorkerConfig's defaults fill them.
+  return workerConfig({ ...worker, ...runtime, ...extra });
 }
 
 /**

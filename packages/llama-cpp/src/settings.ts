@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
 
-import { type ConfigOf, flagsOf, type FlagValues, formatHelp, setting, withDefault, workerEnvSettings, workerSettings } from '@dynamo/backend';
+import { type ConfigOf, flagsOf, type FlagValues, formatHelp, setting, workerEnvSettings, workerSettingsFor } from '@dynamo/backend';
 import { z } from 'zod';
 
 /**
@@ -98,11 +98,7 @@ export const llamaCppSettings = {
       placeholder: 'SECS',
     }),
   },
-  worker: {
-    ...workerSettings.worker,
-    component: withDefault(workerSettings.worker.component, 'llama'),
-  },
-  runtime: workerSettings.runtime,
+  ...workerSettingsFor('llama'),
 };
 
 /** Command-line options of `dynamo-llama-cpp` (from {@link llamaCppSettings}). */

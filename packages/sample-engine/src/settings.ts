@@ -1,4 +1,4 @@
-import { type ConfigOf, flagsOf, type FlagValues, formatHelp, setting, withDefault, workerEnvSettings, workerSettings } from '@dynamo/backend';
+import { type ConfigOf, flagsOf, type FlagValues, formatHelp, setting, workerEnvSettings, workerSettingsFor } from '@dynamo/backend';
 import { z } from 'zod';
 
 /**
@@ -66,11 +66,7 @@ export const sampleEngineSettings = {
       placeholder: 'MS',
     }),
   },
-  worker: {
-    ...workerSettings.worker,
-    component: withDefault(workerSettings.worker.component, 'sample'),
-  },
-  runtime: workerSettings.runtime,
+  ...workerSettingsFor('sample'),
 };
 
 /** Command-line options of the sample engine (from {@link sampleEngineSettings}). */
