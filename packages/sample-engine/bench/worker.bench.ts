@@ -1,12 +1,14 @@
 // Benchmark: dynamo-sample-engine as a Dynamo worker (run()), beside the stock Python sample engine
 // (`python -m dynamo.common.backend.sample_main` from the test venv) driven by the same caller in
 // the same run: time from process start to serving, streamed tokens/s and worker CPU per 256-token
-// request at 1 and 64 concurrent callers (--delay-ms 0), and worker RSS idle and under load.
+// request at 1 and 64 concurrent callers (--delay-ms 0), worker RSS idle and under load, and the CPU
+// an idle worker spends (timers, keep-alives) per second.
 // Targets: serving in under 500 ms; at least 3x stock's tokens per CPU-second. `pnpm bench`.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { DistributedRuntime, loadRuntimeConfig } from '@dynamo/runtime';
 
 import { type Child, startChild } from '@dynamo/testing/child';
@@ -29,6 +31,7 @@ const env = {
 };
 const OSL = 256;
 const startupRuns = Number(process.env.BENCH_STARTUP_RUNS ?? 5);
+const IDLE_MS = 10_000;
 
 const ours = (component: string, extra: string[] = []) =>
   startChild(
@@ -59,6 +62,7 @@ interface Row {
   tokensPerCpuSec: number;
   rssIdle: number;
   rssLoad: number;
+  idleCpuMsPerSec: number;
 }
 
 async function drive(runtime: DistributedRuntime, label: string, path: string, worker: Child): Promise<Row[]> {
@@ -80,6 +84,10 @@ async function drive(runtime: DistributedRuntime, label: string, path: string, w
   for (let i = 0; i < 20; i++) await one(); // warm-up
   const pid = worker.child.pid!;
   const rssIdle = rssMiB(pid);
+  await sleep(IDLE_MS / 2); // past the garbage collections that follow activity
+  const idleBefore = cpuMs(pid);
+  await sleep(IDLE_MS);
+  const idleCpuMsPerSec = (cpuMs(pid) - idleBefore) / (IDLE_MS / 1000);
   const rows: Row[] = [];
   for (const concurrency of [1, 64]) {
     const requests = concurrency === 1 ? 60 : 640;
@@ -108,6 +116,7 @@ async function drive(runtime: DistributedRuntime, label: string, path: string, w
       tokensPerCpuSec: tokens / (cpu / 1000),
       rssIdle,
       rssLoad: peak,
+      idleCpuMsPerSec,
     });
   }
   return rows;
@@ -161,10 +170,10 @@ try {
   await runtime.shutdown();
 
   console.log(`\none worker at --delay-ms 0, ${OSL}-token streamed requests, same caller (our runtime client):`);
-  console.log('worker                  conc   tokens/s   CPU ms/req   tokens/CPU-s   RSS idle   RSS load');
+  console.log('worker                  conc   tokens/s   CPU ms/req   tokens/CPU-s   RSS idle   RSS load   idle CPU ms/s');
   for (const r of rows) {
     console.log(
-      `${r.worker.padEnd(22)} ${String(r.concurrency).padStart(5)} ${r.tokensPerSec.toFixed(0).padStart(10)} ${r.cpuMsPerRequest.toFixed(2).padStart(12)} ${r.tokensPerCpuSec.toFixed(0).padStart(14)} ${r.rssIdle.toFixed(0).padStart(7)} MiB ${r.rssLoad.toFixed(0).padStart(6)} MiB`,
+      `${r.worker.padEnd(22)} ${String(r.concurrency).padStart(5)} ${r.tokensPerSec.toFixed(0).padStart(10)} ${r.cpuMsPerRequest.toFixed(2).padStart(12)} ${r.tokensPerCpuSec.toFixed(0).padStart(14)} ${r.rssIdle.toFixed(0).padStart(7)} MiB ${r.rssLoad.toFixed(0).padStart(6)} MiB ${r.idleCpuMsPerSec.toFixed(1).padStart(14)}`,
     );
   }
   for (const concurrency of [1, 64]) {
