@@ -1,4 +1,5 @@
 import type { AiperfResult } from './aiperf.js';
+import { median } from '@dynamo/testing/proc-stats';
 
 export type Side = 'stock' | 'ours';
 
@@ -48,8 +49,6 @@ export interface Figures extends Pick<AiperfResult, 'requestsPerSec' | 'outputTo
 export interface Measurement extends Figures {
   aiperf: AiperfResult;
 }
-
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 /** The medians over the rounds of each figure. */
 export function medians(rounds: Measurement[]): Figures {

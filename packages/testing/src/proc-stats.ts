@@ -16,4 +16,9 @@ export function rssMiB(pid: number): number {
 /** The value at fraction `p` of `xs` (nearest rank). */
 export const percentile = (xs: number[], p: number): number => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))]!;
 
-export const median = (xs: number[]): number => percentile(xs, 0.5);
+/** The middle value of `xs`; with an even count, the mean of the two middle ones. */
+export function median(xs: number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const mid = sorted.length >> 1;
+  return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2;
+}
