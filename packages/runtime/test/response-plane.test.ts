@@ -42,6 +42,36 @@ async function rawWorker(info: ConnectionInfo): Promise<{ socket: Socket; frames
   return { socket, frames, closed };
 }
 
+/** A hand-rolled caller: a TCP server that records each call-home connection and the subject of its handshake. */
+async function rawCaller() {
+  const conns: { socket: Socket; subject?: string; ended: boolean }[] = [];
+  const server = createServer((socket) => {
+    const conn: (typeof conns)[number] = { socket, ended: false };
+    conns.push(conn);
+    const decoder = new TwoPartDecoder();
+    socket.on('data', (c: Buffer) => decoder.push(c, (f) => (conn.subject ??= JSON.parse(f.header.toString()).subject)));
+    socket.on('end', () => {
+      conn.ended = true;
+      socket.end();
+    });
+    socket.on('error', () => {});
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+  const address = `127.0.0.1:${(server.address() as { port: number }).port}`;
+  return {
+    conns,
+    /** Connection info naming `subject`, with the caller's handshake timeout when given. */
+    info: (subject: string, handshakeTimeoutMs?: number): ConnectionInfo => ({
+      transport: 'tcp_server',
+      info: { address, subject, context: subject, stream_type: 'response', ...(handshakeTimeoutMs && { handshake_timeout_ms: handshakeTimeoutMs }) },
+    }),
+    close: async () => {
+      for (const c of conns) c.socket.destroy();
+      await new Promise<void>((r) => server.close(() => r()));
+    },
+  };
+}
+
 const handshake = (info: ConnectionInfo) => encodeTwoPartText(JSON.stringify({ subject: info.info.subject, stream_type: 'response' }), '');
 const prologueOk = encodeTwoPartText('{"error":null}', '');
 const item = (data: unknown) => encodeTwoPartText('', JSON.stringify({ data, complete_final: false }));
@@ -74,7 +104,7 @@ describe('call-home response plane', () => {
     const p = server.register('req-1');
     expect(p.connectionInfo).toEqual({
       transport: 'tcp_server',
-      info: { address: server.address, subject: expect.any(String), context: 'req-1', stream_type: 'response' },
+      info: { address: server.address, subject: expect.any(String), context: 'req-1', stream_type: 'response', handshake_timeout_ms: 10_000 },
     });
     const reading = drain(p);
     const w = await worker(p.connectionInfo);
@@ -441,6 +471,84 @@ describe('call-home response plane', () => {
     await expect(callHome({ transport: 'tcp_server', info: { address: '127.0.0.1:1', subject: 's', context: 'c', stream_type: 'response' } })).rejects.toThrow(
       /cannot call home to 127\.0\.0\.1:1: .*ECONNREFUSED/,
     );
+  });
+
+  describe('connections dialed ahead', () => {
+    const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+    it('a caller that sets handshake_timeout_ms gets its next stream over a connection dialed after the last', async () => {
+      const caller = await rawCaller();
+      try {
+        await worker(caller.info('a', 10_000));
+        await waitFor('the first handshake and a spare connection', () => caller.conns.length === 2 && caller.conns[0]!.subject === 'a', 5000);
+        expect(caller.conns[1]!.subject).toBeUndefined();
+        await worker(caller.info('b', 10_000));
+        await waitFor('the second handshake, on the spare', () => caller.conns[1]!.subject === 'b', 5000);
+        await waitFor('the next spare', () => caller.conns.length === 3, 5000);
+      } finally {
+        await caller.close();
+      }
+    });
+
+    it("a caller without it, as stock's frontend, gets only the connections its streams need", async () => {
+      const caller = await rawCaller();
+      try {
+        await worker(caller.info('a'));
+        await waitFor('the handshake', () => caller.conns[0]?.subject === 'a', 5000);
+        await sleep(100);
+        expect(caller.conns.length).toBe(1);
+      } finally {
+        await caller.close();
+      }
+    });
+
+    it('closes a spare unused for half the timeout and dials no other', async () => {
+      const caller = await rawCaller();
+      try {
+        await worker(caller.info('a', 200));
+        await waitFor('the spare to be closed unused', () => caller.conns.length === 2 && caller.conns[1]!.ended, 5000);
+        expect(caller.conns[1]!.subject).toBeUndefined();
+        await sleep(300);
+        expect(caller.conns.length).toBe(2);
+      } finally {
+        await caller.close();
+      }
+    });
+
+    it('our stream server takes streams over spares and logs nothing when one closes unused', async () => {
+      const quick = new ResponseStreamServer({ host: '127.0.0.1', log: logs.log, handshakeTimeoutMs: 200 });
+      try {
+        await quick.listen();
+        for (const id of ['s-1', 's-2']) {
+          const p = quick.register(id);
+          const reading = drain(p);
+          const w = await worker(p.connectionInfo);
+          await w.prologue(null);
+          await w.send({ id });
+          await w.complete();
+          expect((await reading).items).toEqual([{ id }]);
+        }
+        await sleep(400);
+        expect(logs.warnings()).toEqual([]);
+      } finally {
+        await quick.close();
+      }
+    });
+
+    it('does not use a spare its caller closed: the next stream dials afresh', async () => {
+      const caller = await rawCaller();
+      try {
+        await worker(caller.info('a', 10_000));
+        await waitFor('a spare connection', () => caller.conns.length === 2, 5000);
+        caller.conns[1]!.socket.destroy();
+        await sleep(50);
+        await worker(caller.info('b', 10_000));
+        await waitFor('the handshake on a new connection', () => caller.conns.slice(2).some((c) => c.subject === 'b'), 5000);
+        expect(caller.conns[1]!.subject).toBeUndefined();
+      } finally {
+        await caller.close();
+      }
+    });
   });
 
   describe('a stream with a reader', () => {

@@ -12,6 +12,10 @@ import { TwoPartDecoder, type TwoPartFrame } from '../wire/envelope.js';
 import { type BatchedWriter, setPeerTimeout, splitHostPort, tickBatchedWriter } from '../wire/socket-helpers.js';
 import { controlWord, encodeHandshake, encodeItemFrame, encodePrologue, END_FRAME, itemJson, SENTINEL_FRAME } from './frames.js';
 import { type Log, silentLog } from '../logger.js';
+import { SpareConnections } from './spare-connections.js';
+
+/** This process's spare connections, shared by every endpoint it serves. */
+const spares = new SpareConnections();
 
 /** Options of {@link callHome}. */
 export interface CallHomeOptions {
@@ -23,7 +27,8 @@ export interface CallHomeOptions {
 }
 
 /**
- * Connects to the caller named in `connectionInfo` and sends the handshake.
+ * Connects to the caller named in `connectionInfo` and sends the handshake. A caller that sets
+ * `handshake_timeout_ms` gets a connection dialed ahead when one is ready ({@link SpareConnections}).
  *
  * @throws CannotConnect when the caller cannot be reached.
  */
@@ -38,6 +43,12 @@ export async function callHome(connectionInfo: ConnectionInfo, options: CallHome
     ({ host, port } = splitHostPort(info.address));
   } catch (err) {
     throw new CannotConnect(`cannot call home: ${(err as Error).message}`, { cause: err });
+  }
+  const ahead = info.handshake_timeout_ms;
+  if (ahead !== undefined) {
+    const spare = spares.take(info.address);
+    spares.refill(info.address, host, port, ahead);
+    if (spare) return new ResponseSender(spare, info.subject, info.context, options);
   }
   const connectTimeoutMs = options.connectTimeoutMs ?? 5000;
   const socket = await new Promise<Socket>((resolve, reject) => {

@@ -141,7 +141,13 @@ export class ResponseStreamServer {
     const subject = randomUUID();
     const connectionInfo: ConnectionInfo = {
       transport: 'tcp_server',
-      info: { address: addresses[this.#nextAddress++ % addresses.length]!, subject, context: contextId, stream_type: 'response' },
+      info: {
+        address: addresses[this.#nextAddress++ % addresses.length]!,
+        subject,
+        context: contextId,
+        stream_type: 'response',
+        handshake_timeout_ms: this.#handshakeTimeoutMs,
+      },
     };
     const stream = new ResponseStream({
       connectionInfo,

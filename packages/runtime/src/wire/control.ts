@@ -26,6 +26,11 @@ export const CallHomeInfoSchema = z.object({
   /** The request's context id; must equal the control header's `id`. */
   context: z.string(),
   stream_type: z.literal('response'),
+  /**
+   * Not stock's: the caller accepts a connection that sends its handshake up to this long after
+   * connecting, without logging it, so the worker may dial ahead (our frontend sets it).
+   */
+  handshake_timeout_ms: z.number().int().positive().optional(),
 });
 
 /** Parsed `connection_info.info`. */
@@ -96,7 +101,13 @@ export function encodeControlHeader(header: ControlHeader): Buffer {
   const info = header.connection_info.info;
   wire.connection_info = {
     transport: header.connection_info.transport,
-    info: JSON.stringify({ address: info.address, subject: info.subject, context: info.context, stream_type: info.stream_type }),
+    info: JSON.stringify({
+      address: info.address,
+      subject: info.subject,
+      context: info.context,
+      stream_type: info.stream_type,
+      ...(info.handshake_timeout_ms === undefined ? {} : { handshake_timeout_ms: info.handshake_timeout_ms }),
+    }),
   };
   if (header.metadata && Object.keys(header.metadata).length > 0) wire.metadata = header.metadata;
   if (header.frontend_send_ts_ns !== undefined) wire.frontend_send_ts_ns = header.frontend_send_ts_ns;
