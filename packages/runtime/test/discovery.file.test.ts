@@ -2,7 +2,7 @@
  * The file backend in Dynamo's on-disk layout: names, atomic writes, mtime liveness and crash
  * cleanup, seen through real files.
  */
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, utimes, writeFile } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, readFile, rename, rm, stat, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -175,7 +175,10 @@ describe('file discovery store', () => {
     const watch = watchInto(store, 'v1/mdc', '');
     await waitFor('the bucket directory', async () => (await stat(join(root, 'v1', 'mdc')).catch(() => undefined))?.isDirectory());
     await mkdir(join(root, 'v1', 'mdc'), { recursive: true });
-    await writeFile(join(root, 'v1', 'mdc', 'x'), 'card');
+    // Written as stock's store and ours write (a temp file, then a rename): a plain writeFile
+    // creates the file empty first, and the watch may read it before the content lands.
+    await writeFile(join(root, 'v1', 'mdc', '.tmp_x'), 'card');
+    await rename(join(root, 'v1', 'mdc', '.tmp_x'), join(root, 'v1', 'mdc', 'x'));
     await waitFor('the put', () => watch.events.length >= 1);
     await watch.stop();
     expect(watch.events).toEqual([{ type: 'put', key: 'x', value: 'card' }]);
