@@ -12,6 +12,7 @@ mod js_engine;
 mod kernels;
 mod kv_router;
 mod lifecycle;
+mod off_thread_send;
 mod output_parser;
 mod prompt;
 mod shutdown;

@@ -49,10 +49,10 @@ const UV_READABLE: c_int = 1;
 const READ_BYTES: usize = 64 * 1024;
 
 #[cfg(target_os = "linux")]
-const SEND_FLAGS: c_int = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
+pub(crate) const SEND_FLAGS: c_int = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
 // Node ignores SIGPIPE, and macOS has no MSG_NOSIGNAL.
 #[cfg(not(target_os = "linux"))]
-const SEND_FLAGS: c_int = libc::MSG_DONTWAIT;
+pub(crate) const SEND_FLAGS: c_int = libc::MSG_DONTWAIT;
 
 extern "C" {
     fn uv_handle_size(kind: c_int) -> usize;

@@ -95,6 +95,14 @@ export interface ServeOptions {
    * engine with several tokens ready sends them in one frame, as stock's engines do.
    */
   mergeItems?: (held: unknown, next: unknown) => unknown;
+  /**
+   * Sends each stream's first item from another thread while the JavaScript thread waits (pass
+   * `@dynamo/core`'s `sendOffThread`). Linux wakes the caller's reader on the CPU of the thread
+   * that wrote; a handler that goes on producing in the same turn would keep that CPU, and the
+   * first token would wait for the end of its time slice. Where the socket is not plain TCP, or
+   * Node has bytes queued for it, Node writes the item as usual.
+   */
+  offThreadSend?: (fd: number, bytes: Uint8Array) => number;
 }
 
 /** A served endpoint: stop it, or await `closed` to block like Dynamo's `serve_endpoint`. */

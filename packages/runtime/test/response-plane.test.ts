@@ -1,3 +1,4 @@
+import { writeSync } from 'node:fs';
 import { connect, createServer, type Server, type Socket } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { Cancelled, CannotConnect, Disconnected, DynamoException } from '../src/errors.js';
@@ -547,6 +548,50 @@ describe('call-home response plane', () => {
         expect(caller.conns[1]!.subject).toBeUndefined();
       } finally {
         await caller.close();
+      }
+    });
+  });
+
+  describe('the first item sent from another thread', () => {
+    /** Records each call and writes what it takes (up to `take` bytes) with a plain write on the descriptor. */
+    function recordingSend(take = Number.POSITIVE_INFINITY) {
+      const calls: { fd: number; text: string }[] = [];
+      const send = (fd: number, bytes: Uint8Array) => {
+        const n = Math.min(take, bytes.length);
+        calls.push({ fd, text: Buffer.from(bytes).toString() });
+        return n === 0 ? 0 : writeSync(fd, bytes, 0, n);
+      };
+      return { calls, send };
+    }
+
+    async function stream(send: (fd: number, bytes: Uint8Array) => number) {
+      const p = server.register('off-1');
+      const reading = drain(p);
+      const w = await callHome(p.connectionInfo, { log: logs.log, offThreadSend: send });
+      senders.push(w);
+      await w.prologue(null);
+      for (let i = 0; i < 5; i++) await w.send({ token_ids: [i] });
+      await w.complete();
+      return reading;
+    }
+
+    it('only the first item goes through it, after the handshake and prologue, and the stream arrives in order', async () => {
+      const { calls, send } = recordingSend();
+      const { items, error } = await stream(send);
+      expect(error).toBeUndefined();
+      expect(items).toEqual(Array.from({ length: 5 }, (_, i) => ({ token_ids: [i] })));
+      expect(calls).toHaveLength(1);
+      expect(calls[0]!.fd).toBeGreaterThan(0);
+      expect(calls[0]!.text).toContain('{"data":{"token_ids":[0]},"complete_final":false}');
+    });
+
+    it('what it did not take, Node writes after it: the first item arrives whole', async () => {
+      for (const take of [0, 3]) {
+        const { calls, send } = recordingSend(take);
+        const { items, error } = await stream(send);
+        expect(error).toBeUndefined();
+        expect(items).toEqual(Array.from({ length: 5 }, (_, i) => ({ token_ids: [i] })));
+        expect(calls).toHaveLength(1);
       }
     });
   });

@@ -1,4 +1,4 @@
-import { resolveShutdownSettings, ShutdownPlanner } from '@dynamo/core';
+import { resolveShutdownSettings, sendOffThread, ShutdownPlanner } from '@dynamo/core';
 import { registerLlm, type RegisteredModel, unregisterLlm } from '@dynamo/llm';
 import { KvEventPublisher, LoadPublisher } from '@dynamo/llm/internal';
 import {
@@ -249,9 +249,10 @@ export class Worker {
     const handler = engineHandler(this.engine, { log: runtime.log('backend.engine'), engineName: this.#name });
     let served: ServedEndpoint;
     try {
-      // Token chunks an engine yields in one turn of the event loop leave as one frame.
+      // Token chunks an engine yields in one turn of the event loop leave as one frame; a
+      // stream's first leaves from a helper thread (see ServeOptions.offThreadSend).
       const mergeItems = (held: unknown, next: unknown) => mergeChunks(held as GenerateChunk, next as GenerateChunk);
-      served = await endpoint.serveEndpoint(handler, { mergeItems, ...(healthCheck && { healthCheck }) });
+      served = await endpoint.serveEndpoint(handler, { mergeItems, offThreadSend: sendOffThread, ...(healthCheck && { healthCheck }) });
     } catch (err) {
       await Promise.all([registered.unregister().catch(() => {}), transfer?.served?.stop({ drainTimeoutMs: 0 })]);
       throw new Unknown(`serve: ${message(err)}`, { cause: err });

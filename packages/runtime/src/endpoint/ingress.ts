@@ -7,6 +7,7 @@ import { decodeRequestEnvelope, type RequestEnvelope } from '../wire/control.js'
 import type { RequestAcceptor } from '../request-plane/request-plane.js';
 import { SERVER_OVERLOADED, SERVER_UNAVAILABLE } from '../wire/socket-helpers.js';
 import { callHome, type ResponseSender } from '../response-plane/call-home.js';
+import type { OffThreadSend } from '../response-plane/socket-handover.js';
 import { parseTraceparent, TRACEPARENT, TRACESTATE, type TraceContext } from '../trace.js';
 import { itemJson } from '../response-plane/frames.js';
 import { annotatedErrorJson, annotatedJson } from './annotated.js';
@@ -24,6 +25,8 @@ export interface IngressOptions {
   plainItems?: boolean;
   /** Merges items yielded in the same turn of the event loop (after the first): see {@link CoalescedItems}. */
   mergeItems?: MergeItems;
+  /** Sends each stream's first item from another thread: see {@link callHome}. */
+  offThreadSend?: OffThreadSend | undefined;
 }
 
 /**
@@ -48,6 +51,7 @@ export class EndpointIngress {
   readonly #maxInflight: number;
   readonly #onSuccess: (() => void) | undefined;
   readonly #mergeItems: MergeItems | undefined;
+  readonly #offThreadSend: OffThreadSend | undefined;
   #inflight = 0;
   #closed = false;
   readonly #drainWaiters = new Set<() => void>();
@@ -69,6 +73,7 @@ export class EndpointIngress {
     this.#onSuccess = options.onSuccess;
     this.#itemJson = options.plainItems ? itemJson : annotatedJson;
     this.#mergeItems = options.mergeItems;
+    this.#offThreadSend = options.offThreadSend;
   }
 
   /** Requests being processed. */
@@ -137,7 +142,7 @@ export class EndpointIngress {
     const log = this.#log;
     // Dialing the caller takes a round trip: the request is parsed and the handler started (up to
     // its first item) meanwhile, so the first item is ready when the connection is.
-    const calling = callHome(control.connection_info, { log });
+    const calling = callHome(control.connection_info, { log, offThreadSend: this.#offThreadSend });
     const started = this.#start(control, body, trace);
     let sender: ResponseSender;
     try {

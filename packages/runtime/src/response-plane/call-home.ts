@@ -13,6 +13,7 @@ import { type BatchedWriter, setPeerTimeout, splitHostPort, tickBatchedWriter } 
 import { controlWord, encodeHandshake, encodeItemFrame, encodePrologue, END_FRAME, itemJson, SENTINEL_FRAME } from './frames.js';
 import { type Log, silentLog } from '../logger.js';
 import { SpareConnections } from './spare-connections.js';
+import { type OffThreadSend, writeOffThread } from './socket-handover.js';
 
 /** This process's spare connections, shared by every endpoint it serves. */
 const spares = new SpareConnections();
@@ -24,6 +25,12 @@ export interface CallHomeOptions {
   /** After the sentinel (or an error prologue), wait this long for the caller to close; default 10 s. */
   closeWaitMs?: number;
   log?: Log;
+  /**
+   * Sends the first item from another thread while this one waits (`@dynamo/core`'s
+   * `sendOffThread`), so that the caller's reader, which Linux wakes on the writing thread's CPU,
+   * does not wait for this thread's next steps.
+   */
+  offThreadSend?: OffThreadSend | undefined;
 }
 
 /**
@@ -99,6 +106,7 @@ export class ResponseSender {
   #stopped = false;
   #killed = false;
   readonly #writer: BatchedWriter;
+  readonly #offThreadSend: OffThreadSend | undefined;
   #sentItem = false;
   #drain: Promise<void> | undefined;
 
@@ -110,6 +118,7 @@ export class ResponseSender {
     this.contextId = contextId;
     this.#closeWaitMs = options.closeWaitMs ?? 10_000;
     this.#log = options.log ?? silentLog;
+    this.#offThreadSend = options.offThreadSend;
     this.#closed = new Promise((resolve) => socket.once('close', () => resolve()));
 
     const decoder = new TwoPartDecoder({ maxFrameBytes: 64 * 1024 });
@@ -216,12 +225,17 @@ export class ResponseSender {
       this.#write(encodePrologue(null));
     }
     if (this.#phase !== 'open' || this.#killed) return;
-    const ok = this.#write(encodeItemFrame(json));
-    if (!this.#sentItem) {
-      // The first item is the caller's time to first token: it leaves now, with the handshake and
-      // prologue, rather than after whatever else the handler produces in this tick (an engine
-      // that never yields to the event loop would otherwise send its whole output at once).
-      this.#sentItem = true;
+    if (this.#sentItem) return this.#write(encodeItemFrame(json)) ? undefined : this.#drained();
+    // The first item is the caller's time to first token: it leaves now, after the handshake and
+    // prologue, rather than after whatever else the handler produces in this tick (an engine
+    // that never yields to the event loop would otherwise send its whole output at once).
+    this.#sentItem = true;
+    let ok: boolean;
+    if (this.#offThreadSend) {
+      this.#writer.flush();
+      ok = writeOffThread(this.#socket, encodeItemFrame(json), this.#offThreadSend);
+    } else {
+      ok = this.#write(encodeItemFrame(json));
       this.#writer.flush();
     }
     if (!ok) return this.#drained();

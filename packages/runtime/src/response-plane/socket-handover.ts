@@ -24,6 +24,24 @@ export function socketFd(socket: Socket): number | undefined {
 }
 
 /**
+ * Sends a socket's bytes from another thread while this one waits (`@dynamo/core`'s
+ * `sendOffThread`): given the descriptor and the bytes, returns how many went out.
+ */
+export type OffThreadSend = (fd: number, bytes: Uint8Array) => number;
+
+/**
+ * Writes `bytes` to `socket` with `send` once Node has nothing of its own queued ahead of them;
+ * whatever `send` did not take (all of it when the socket is not plain TCP or Node's queue is not
+ * empty) is written by Node. Returns `socket.write`'s result: false when the caller should wait
+ * for `drain`.
+ */
+export function writeOffThread(socket: Socket, bytes: Buffer, send: OffThreadSend): boolean {
+  const fd = socketFd(socket);
+  const sent = fd === undefined || socket.writableLength > 0 ? 0 : send(fd, bytes);
+  return sent === bytes.length || socket.write(sent === 0 ? bytes : bytes.subarray(sent));
+}
+
+/**
  * Stops Node reading `socket` for good, so that `read(fd)` (which starts native reads of the
  * descriptor) is the only reader; Node's writes, `end()` and `destroy()` keep working. Returns
  * false, with nothing changed, where that cannot be done; `read`'s error propagates.
