@@ -6,12 +6,11 @@
 //! Whatever else a read brings (the first and last events, errors, back-pressure, the socket's
 //! end) calls back into JavaScript with the read's flags, where the stream's decisions are made.
 //!
-//! A stream whose reads come less than [`CLOSE`] apart (an engine that makes tokens faster than
-//! anyone reads them) is read at most once a millisecond: between reads the socket is out of the
-//! loop's poll set and a timer brings it back, so the worker's frames of that millisecond cost
-//! one wake-up and one read instead of one each. Slower streams, as real engines pace them, are
-//! read as their frames arrive: tokens a millisecond or so apart gain nothing from a hold (one
-//! more token at most) and would pay its `epoll_ctl` pair and timer on every read.
+//! A stream whose reads come faster than one a millisecond (an engine that makes tokens faster
+//! than anyone reads them) is read at most once a millisecond: between reads the socket is out
+//! of the loop's poll set and a timer brings it back, so the worker's frames of that millisecond
+//! cost one wake-up and one read instead of one each. Slower streams, as real engines pace them,
+//! are read as their frames arrive.
 //!
 //! Node exports libuv to addons. Both sockets are duplicates of Node's descriptors, so Node
 //! closing its own never leaves a number this module writes to reused by another connection.
@@ -41,13 +40,8 @@ pub mod pump_flags {
 
 /// Tokens sent directly before the timings are handed to JavaScript (stock's ITL flush size too).
 const ACCOUNT_TOKENS: u32 = 64;
-/// How long a fast stream's next read is held back.
+/// Reads closer together than this hold the next read back until it has passed.
 const HOLD: Duration = Duration::from_millis(1);
-/// Reads that brought tokens closer together than this make a stream fast. A quarter of the hold,
-/// so that a hold gathers a few tokens: with the 1 ms trigger, 64 streams of the stock worker's
-/// tokens ~2.5 ms apart were held on a quarter of their reads for 1.3 tokens a read, and the
-/// frontend spent ~10% more CPU a request than with no hold at all.
-const CLOSE: Duration = Duration::from_micros(250);
 /// libuv's `UV_POLL` and `UV_TIMER` handle types and `UV_READABLE` event.
 const UV_POLL: c_int = 8;
 const UV_TIMER: c_int = 13;
@@ -426,14 +420,13 @@ impl Pump {
     }
 
     /// After a read that brought tokens and that JavaScript need not see: when the tokens
-    /// before came within [`CLOSE`], the socket leaves the poll set until the timer brings it
-    /// back after [`HOLD`]. (A frame cut in two by the worker's writes is two close reads, not
-    /// fast tokens.)
+    /// before came within [`HOLD`], the socket leaves the poll set until the timer brings it
+    /// back. (A frame cut in two by the worker's writes is two close reads, not fast tokens.)
     unsafe fn pace(&mut self) {
         let now = Instant::now();
         let close = self
             .last_tokens
-            .is_some_and(|at| now.duration_since(at) < CLOSE);
+            .is_some_and(|at| now.duration_since(at) < HOLD);
         self.last_tokens = Some(now);
         if !close || self.paused {
             return;
