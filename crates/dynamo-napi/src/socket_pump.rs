@@ -12,14 +12,6 @@
 //! cost one wake-up and one read instead of one each. Slower streams, as real engines pace them,
 //! are read as their frames arrive.
 //!
-//! Many streams at once (each slower than that, together faster) are read at most once a
-//! millisecond as a whole: when a loop turn that sent tokens directly comes less than a
-//! millisecond after the last such turn, the loop's thread sleeps a millisecond before libuv polls
-//! again, so the next turn finds that millisecond's frames of every stream ready and takes them
-//! with one wake-up instead of one or two each. A token waits a millisecond at most; sparse
-//! traffic (one stream, or engines paced like real ones at low concurrency) never sleeps, and a
-//! stream's first and last events go out from JavaScript before its turn ends.
-//!
 //! Node exports libuv to addons. Both sockets are duplicates of Node's descriptors, so Node
 //! closing its own never leaves a number this module writes to reused by another connection.
 
@@ -50,10 +42,7 @@ pub mod pump_flags {
 const ACCOUNT_TOKENS: u32 = 64;
 /// Reads closer together than this hold the next read back until it has passed.
 const HOLD: Duration = Duration::from_millis(1);
-/// Loop turns that sent tokens closer together than this sleep this long before the next poll.
-const TURN_WINDOW: Duration = Duration::from_millis(1);
-/// libuv's `UV_CHECK`, `UV_POLL` and `UV_TIMER` handle types and `UV_READABLE` event.
-const UV_CHECK: c_int = 2;
+/// libuv's `UV_POLL` and `UV_TIMER` handle types and `UV_READABLE` event.
 const UV_POLL: c_int = 8;
 const UV_TIMER: c_int = 13;
 const UV_READABLE: c_int = 1;
@@ -75,9 +64,6 @@ extern "C" {
     ) -> c_int;
     fn uv_poll_stop(handle: *mut c_void) -> c_int;
     fn uv_close(handle: *mut c_void, cb: unsafe extern "C" fn(*mut c_void));
-    fn uv_check_init(event_loop: *mut sys::uv_loop_s, handle: *mut c_void) -> c_int;
-    fn uv_check_start(handle: *mut c_void, cb: unsafe extern "C" fn(*mut c_void)) -> c_int;
-    fn uv_unref(handle: *mut c_void);
     fn uv_timer_init(event_loop: *mut sys::uv_loop_s, handle: *mut c_void) -> c_int;
     fn uv_timer_start(
         handle: *mut c_void,
@@ -92,80 +78,6 @@ extern "C" {
 thread_local! {
     /// One read buffer for every pump: they all run on the loop's thread, one at a time.
     static READ_BUFFER: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_BYTES]);
-    /// This thread's loop-turn pacing (see the module's docs), once a pump has started on it.
-    static TURNS: RefCell<Option<TurnPacing>> = const { RefCell::new(None) };
-}
-
-/// A libuv check handle, run after each poll of the loop, that paces turns busy with tokens.
-struct TurnPacing {
-    check: *mut c_void,
-    /// Reads this turn that sent tokens directly.
-    reads: u32,
-    /// When the last turn with such reads ended.
-    last: Option<Instant>,
-}
-
-impl TurnPacing {
-    /// Starts this thread's pacing, unless it runs; it does not keep the loop alive, and it is
-    /// closed with the environment (a worker thread's loop must have no handle left open).
-    unsafe fn ensure(env: sys::napi_env, event_loop: *mut sys::uv_loop_s) {
-        if TURNS.with_borrow(Option::is_some) {
-            return;
-        }
-        let check = alloc_zeroed(handle_layout(UV_CHECK)).cast::<c_void>();
-        // uv_check_init and uv_check_start cannot fail.
-        uv_check_init(event_loop, check);
-        uv_check_start(check, on_turn_end);
-        uv_unref(check);
-        sys::napi_add_env_cleanup_hook(env, Some(close_turn_pacing), ptr::null_mut());
-        TURNS.set(Some(TurnPacing {
-            check,
-            reads: 0,
-            last: None,
-        }));
-    }
-
-    /// Counts a read that sent tokens directly.
-    fn count_read() {
-        TURNS.with_borrow_mut(|turns| {
-            if let Some(turns) = turns {
-                turns.reads += 1;
-            }
-        });
-    }
-}
-
-unsafe extern "C" fn on_turn_end(_check: *mut c_void) {
-    let now = Instant::now();
-    let sleep = TURNS.with_borrow_mut(|turns| {
-        let Some(turns) = turns else { return false };
-        if std::mem::take(&mut turns.reads) == 0 {
-            return false;
-        }
-        let dense = turns
-            .last
-            .is_some_and(|last| now.duration_since(last) < TURN_WINDOW);
-        turns.last = Some(now);
-        dense
-    });
-    if sleep {
-        std::thread::sleep(TURN_WINDOW);
-        TURNS.with_borrow_mut(|turns| {
-            if let Some(turns) = turns {
-                turns.last = Some(Instant::now());
-            }
-        });
-    }
-}
-
-unsafe extern "C" fn close_turn_pacing(_data: *mut c_void) {
-    if let Some(turns) = TURNS.take() {
-        uv_close(turns.check, free_check);
-    }
-}
-
-unsafe extern "C" fn free_check(check: *mut c_void) {
-    dealloc(check.cast(), handle_layout(UV_CHECK));
 }
 
 /// The client's socket, while the response streams.
@@ -489,7 +401,6 @@ impl Pump {
         *handle.cast::<*mut Pump>() = pump;
         *timer.cast::<*mut Pump>() = pump;
         output.borrow_mut().pump = pump;
-        TurnPacing::ensure(env, event_loop);
         let started = uv_poll_start(handle, UV_READABLE, on_readable);
         if started != 0 {
             output.borrow_mut().stop_pump();
@@ -611,7 +522,6 @@ unsafe extern "C" fn on_readable(handle: *mut c_void, status: c_int, _events: c_
         // Even when stopped just now, the pump lives until its handles' close callbacks.
         (*pump).call(flags);
     } else if tokens {
-        TurnPacing::count_read();
         (*pump).pace();
     }
 }
