@@ -13,6 +13,9 @@ const EPHEMERAL_LOW = (() => {
   }
 })();
 const LOWEST = 10_000;
+// fetch refuses the WHATWG "bad ports" ("bad port"), so a server there never answers a probe;
+// this is the only one of them at or above LOWEST.
+const FETCH_BAD_PORTS = new Set([10_080]);
 
 function tryListen(port: number): Promise<number | undefined> {
   return new Promise((resolve) => {
@@ -30,7 +33,9 @@ function tryListen(port: number): Promise<number | undefined> {
 export async function freePort(): Promise<number> {
   const span = EPHEMERAL_LOW - LOWEST;
   for (let attempt = 0; span > 0 && attempt < 50; attempt++) {
-    const port = await tryListen(LOWEST + Math.floor(Math.random() * span));
+    const candidate = LOWEST + Math.floor(Math.random() * span);
+    if (FETCH_BAD_PORTS.has(candidate)) continue;
+    const port = await tryListen(candidate);
     if (port !== undefined) return port;
   }
   const port = await tryListen(0);
