@@ -16,7 +16,10 @@ mod off_thread_send;
 mod output_parser;
 mod prompt;
 mod shutdown;
+#[cfg(target_os = "linux")]
+mod socket_group;
 mod socket_pump;
 mod stream_processor;
 mod tokenizer;
+mod uv;
 mod work;

@@ -10,12 +10,13 @@
 //! than anyone reads them) is read at most once a millisecond: between reads the socket is out
 //! of the loop's poll set and a timer brings it back, so the worker's frames of that millisecond
 //! cost one wake-up and one read instead of one each. Slower streams, as real engines pace them,
-//! are read as their frames arrive.
+//! are read as their frames arrive. On Linux a stream's socket joins its thread's
+//! [`socket_group`](crate::socket_group) after its first tokens instead, which paces all the
+//! streams together.
 //!
-//! Node exports libuv to addons. Both sockets are duplicates of Node's descriptors, so Node
-//! closing its own never leaves a number this module writes to reused by another connection.
+//! Both sockets are duplicates of Node's descriptors, so Node closing its own never leaves a
+//! number this module writes to reused by another connection.
 
-use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::cell::RefCell;
 use std::ffi::c_void;
 use std::io;
@@ -26,6 +27,8 @@ use std::time::{Duration, Instant};
 
 use dynamo_llm_core::response::{flags, StreamProcessor as Core};
 use napi::sys;
+
+use crate::uv;
 
 /// Bits 10 to 15 of a read's flags, which the processor leaves to its I/O.
 pub mod pump_flags {
@@ -41,11 +44,7 @@ pub mod pump_flags {
 /// Tokens sent directly before the timings are handed to JavaScript (stock's ITL flush size too).
 const ACCOUNT_TOKENS: u32 = 64;
 /// Reads closer together than this hold the next read back until it has passed.
-const HOLD: Duration = Duration::from_millis(1);
-/// libuv's `UV_POLL` and `UV_TIMER` handle types and `UV_READABLE` event.
-const UV_POLL: c_int = 8;
-const UV_TIMER: c_int = 13;
-const UV_READABLE: c_int = 1;
+pub const HOLD: Duration = Duration::from_millis(1);
 const READ_BYTES: usize = 64 * 1024;
 
 #[cfg(target_os = "linux")]
@@ -53,27 +52,6 @@ pub(crate) const SEND_FLAGS: c_int = libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL;
 // Node ignores SIGPIPE, and macOS has no MSG_NOSIGNAL.
 #[cfg(not(target_os = "linux"))]
 pub(crate) const SEND_FLAGS: c_int = libc::MSG_DONTWAIT;
-
-extern "C" {
-    fn uv_handle_size(kind: c_int) -> usize;
-    fn uv_poll_init(event_loop: *mut sys::uv_loop_s, handle: *mut c_void, fd: c_int) -> c_int;
-    fn uv_poll_start(
-        handle: *mut c_void,
-        events: c_int,
-        cb: unsafe extern "C" fn(*mut c_void, c_int, c_int),
-    ) -> c_int;
-    fn uv_poll_stop(handle: *mut c_void) -> c_int;
-    fn uv_close(handle: *mut c_void, cb: unsafe extern "C" fn(*mut c_void));
-    fn uv_timer_init(event_loop: *mut sys::uv_loop_s, handle: *mut c_void) -> c_int;
-    fn uv_timer_start(
-        handle: *mut c_void,
-        cb: unsafe extern "C" fn(*mut c_void),
-        timeout: u64,
-        repeat: u64,
-    ) -> c_int;
-    #[cfg(target_os = "linux")]
-    fn uv_backend_fd(event_loop: *const sys::uv_loop_s) -> c_int;
-}
 
 thread_local! {
     /// One read buffer for every pump: they all run on the loop's thread, one at a time.
@@ -240,18 +218,9 @@ impl Output {
     /// Pauses or resumes reading the pumped socket (the consumer's back-pressure: the worker
     /// then feels TCP's); nothing when none is pumped.
     pub fn pause_pump(&mut self, paused: bool) {
-        if self.pump.is_null() {
-            return;
-        }
-        // SAFETY: a non-null `pump` is live and its handles initialized.
-        unsafe {
-            let pump = &mut *self.pump;
-            pump.paused = paused;
-            if paused {
-                uv_poll_stop(pump.handle);
-            } else if !pump.holding {
-                uv_poll_start(pump.handle, UV_READABLE, on_readable);
-            }
+        if !self.pump.is_null() {
+            // SAFETY: a non-null `pump` is live and its handles initialized.
+            unsafe { (*self.pump).pause(paused) };
         }
     }
 
@@ -272,14 +241,17 @@ impl Drop for Output {
     }
 }
 
-/// Reads one call-home socket into an [`Output`]: a libuv poll handle on Node's loop, and the
-/// timer that holds back reads that come too close together.
+/// Reads one call-home socket into an [`Output`]: a libuv poll handle on Node's loop (or, on
+/// Linux after the first tokens, its thread's socket group), and the timer that holds back reads
+/// that come too close together.
 pub struct Pump {
     output: Rc<RefCell<Output>>,
     env: sys::napi_env,
     callback: sys::napi_ref,
     context: sys::napi_async_context,
     fd: c_int,
+    // Only a socket group needs the loop.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     event_loop: *mut sys::uv_loop_s,
     handle: *mut c_void,
     timer: *mut c_void,
@@ -289,14 +261,12 @@ pub struct Pump {
     last_tokens: Option<Instant>,
     /// The timer runs and the poll handle is stopped.
     holding: bool,
-    /// The consumer's back-pressure stopped the poll handle.
+    /// The consumer's back-pressure stopped reading.
     paused: bool,
-}
-
-fn handle_layout(kind: c_int) -> Layout {
-    // SAFETY: a pure query of libuv's handle sizes.
-    let size = unsafe { uv_handle_size(kind) };
-    Layout::from_size_align(size, 16).expect("libuv's handle size")
+    /// The socket is read by the socket group, not by `handle`.
+    grouped: bool,
+    /// Stopped: the socket is no longer read, and the pump goes with its close callbacks.
+    stopped: bool,
 }
 
 fn duplicate(fd: c_int) -> io::Result<c_int> {
@@ -370,19 +340,6 @@ impl Pump {
                 )));
             }
         };
-        let handle = alloc_zeroed(handle_layout(UV_POLL)).cast::<c_void>();
-        let init = uv_poll_init(event_loop, handle, dup);
-        if init != 0 {
-            dealloc(handle.cast(), handle_layout(UV_POLL));
-            libc::close(dup);
-            release();
-            return Err(napi::Error::from_reason(format!(
-                "uv_poll_init failed ({init})"
-            )));
-        }
-        // uv_timer_init cannot fail.
-        let timer = alloc_zeroed(handle_layout(UV_TIMER)).cast::<c_void>();
-        uv_timer_init(event_loop, timer);
         let pump = Box::into_raw(Box::new(Pump {
             output: Rc::clone(output),
             env,
@@ -390,18 +347,33 @@ impl Pump {
             context,
             fd: dup,
             event_loop,
-            handle,
-            timer,
+            handle: ptr::null_mut(),
+            timer: ptr::null_mut(),
             open: 2,
             last_tokens: None,
             holding: false,
             paused: false,
+            grouped: false,
+            stopped: false,
         }));
-        // A handle's first field is libuv's `data` pointer: the pump.
-        *handle.cast::<*mut Pump>() = pump;
-        *timer.cast::<*mut Pump>() = pump;
+        let handle = uv::alloc_handle(uv::UV_POLL, pump);
+        let init = uv::uv_poll_init(event_loop, handle, dup);
+        if init != 0 {
+            uv::free_handle(handle, uv::UV_POLL);
+            libc::close(dup);
+            release();
+            drop(Box::from_raw(pump));
+            return Err(napi::Error::from_reason(format!(
+                "uv_poll_init failed ({init})"
+            )));
+        }
+        // uv_timer_init cannot fail.
+        let timer = uv::alloc_handle(uv::UV_TIMER, pump);
+        uv::uv_timer_init(event_loop, timer);
+        (*pump).handle = handle;
+        (*pump).timer = timer;
         output.borrow_mut().pump = pump;
-        let started = uv_poll_start(handle, UV_READABLE, on_readable);
+        let started = uv::uv_poll_start(handle, uv::UV_READABLE, on_readable);
         if started != 0 {
             output.borrow_mut().stop_pump();
             return Err(napi::Error::from_reason(format!(
@@ -411,38 +383,108 @@ impl Pump {
         Ok(())
     }
 
-    /// Stops polling; the duplicate, the callback and the memory go when libuv has closed the
-    /// handle (a callback in progress may still call JavaScript, and libuv may still name the
+    /// Stops reading; the duplicate, the callback and the memory go when libuv has closed the
+    /// handles (a callback in progress may still call JavaScript, and libuv may still name the
     /// descriptor until then).
     unsafe fn stop(pump: *mut Pump) {
-        uv_close((*pump).handle, on_closed);
-        uv_close((*pump).timer, on_closed);
+        (*pump).stopped = true;
+        #[cfg(target_os = "linux")]
+        if (*pump).grouped && !(*pump).paused {
+            crate::socket_group::leave((*pump).fd);
+        }
+        uv::uv_close((*pump).handle, on_closed);
+        uv::uv_close((*pump).timer, on_closed);
     }
 
-    /// After a read that brought tokens and that JavaScript need not see: when the tokens
-    /// before came within [`HOLD`], the socket leaves the poll set until the timer brings it
-    /// back. (A frame cut in two by the worker's writes is two close reads, not fast tokens.)
+    unsafe fn pause(&mut self, paused: bool) {
+        if self.paused == paused {
+            return;
+        }
+        self.paused = paused;
+        #[cfg(target_os = "linux")]
+        if self.grouped {
+            if paused {
+                crate::socket_group::leave(self.fd);
+            } else if !crate::socket_group::join(self.env, self.event_loop, self.fd, self) {
+                // The set cannot take it back: the socket's own handle reads it.
+                self.grouped = false;
+                uv::uv_poll_start(self.handle, uv::UV_READABLE, on_readable);
+            }
+            return;
+        }
+        if paused {
+            uv::uv_poll_stop(self.handle);
+        } else if !self.holding {
+            uv::uv_poll_start(self.handle, uv::UV_READABLE, on_readable);
+        }
+    }
+
+    /// After a read on the socket's own handle that brought tokens: on Linux the socket moves to
+    /// its thread's group (its first frame, the one that sets TTFT, never waits for the group's
+    /// hold); elsewhere, or when the group cannot take it, [`Self::pace`].
+    unsafe fn after_tokens(&mut self) {
+        if self.stopped || self.paused {
+            return;
+        }
+        #[cfg(target_os = "linux")]
+        if crate::socket_group::join(self.env, self.event_loop, self.fd, self) {
+            uv::uv_poll_stop(self.handle);
+            self.grouped = true;
+            return;
+        }
+        self.pace();
+    }
+
+    /// When the tokens before came within [`HOLD`], the socket leaves the poll set until the
+    /// timer brings it back. (A frame cut in two by the worker's writes is two close reads, not
+    /// fast tokens.)
     unsafe fn pace(&mut self) {
         let now = Instant::now();
         let close = self
             .last_tokens
             .is_some_and(|at| now.duration_since(at) < HOLD);
         self.last_tokens = Some(now);
-        if !close || self.paused {
+        if !close {
             return;
         }
-        uv_poll_stop(self.handle);
-        // libuv leaves a stopped descriptor in epoll's set until an event comes for it; taking
-        // it out now spares the loop that wake-up (libuv adds it back on the next start).
-        #[cfg(target_os = "linux")]
-        libc::epoll_ctl(
-            uv_backend_fd(self.event_loop),
-            libc::EPOLL_CTL_DEL,
-            self.fd,
-            ptr::null_mut(),
-        );
+        // Stopping a poll handle takes its descriptor out of the loop's epoll set too.
+        uv::uv_poll_stop(self.handle);
         self.holding = true;
-        uv_timer_start(self.timer, on_held, HOLD.as_millis() as u64, 0);
+        uv::uv_timer_start(self.timer, on_held, HOLD.as_millis() as u64, 0);
+    }
+
+    /// One read of the socket into the output (`failed`: the poll reported an error); a socket
+    /// at its end or failed stops the pump. Returns the flags JavaScript must see (0: none) and
+    /// whether the read brought tokens.
+    unsafe fn read(pump: *mut Pump, failed: bool) -> (u32, bool) {
+        let mut out = (*pump).output.borrow_mut();
+        let read = if failed {
+            None
+        } else {
+            READ_BUFFER.with(|buffer| {
+                let mut buffer = buffer.borrow_mut();
+                let n = libc::recv(
+                    (*pump).fd,
+                    buffer.as_mut_ptr().cast(),
+                    buffer.len(),
+                    libc::MSG_DONTWAIT,
+                );
+                if n > 0 {
+                    return Some(out.pumped_read(&buffer[..n as usize]));
+                }
+                let again = n < 0
+                    && matches!(
+                        io::Error::last_os_error().kind(),
+                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                    );
+                again.then_some((0, false))
+            })
+        };
+        read.unwrap_or_else(|| {
+            // JavaScript closes Node's side and decides what the end means.
+            out.stop_pump();
+            (pump_flags::CLOSED, false)
+        })
     }
 
     /// Calls the JavaScript callback with `flags`, as Node calls its own I/O callbacks (ticks
@@ -470,78 +512,53 @@ impl Pump {
     }
 }
 
-/// What one poll callback read.
-enum Read {
-    /// The flags JavaScript must see (0: none), and whether the read brought tokens.
-    Flags(u32, bool),
-    /// The socket's end, or its failure.
-    Closed,
-}
-
-unsafe extern "C" fn on_readable(handle: *mut c_void, status: c_int, _events: c_int) {
-    let pump = *handle.cast::<*mut Pump>();
-    let (flags, tokens) = {
-        let mut out = (*pump).output.borrow_mut();
-        let read = if status < 0 {
-            Read::Closed
-        } else {
-            READ_BUFFER.with(|buffer| {
-                let mut buffer = buffer.borrow_mut();
-                let n = libc::recv(
-                    (*pump).fd,
-                    buffer.as_mut_ptr().cast(),
-                    buffer.len(),
-                    libc::MSG_DONTWAIT,
-                );
-                if n > 0 {
-                    let (flags, tokens) = out.pumped_read(&buffer[..n as usize]);
-                    return Read::Flags(flags, tokens);
-                }
-                let again = n < 0
-                    && matches!(
-                        io::Error::last_os_error().kind(),
-                        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-                    );
-                if again {
-                    Read::Flags(0, false)
-                } else {
-                    Read::Closed
-                }
-            })
-        };
-        match read {
-            Read::Flags(flags, tokens) => (flags, tokens),
-            // JavaScript closes Node's side and decides what the end means.
-            Read::Closed => {
-                out.stop_pump();
-                (pump_flags::CLOSED, false)
-            }
-        }
-    };
+/// A grouped socket is ready: reads it, calling JavaScript when the read needs it. Returns
+/// whether the read's tokens went out with no JavaScript (what the group paces).
+///
+/// # Safety
+/// `pump` is live (stopped pumps are, until their close callbacks).
+#[cfg(target_os = "linux")]
+pub unsafe fn on_member_ready(pump: *mut Pump) -> bool {
+    if (*pump).stopped || (*pump).paused {
+        return false;
+    }
+    let (flags, tokens) = Pump::read(pump, false);
     if flags != 0 {
         // Even when stopped just now, the pump lives until its handles' close callbacks.
         (*pump).call(flags);
-    } else if tokens {
-        (*pump).pace();
+        return false;
+    }
+    tokens
+}
+
+unsafe extern "C" fn on_readable(handle: *mut c_void, status: c_int, _events: c_int) {
+    let pump = uv::handle_data::<Pump>(handle);
+    let (flags, tokens) = Pump::read(pump, status < 0);
+    if flags != 0 {
+        // Even when stopped just now, the pump lives until its handles' close callbacks.
+        (*pump).call(flags);
+    }
+    if tokens {
+        (*pump).after_tokens();
     }
 }
 
 unsafe extern "C" fn on_held(timer: *mut c_void) {
-    let pump = &mut **timer.cast::<*mut Pump>();
+    let pump = &mut *uv::handle_data::<Pump>(timer);
     pump.holding = false;
     if !pump.paused {
-        uv_poll_start(pump.handle, UV_READABLE, on_readable);
+        uv::uv_poll_start(pump.handle, uv::UV_READABLE, on_readable);
     }
 }
 
 unsafe extern "C" fn on_closed(handle: *mut c_void) {
-    let pump = *handle.cast::<*mut Pump>();
+    let pump = uv::handle_data::<Pump>(handle);
     let kind = if handle == (*pump).handle {
-        UV_POLL
+        uv::UV_POLL
     } else {
-        UV_TIMER
+        uv::UV_TIMER
     };
-    dealloc(handle.cast(), handle_layout(kind));
+    uv::free_handle(handle, kind);
     (*pump).open -= 1;
     if (*pump).open > 0 {
         return;

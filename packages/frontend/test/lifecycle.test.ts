@@ -1,7 +1,10 @@
-// dynamo-frontend as a process: graceful shutdown with a stream in flight, HTTPS, and its CLI.
+// dynamo-frontend as a process (graceful shutdown with a stream in flight, HTTPS, its CLI) and
+// embedded in a worker thread.
+import { once as onceEvent } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { request } from 'node:https';
 import { join } from 'node:path';
+import { Worker } from 'node:worker_threads';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { startChild } from '@dynamo/testing/child';
@@ -101,6 +104,27 @@ describe('dynamo-frontend process', () => {
     child.child.kill('SIGTERM');
     expect(await child.exited).toBe(0);
   });
+
+  // The socket group that reads the token streams is native state of the thread: a worker thread
+  // whose loop still held it when it ended would abort the whole process.
+  it('streams from a worker thread, and the thread ends cleanly after close', async () => {
+    const thread = new Worker(join(packageDir, 'test', 'fixtures', 'frontend-thread.mjs'), { env: { ...process.env, ...deployment.env } });
+    try {
+      const [url] = (await onceEvent(thread, 'message')) as [string];
+      await waitForModel(url, 'successor', 'successor', 1);
+      const streams = await Promise.all(
+        [500, 600, 700].map(async (token) =>
+          readStream(await post(url, '/v1/completions', { model: 'successor', prompt: [token], max_tokens: 20, stream: true })),
+        ),
+      );
+      for (const stream of streams) expect(stream).toMatchObject({ finishes: ['length'], done: true });
+      thread.postMessage('close');
+      const [code] = (await onceEvent(thread, 'exit')) as [number];
+      expect(code).toBe(0);
+    } finally {
+      await thread.terminate();
+    }
+  }, 60_000);
 
   it.each([
     [['--help'], 0, /^Usage: dynamo-frontend/],
