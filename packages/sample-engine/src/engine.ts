@@ -25,6 +25,7 @@ import {
 import { type SampleEngineFlagValues, sampleEngineFlags, sampleEngineHelp, sampleEngineSettings } from './settings.js';
 import { GenerationHold, SAMPLE_CONTROLS } from './controls.js';
 import { PagedPrefixCache } from './kv-cache.js';
+import { TokenPacer } from './token-pacer.js';
 
 /** Options of {@link SampleEngine}; every field has the sample's default. */
 export interface SampleEngineOptions {
@@ -110,6 +111,7 @@ export class SampleEngine extends LLMEngine {
   readonly prefillMsPerToken: number;
   #snapshots: SnapshotPublisher | undefined;
   readonly #hold = new GenerationHold();
+  readonly #pacer = new TokenPacer();
   /** Loaded LoRA adapters by name, with their ids. */
   readonly #adapters = new Map<string, number>();
 
@@ -255,7 +257,7 @@ export class SampleEngine extends LLMEngine {
           yield { token_ids: [], index: 0, finish_reason: 'cancelled', completion_usage: usageOf(i) };
           return;
         }
-        if (this.delayMs > 0) await sleep(this.delayMs);
+        if (this.delayMs > 0) await this.#pacer.wait(this.delayMs);
         const token = (first + i + 1) % VOCAB_SIZE;
         if (i < maxNew - 1) {
           yield { token_ids: [token], index: 0, ...logprobsOf(token) };
