@@ -175,14 +175,7 @@ unsafe extern "C" fn on_env_cleanup(arg: *mut c_void) {
 
 unsafe extern "C" fn on_closed(handle: *mut c_void) {
     let group = uv::handle_data::<Group>(handle);
-    let kind = if handle == (*group).handle {
-        uv::UV_POLL
-    } else {
-        uv::UV_TIMER
-    };
-    uv::free_handle(handle, kind);
-    (*group).open -= 1;
-    if (*group).open == 0 {
+    if uv::free_closed(handle, (*group).handle, &mut (*group).open) {
         let group = Box::from_raw(group);
         libc::close(group.epfd);
     }

@@ -553,14 +553,7 @@ unsafe extern "C" fn on_held(timer: *mut c_void) {
 
 unsafe extern "C" fn on_closed(handle: *mut c_void) {
     let pump = uv::handle_data::<Pump>(handle);
-    let kind = if handle == (*pump).handle {
-        uv::UV_POLL
-    } else {
-        uv::UV_TIMER
-    };
-    uv::free_handle(handle, kind);
-    (*pump).open -= 1;
-    if (*pump).open > 0 {
+    if !uv::free_closed(handle, (*pump).handle, &mut (*pump).open) {
         return;
     }
     let pump = Box::from_raw(pump);

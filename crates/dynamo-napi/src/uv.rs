@@ -61,3 +61,14 @@ pub unsafe fn free_handle(handle: *mut c_void, kind: c_int) {
 pub unsafe fn handle_data<T>(handle: *mut c_void) -> *mut T {
     *handle.cast::<*mut T>()
 }
+
+/// Frees `handle`, one of an owner's poll handle (`poll`) and timer, once libuv has closed it, and
+/// counts it off the owner's `open` handles: true when it was the last, and the owner can go.
+///
+/// # Safety
+/// `handle` is `poll` or the owner's timer, both from [`alloc_handle`], and libuv has closed it.
+pub unsafe fn free_closed(handle: *mut c_void, poll: *mut c_void, open: &mut u8) -> bool {
+    free_handle(handle, if handle == poll { UV_POLL } else { UV_TIMER });
+    *open -= 1;
+    *open == 0
+}

@@ -15,12 +15,6 @@ import { promptBatch, validateSampling } from './validate.js';
 
 /** Prompts up to this many characters are encoded on the JS thread (a thread hop costs more). */
 const SYNC_ENCODE_CHARS = 4096;
-/**
- * Chat bodies up to this many JSON characters are rendered and encoded on the JS thread even
- * under load: that costs ~15 µs for a 128-word chat, while the thread-pool result waited 11.5 ms
- * on average for a busy event loop at c64 (bench/README.md).
- */
-const SYNC_CHAT_JSON_CHARS = 8192;
 
 type SamplingFields = ChatCompletionRequest | CompletionRequest;
 
@@ -109,9 +103,10 @@ export class Preprocessor {
 
   /**
    * The `PreprocessedRequest` for an OpenAI chat-completions body, and the prompt it rendered.
-   * The template and the tokenizer of a long chat run on the thread pool unless
-   * `options.onCallingThread`: the hop costs latency when nothing else is waiting for the JS
-   * thread, and keeps a long render from holding other requests under load.
+   * The template and the tokenizer run on the thread pool unless `options.onCallingThread`: the
+   * hop costs latency when nothing else is waiting for the JS thread, but under load it lets the
+   * thread go on with other requests while the render uses another core: 64 requests arriving
+   * together waited ~19 ms at the median for the JS thread (bench/README.md, profile 13).
    */
   async preprocessChat(body: unknown, options: PreprocessOptions = {}): Promise<{ request: PreprocessedRequest; prompt: string }> {
     const chat = this.#parseChat(body);
@@ -124,9 +119,7 @@ export class Preprocessor {
     } else {
       const json = stringifyJson(chat);
       const encoded = await this.#templated(async () =>
-        options.onCallingThread || json.length <= SYNC_CHAT_JSON_CHARS
-          ? this.#formatter().renderAndEncodeSync(json, this.tokenizer)
-          : this.#formatter().renderAndEncode(json, this.tokenizer),
+        options.onCallingThread ? this.#formatter().renderAndEncodeSync(json, this.tokenizer) : this.#formatter().renderAndEncode(json, this.tokenizer),
       );
       prompt = encoded.prompt;
       tokenIds = Array.from(encoded.tokenIds);
