@@ -240,6 +240,13 @@ void check_copy() {
   for (uint64_t i = 0; i < 20000; ++i) tiny.push_back({(i * 7919) % (arena - 64), i * 20 + i % 3, 1 + i % 16});
   report(copy_matches(a, b, tiny, 4), "batched copy d2d: 20000 tiny pairs (1..16 bytes)");
 
+  std::vector<Pair> same_size;  // one size for all: the kernel's uniform path, runs across pairs
+  for (uint64_t i = 0; i < 300; ++i) same_size.push_back({i * 4200 + i % 16, i * 4200 + (i * 7) % 16, 4100});
+  report(copy_matches(a, b, same_size, 11), "batched copy d2d: 300 pairs of 4100 bytes, misaligned");
+  std::vector<Pair> same_tiny;
+  for (uint64_t i = 0; i < 2000; ++i) same_tiny.push_back({(i * 7919) % (arena - 64), i * 8 + i % 5, 3});
+  report(copy_matches(a, b, same_tiny, 12), "batched copy d2d: 2000 pairs of 3 bytes");
+
   std::vector<Pair> mixed = {{0, 0, 5u << 20}, {6u << 20, 6u << 20, 1}, {(6u << 20) + 64, (6u << 20) + 64, 0}};
   report(copy_matches(a, b, mixed, 5), "batched copy d2d: one 5 MiB pair beside tiny and empty ones");
 
@@ -347,6 +354,12 @@ void check_layout() {
 // ------------------------------------------------------------------------------------------
 // Benchmarks (CUDA events on one stream; median of `iters` after warm-up)
 
+// With `g_behind` set, each timed call is enqueued behind ~0.25 ms of earlier work on the stream
+// (a 512 MiB device copy), as in a transfer pipeline: the host's part of the call (filling the
+// pointer tables, launching) then overlaps that work and the events time the GPU's part alone.
+// Without it the stream is idle, and the GPU waits for the host in the timed span.
+Buffer* g_behind = nullptr;
+
 template <typename F>
 float median_ms(cudaStream_t stream, int iters, F body) {
   cudaEvent_t a, b;
@@ -356,6 +369,10 @@ float median_ms(cudaStream_t stream, int iters, F body) {
   CUDA_OK(cudaStreamSynchronize(stream));
   std::vector<float> ms;
   for (int i = 0; i < iters; ++i) {
+    if (g_behind != nullptr) {
+      CUDA_OK(cudaMemcpyAsync(g_behind->p + g_behind->n / 2, g_behind->p, g_behind->n / 2,
+                              cudaMemcpyDeviceToDevice, stream));
+    }
     CUDA_OK(cudaEventRecord(a, stream));
     body();
     CUDA_OK(cudaEventRecord(b, stream));
@@ -372,7 +389,8 @@ float median_ms(cudaStream_t stream, int iters, F body) {
 
 double gbps(uint64_t bytes, float ms) { return bytes / (ms * 1e-3) / 1e9; }
 
-void bench_layout(cudaStream_t stream, uint32_t num_blocks) {
+// With `target`, each conversion must reach 80% of the memcpy; without, the figures are INFO.
+void bench_layout(cudaStream_t stream, uint32_t num_blocks, bool target) {
   const Shape s{32, 2, 16, 8, 128};  // 32 layers, K/V, 16 tokens x 8 heads x 128 dims
   const uint32_t es = 2;             // bf16: 2 MiB per block
   const uint64_t chunk = uint64_t(s.nt) * s.nh * s.hd * es;
@@ -404,11 +422,15 @@ void bench_layout(cudaStream_t stream, uint32_t num_blocks) {
             &failed)));
       });
       const double ratio = memcpy_ms / ms;
-      report(ratio >= 0.80,
-             "target layout %s %s (%u blocks x 32 layers x 2, 16x8x128 bf16): %.3f ms, %.1f GB/s "
-             "= %.0f%% of memcpy (target >= 80%%)",
-             layout_name(layout), direction == DK_BLOCKS_TO_UNIVERSAL ? "->universal" : "<-universal",
-             num_blocks, ms, gbps(bytes, ms), ratio * 100);
+      char line[256];
+      std::snprintf(line, sizeof line,
+                    "layout %s %s (%u blocks x 32 layers x 2, 16x8x128 bf16)%s: %.3f ms, %.1f GB/s "
+                    "= %.0f%% of memcpy",
+                    layout_name(layout), direction == DK_BLOCKS_TO_UNIVERSAL ? "->universal" : "<-universal",
+                    num_blocks, g_behind != nullptr ? " behind earlier work" : "", ms, gbps(bytes, ms),
+                    ratio * 100);
+      if (target) report(ratio >= 0.80, "target %s (target >= 80%%)", line);
+      else std::printf("INFO  %s\n", line);
     }
   }
 }
@@ -496,8 +518,8 @@ int main(int argc, char** argv) {
   if (bench) {
     cudaStream_t stream;
     CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    bench_layout(stream, 128);
-    bench_layout(stream, 1024);
+    bench_layout(stream, 128, true);
+    bench_layout(stream, 1024, true);
     const std::vector<uint64_t> same(4096, 64 * 1024);
     bench_copy(stream, "d2d, 64 KiB each", false, false, same, true);
     bench_copy(stream, "pinned h2d, 64 KiB each", true, false, same, false);
@@ -507,6 +529,13 @@ int main(int argc, char** argv) {
     Rng rng(11);
     for (auto& n : mixed) n = 1024 * (1 + rng.below(1024));
     bench_copy(stream, "d2d, 1 KiB .. 1 MiB", false, false, mixed, false);
+    // The same conversions and 64 KiB copies behind earlier work on the stream.
+    Buffer behind(size_t(1) << 29, false);
+    g_behind = &behind;
+    bench_layout(stream, 128, false);
+    bench_layout(stream, 1024, false);
+    bench_copy(stream, "d2d, 64 KiB each, behind earlier work", false, false, same, false);
+    g_behind = nullptr;
     CUDA_OK(cudaStreamDestroy(stream));
   }
   std::printf("%s  %d checks, %d failed\n", g_failed == 0 ? "PASS" : "FAIL", g_checks, g_failed);

@@ -1,7 +1,7 @@
 //! Batched copy of many `(src, dst, size)` pairs: argument validation, the per-pair vector width
 //! and the work split the CUDA kernel uses (mirrored by `cuda/kernels.cu`).
 //!
-//! The kernel splits every pair into slices of [`COPY_SLICE_BYTES`]; one warp copies one slice.
+//! The kernel splits every pair into slices of [`COPY_SLICE_BYTES`]; a warp copies a run of them.
 //! A prefix sum of slice counts ([`SlicePlan`]) lets any warp find its pair with a binary search,
 //! so a batch mixing 1-byte and 1-GiB pairs keeps every SM busy. Inside a slice the warp copies
 //! `width`-byte vectors, where `width` is chosen per pair by [`vector_width`], then the tail

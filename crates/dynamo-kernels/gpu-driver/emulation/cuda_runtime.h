@@ -57,6 +57,7 @@ struct DkEmuEvent {
 typedef DkEmuEvent* cudaEvent_t;
 
 #define cudaHostAllocDefault 0u
+#define cudaHostAllocMapped 2u
 #define cudaEventDisableTiming 2u
 #define cudaStreamNonBlocking 1u
 
@@ -97,6 +98,7 @@ inline cudaError_t cudaMalloc(void** p, size_t n) {
 }
 inline cudaError_t cudaMallocHost(void** p, size_t n) { return cudaMalloc(p, n); }
 inline cudaError_t cudaHostAlloc(void** p, size_t n, unsigned) { return cudaMalloc(p, n); }
+inline cudaError_t cudaHostGetDevicePointer(void** d, void* h, unsigned) { *d = h; return cudaSuccess; }
 inline cudaError_t cudaFree(void* p) { std::free(p); return cudaSuccess; }
 inline cudaError_t cudaFreeHost(void* p) { std::free(p); return cudaSuccess; }
 inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) {
