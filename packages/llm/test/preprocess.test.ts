@@ -133,14 +133,20 @@ describe('Preprocessor', () => {
     await expect(pre.preprocessChat(templateError, { onCallingThread: true })).rejects.toThrow(/^request: /);
   });
 
-  it('encodes a long prompt off the JS thread with the same result', async () => {
-    const long = 'The quick brown fox jumps over the lazy dog. '.repeat(400);
-    const out = await pre.preprocessCompletion({ model: 'qwen3', prompt: long });
-    expect(out.token_ids).toEqual(Array.from(pre.tokenizer.encodeSync(long, false)));
+  it('encodes a prompt on either thread with the same result', async () => {
+    for (const prompt of ['Hi\0 there', 'The quick brown fox jumps over the lazy dog. '.repeat(400)]) {
+      const off = await pre.preprocessCompletion({ model: 'qwen3', prompt });
+      const on = await pre.preprocessCompletion({ model: 'qwen3', prompt }, { onCallingThread: true });
+      expect(on).toEqual(off);
+      expect(off.token_ids).toEqual(Array.from(pre.tokenizer.encodeSync(prompt.replaceAll('\0', ''), false)));
+    }
   });
 
-  it('keeps the JS thread free while a long prompt is encoded', async () => {
-    const long = 'The quick brown fox jumps over the lazy dog. '.repeat(60_000);
+  const longText = 'The quick brown fox jumps over the lazy dog. '.repeat(60_000);
+  it.each([
+    ['a completion prompt', () => pre.preprocessCompletion({ model: 'qwen3', prompt: longText }, { onCallingThread: true })],
+    ['a chat', () => pre.preprocessChat({ model: 'qwen3', messages: [{ role: 'user', content: longText }] }, { onCallingThread: true })],
+  ])('keeps the JS thread free while %s this long is encoded, even when the calling thread is allowed', async (_what, run) => {
     // The longest stall between timer ticks: an encode on the event loop would stall it for the
     // whole encode. Durations are not asserted, so a fast or busy machine passes alike.
     let last = performance.now();
@@ -153,7 +159,7 @@ describe('Preprocessor', () => {
       ticks++;
     }, 1);
     const started = performance.now();
-    await pre.preprocessCompletion({ model: 'qwen3', prompt: long });
+    await run();
     const elapsed = performance.now() - started;
     clearInterval(timer);
     expect(ticks).toBeGreaterThanOrEqual(3);

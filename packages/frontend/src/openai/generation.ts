@@ -274,7 +274,7 @@ async function preprocess(
   body: unknown,
   options: { onCallingThread: boolean; maxDataUrlBytes: number },
 ): Promise<PreprocessedRequest[]> {
-  const requests = surface === 'chat' ? [(await pre.preprocessChat(body, options)).request] : await pre.preprocessCompletions(body);
+  const requests = surface === 'chat' ? [(await pre.preprocessChat(body, options)).request] : await pre.preprocessCompletions(body, options);
   const context = model.card.context_length;
   for (const request of requests) {
     // As stock's, the worker learns the adapter from `model` (the adapter's name) and `routing.lora_name`.

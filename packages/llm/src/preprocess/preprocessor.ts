@@ -13,14 +13,21 @@ import type { PreprocessedRequest } from './preprocessed-request.js';
 import { templateArgs } from './reasoning-args.js';
 import { promptBatch, validateSampling } from './validate.js';
 
-/** Prompts up to this many characters are encoded on the JS thread (a thread hop costs more). */
-const SYNC_ENCODE_CHARS = 4096;
+/**
+ * The most characters (a chat's JSON, a completion's prompt) that `onCallingThread` keeps on the
+ * calling thread: longer inputs always go to the thread pool, so one long prompt never holds the
+ * JS thread for the whole encode.
+ */
+const CALLING_THREAD_MAX_CHARS = 8192;
 
 type SamplingFields = ChatCompletionRequest | CompletionRequest;
 
-/** How {@link Preprocessor.preprocessChat} runs. */
+/** How {@link Preprocessor.preprocessChat} and {@link Preprocessor.preprocessCompletions} run. */
 export interface PreprocessOptions {
-  /** Render and tokenize on the calling thread instead of the thread pool. */
+  /**
+   * Render and tokenize inputs of up to 8,192 characters on the calling thread instead of the
+   * thread pool (longer ones always go to the pool).
+   */
   onCallingThread?: boolean;
   /** Largest `data:` URL a media part may carry (stock: `DYN_MM_MAX_DATA_URL_MB`, 16 MiB). */
   maxDataUrlBytes?: number;
@@ -103,10 +110,11 @@ export class Preprocessor {
 
   /**
    * The `PreprocessedRequest` for an OpenAI chat-completions body, and the prompt it rendered.
-   * The template and the tokenizer run on the thread pool unless `options.onCallingThread`: the
-   * hop costs latency when nothing else is waiting for the JS thread, but under load it lets the
-   * thread go on with other requests while the render uses another core: 64 requests arriving
-   * together waited ~19 ms at the median for the JS thread (bench/README.md, profile 13).
+   * The template and the tokenizer run on the thread pool unless `options.onCallingThread` (and
+   * the chat is short): the hop costs latency when nothing else is waiting for the JS thread, but
+   * under load it lets the thread go on with other requests while the render uses another core: 64
+   * requests arriving together waited ~19 ms at the median for the JS thread (bench/README.md,
+   * profile 13).
    */
   async preprocessChat(body: unknown, options: PreprocessOptions = {}): Promise<{ request: PreprocessedRequest; prompt: string }> {
     const chat = this.#parseChat(body);
@@ -119,7 +127,9 @@ export class Preprocessor {
     } else {
       const json = stringifyJson(chat);
       const encoded = await this.#templated(async () =>
-        options.onCallingThread ? this.#formatter().renderAndEncodeSync(json, this.tokenizer) : this.#formatter().renderAndEncode(json, this.tokenizer),
+        options.onCallingThread && json.length <= CALLING_THREAD_MAX_CHARS
+          ? this.#formatter().renderAndEncodeSync(json, this.tokenizer)
+          : this.#formatter().renderAndEncode(json, this.tokenizer),
       );
       prompt = encoded.prompt;
       tokenIds = Array.from(encoded.tokenIds);
@@ -144,15 +154,16 @@ export class Preprocessor {
 
   /**
    * The `PreprocessedRequest`s for an OpenAI completions body: one per prompt (a batch of
-   * prompts is one request each, as in stock Dynamo).
+   * prompts is one request each, as in stock Dynamo). Prompts are tokenized on the thread pool
+   * unless `options.onCallingThread` (and the prompt is short), as in {@link preprocessChat}.
    */
-  async preprocessCompletions(body: unknown): Promise<PreprocessedRequest[]> {
+  async preprocessCompletions(body: unknown, options: PreprocessOptions = {}): Promise<PreprocessedRequest[]> {
     const completion = parseOrThrow(CompletionRequestSchema, body, 'request');
     validateSampling(completion, 'completions');
     const prompts = promptBatch(completion.prompt);
     return Promise.all(
       prompts.map(async (p) => {
-        const tokenIds = completion.nvext?.token_data ?? (typeof p === 'string' ? await this.#encode(p) : p);
+        const tokenIds = completion.nvext?.token_data ?? (typeof p === 'string' ? await this.#encode(p, options.onCallingThread === true) : p);
         const request = this.#build(completion, tokenIds, completion.max_tokens, completion.logprobs ?? null);
         // echo asks the engine for the prompt's log probabilities, as stock asks.
         if (completion.echo === true) request.output_options = { ...request.output_options, prompt_logprobs: 1 };
@@ -162,16 +173,16 @@ export class Preprocessor {
   }
 
   /** The `PreprocessedRequest` for a completions body with one prompt. */
-  async preprocessCompletion(body: unknown): Promise<PreprocessedRequest> {
-    const requests = await this.preprocessCompletions(body);
+  async preprocessCompletion(body: unknown, options: PreprocessOptions = {}): Promise<PreprocessedRequest> {
+    const requests = await this.preprocessCompletions(body, options);
     if (requests.length !== 1) throw new InvalidArgument(`request.prompt: holds ${requests.length} prompts; use preprocessCompletions for a batch`);
     return requests[0]!;
   }
 
-  async #encode(prompt: string): Promise<number[]> {
+  async #encode(prompt: string, onCallingThread: boolean): Promise<number[]> {
     // NUL characters never reach the tokenizer, as in Dynamo.
     const text = prompt.includes('\0') ? prompt.replaceAll('\0', '') : prompt;
-    const ids = text.length <= SYNC_ENCODE_CHARS ? this.tokenizer.encodeSync(text, false) : await this.tokenizer.encode(text, false);
+    const ids = onCallingThread && text.length <= CALLING_THREAD_MAX_CHARS ? this.tokenizer.encodeSync(text, false) : await this.tokenizer.encode(text, false);
     return Array.from(ids);
   }
 
