@@ -8,9 +8,10 @@
 //!
 //! Both take *device-accessible* pointers as `u64` (`cudaMalloc`, `cudaMallocHost`/`cudaHostAlloc`
 //! or mapped registered host memory) and a CUDA stream handle (`0` = legacy default stream). They
-//! validate every argument in Rust first, copy the pointer tables to the device through a pinned
-//! staging buffer, enqueue one kernel on the stream and return without waiting for it: the caller
-//! synchronises the stream. The calling thread's current device is used.
+//! validate every argument in Rust first, stage the pointer tables in a pinned, device-mapped
+//! buffer, enqueue a small kernel that moves them to the device and one kernel that does the work,
+//! and return without waiting: the caller synchronises the stream. The calling thread's current
+//! device is used.
 //!
 //! Built without `nvcc` (see `build.rs`) the crate still validates arguments, then every GPU call
 //! returns [`ErrorCode::CudaUnavailable`]; [`reference`] works either way.
