@@ -20,6 +20,9 @@ import { promptBatch, validateSampling } from './validate.js';
  */
 const CALLING_THREAD_MAX_CHARS = 8192;
 
+/** Whether an input of `chars` characters is rendered or encoded on the calling thread. */
+const onCallingThread = (options: PreprocessOptions, chars: number): boolean => options.onCallingThread === true && chars <= CALLING_THREAD_MAX_CHARS;
+
 type SamplingFields = ChatCompletionRequest | CompletionRequest;
 
 /** How {@link Preprocessor.preprocessChat} and {@link Preprocessor.preprocessCompletions} run. */
@@ -127,7 +130,7 @@ export class Preprocessor {
     } else {
       const json = stringifyJson(chat);
       const encoded = await this.#templated(async () =>
-        options.onCallingThread && json.length <= CALLING_THREAD_MAX_CHARS
+        onCallingThread(options, json.length)
           ? this.#formatter().renderAndEncodeSync(json, this.tokenizer)
           : this.#formatter().renderAndEncode(json, this.tokenizer),
       );
@@ -163,7 +166,7 @@ export class Preprocessor {
     const prompts = promptBatch(completion.prompt);
     return Promise.all(
       prompts.map(async (p) => {
-        const tokenIds = completion.nvext?.token_data ?? (typeof p === 'string' ? await this.#encode(p, options.onCallingThread === true) : p);
+        const tokenIds = completion.nvext?.token_data ?? (typeof p === 'string' ? await this.#encode(p, options) : p);
         const request = this.#build(completion, tokenIds, completion.max_tokens, completion.logprobs ?? null);
         // echo asks the engine for the prompt's log probabilities, as stock asks.
         if (completion.echo === true) request.output_options = { ...request.output_options, prompt_logprobs: 1 };
@@ -179,10 +182,10 @@ export class Preprocessor {
     return requests[0]!;
   }
 
-  async #encode(prompt: string, onCallingThread: boolean): Promise<number[]> {
+  async #encode(prompt: string, options: PreprocessOptions): Promise<number[]> {
     // NUL characters never reach the tokenizer, as in Dynamo.
     const text = prompt.includes('\0') ? prompt.replaceAll('\0', '') : prompt;
-    const ids = onCallingThread && text.length <= CALLING_THREAD_MAX_CHARS ? this.tokenizer.encodeSync(text, false) : await this.tokenizer.encode(text, false);
+    const ids = onCallingThread(options, text.length) ? this.tokenizer.encodeSync(text, false) : await this.tokenizer.encode(text, false);
     return Array.from(ids);
   }
 
