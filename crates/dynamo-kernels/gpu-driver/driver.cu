@@ -341,6 +341,17 @@ void check_layout() {
              layout_name(layout), dtype_name(es), good, total, bad.c_str());
     }
   }
+  // From 16 blocks a conversion goes in two pieces, the first launched while the host writes the
+  // rest of the table.
+  bool pieces = true;
+  for (int layout : {DK_LAYOUT_NHD, DK_LAYOUT_HND}) {
+    for (uint32_t blocks : {16u, 17u, 40u}) {
+      pieces = pieces &&
+               layout_round_trip(layout, 2, {2, 2, 4, 3, 5}, blocks, blocks % 2, false, 300 + blocks) &&
+               layout_round_trip(layout, 4, {1, 2, 3, 1, 127}, blocks, 0, blocks == 17, 400 + blocks);
+    }
+  }
+  report(pieces, "layout round trips of 16, 17 and 40 blocks (two pieces), NHD and HND");
   report(layout_round_trip(DK_LAYOUT_NHD, 2, {2, 2, 16, 8, 128}, 2, 0, true, 7) &&
              layout_round_trip(DK_LAYOUT_HND, 1, {3, 1, 5, 3, 7}, 2, 1, true, 8),
          "layout conversion with universal blocks in pinned host memory");

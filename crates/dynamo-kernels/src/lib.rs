@@ -8,10 +8,12 @@
 //!
 //! Both take *device-accessible* pointers as `u64` (`cudaMalloc`, `cudaMallocHost`/`cudaHostAlloc`
 //! or mapped registered host memory) and a CUDA stream handle (`0` = legacy default stream). They
-//! validate every argument in Rust first, stage the pointer tables in a pinned, device-mapped
-//! buffer, enqueue a small kernel that moves them to the device and one kernel that does the work,
-//! and return without waiting: the caller synchronises the stream. The calling thread's current
-//! device is used.
+//! validate every argument in Rust first, write the pointer tables into a pinned, device-mapped
+//! buffer and enqueue the work, then return without waiting: the caller synchronises the stream.
+//! A copy whose pairs all have one size reads its table there; other copies and layout
+//! conversions have a small kernel move it to the device first, and a conversion of 16 blocks or
+//! more goes in two pieces, the first enqueued before the host has written the rest of the table.
+//! The calling thread's current device is used.
 //!
 //! Built without `nvcc` (see `build.rs`) the crate still validates arguments, then every GPU call
 //! returns [`ErrorCode::CudaUnavailable`]; [`reference`] works either way.

@@ -263,7 +263,8 @@ pub struct Pump {
     holding: bool,
     /// The consumer's back-pressure stopped reading.
     paused: bool,
-    /// The socket is read by the socket group, not by `handle`.
+    /// The socket is read by the socket group, not by `handle` (Linux only).
+    #[cfg(target_os = "linux")]
     grouped: bool,
     /// Stopped: the socket is no longer read, and the pump goes with its close callbacks.
     stopped: bool,
@@ -353,6 +354,7 @@ impl Pump {
             last_tokens: None,
             holding: false,
             paused: false,
+            #[cfg(target_os = "linux")]
             grouped: false,
             stopped: false,
         }));
