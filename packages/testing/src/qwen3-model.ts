@@ -39,7 +39,8 @@ let root: string | undefined;
 function modelsRoot(): string {
   if (root !== undefined) return root;
   for (const name of readdirSync(tmpdir())) {
-    const pid = Number(name.startsWith(ROOT_PREFIX) ? name.slice(ROOT_PREFIX.length).split('-')[0] : Number.NaN);
+    if (!name.startsWith(ROOT_PREFIX)) continue;
+    const pid = Number(name.slice(ROOT_PREFIX.length).split('-')[0]);
     if (!Number.isInteger(pid) || pid <= 0 || alive(pid)) continue;
     try {
       rmSync(join(tmpdir(), name), { recursive: true, force: true });
