@@ -1,5 +1,5 @@
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
 /** One aiperf load: streaming chat, ISL 128 and OSL 256 tokens, a fixed number of requests. */
@@ -51,7 +51,9 @@ export async function runAiperf(python: string, load: AiperfLoad): Promise<Aiper
   const aiperf = join(dirname(python), 'aiperf');
   const [command, argv] = load.cpus === undefined ? [aiperf, args] : ['taskset', ['-c', load.cpus, aiperf, ...args]];
   // aiperf cannot read a tokenizer from a local folder with HF_HUB_OFFLINE set; a local path never reaches the Hub.
-  const env = { ...process.env };
+  // Its temporary folders (two per run) go where the caller removes its artifacts, not into /tmp.
+  mkdirSync(load.artifactDir, { recursive: true });
+  const env: NodeJS.ProcessEnv = { ...process.env, TMPDIR: load.artifactDir };
   delete env.HF_HUB_OFFLINE;
   const child = spawn(command, argv, { env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
