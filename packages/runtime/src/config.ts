@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { InvalidArgument } from './errors.js';
 import { DEFAULT_MAX_FRAME_BYTES } from './wire/envelope.js';
+import { type HostInterfaces, resolveHost, systemInterfaces } from './wire/host-address.js';
 import { describeIssues, parseOrThrow } from './validate.js';
 
 const port = z.coerce.number().int().min(0).max(65535);
@@ -66,17 +67,18 @@ const envSchema = z.object({
   NATS_TLS_INSECURE: envFlag.default(false),
   DYN_NATS_REQUEST_TIMEOUT_SECS: positiveSecs.default(10),
   DYN_EVENT_PLANE: z.enum(EVENT_PLANES, { error: (i) => `Invalid DYN_EVENT_PLANE value '${String(i.input)}'. Valid values: 'nats', 'zmq'` }).default('zmq'),
+  // Unset: this host's routable address (see resolveHost); an IP, a wildcard or an interface name.
   DYN_EVENT_PLANE_HOST: z
     .string()
-    .refine((v) => v !== '0.0.0.0' && v !== '::', 'must be an address subscribers can dial, not an unspecified one')
+    .refine((v) => !['0.0.0.0', '::', '[::]'].includes(v.trim()), 'must be an address subscribers can dial, not an unspecified one')
     .optional(),
-  DYN_TCP_RPC_HOST: z.string().min(1).default('127.0.0.1'),
+  DYN_TCP_RPC_HOST: z.string().optional(),
   DYN_TCP_RPC_PORT: port.default(0),
   DYN_TCP_RPC_ADVERTISE_HOST: z.string().optional(),
   DYN_TCP_MAX_MESSAGE_SIZE: z.coerce.number().int().positive().default(DEFAULT_MAX_FRAME_BYTES),
   DYN_TCP_REQUEST_TIMEOUT: positiveSecs.default(5),
   DYN_TCP_CONNECT_TIMEOUT: positiveSecs.default(5),
-  DYN_TCP_RESPONSE_STREAM_HOST: z.string().min(1).default('127.0.0.1'),
+  DYN_TCP_RESPONSE_STREAM_HOST: z.string().optional(),
   DYN_TCP_RESPONSE_STREAM_PORT: port.default(0),
   DYN_TCP_RESPONSE_STREAM_ADVERTISE_HOST: z.string().optional(),
   DYN_SYSTEM_PORT: z.coerce.number().int().min(-1).max(65535).default(-1),
@@ -98,7 +100,7 @@ export interface RuntimeConfig {
   discoveryBackend: Env['DYN_DISCOVERY_BACKEND'];
   requestPlane: Env['DYN_REQUEST_PLANE'];
   /** Where KV events and load reports travel; `host` is the address advertised for ZMQ sockets. */
-  eventPlane: { plane: Env['DYN_EVENT_PLANE']; host?: string };
+  eventPlane: { plane: Env['DYN_EVENT_PLANE']; host: string };
   etcd: {
     endpoints: string[];
     username?: string;
@@ -123,16 +125,21 @@ export interface RuntimeConfig {
     tlsInsecure: boolean;
     requestTimeoutSecs: number;
   };
+  /**
+   * The servers other hosts dial: each binds `*Host` and advertises `*AdvertiseHost` (resolved from
+   * `DYN_TCP_RPC_HOST` / `DYN_TCP_RESPONSE_STREAM_HOST` and their `_ADVERTISE_HOST` overrides by
+   * {@link resolveHost}: this host's routable address by default, as stock).
+   */
   tcp: {
     rpcHost: string;
     rpcPort: number;
-    rpcAdvertiseHost?: string;
+    rpcAdvertiseHost: string;
     maxMessageSize: number;
     requestTimeoutSecs: number;
     connectTimeoutSecs: number;
     responseStreamHost: string;
     responseStreamPort: number;
-    responseStreamAdvertiseHost?: string;
+    responseStreamAdvertiseHost: string;
   };
   /** null: the system status server is off. */
   system: { port: number; host: string; healthPath: string; livePath: string; startingStatus: 'ready' | 'notready' } | null;
@@ -164,10 +171,15 @@ const overrideEnv: Record<keyof RuntimeConfigOverrides, keyof Env> = {
 
 /**
  * Resolves the runtime configuration from Dynamo's environment variables, with `overrides` (code
- * or CLI flags) winning. Empty variables count as unset. Throws `InvalidArgument` naming every bad
+ * or CLI flags) winning. Empty variables count as unset. The servers' addresses are resolved here
+ * against `interfaces` (this machine's by default). Throws `InvalidArgument` naming every bad
  * variable.
  */
-export function loadRuntimeConfig(env: Readonly<Record<string, string | undefined>> = process.env, overrides: RuntimeConfigOverrides = {}): RuntimeConfig {
+export function loadRuntimeConfig(
+  env: Readonly<Record<string, string | undefined>> = process.env,
+  overrides: RuntimeConfigOverrides = {},
+  interfaces: HostInterfaces = systemInterfaces,
+): RuntimeConfig {
   const input = setVariables(env, Object.keys(envSchema.shape));
   for (const [name, variable] of Object.entries(overrideEnv)) {
     const value = overrides[name as keyof RuntimeConfigOverrides];
@@ -179,10 +191,12 @@ export function loadRuntimeConfig(env: Readonly<Record<string, string | undefine
     throw new InvalidArgument(`invalid runtime configuration: ${describeIssues('env', parsed.error).replaceAll('env.', '')}`);
   }
   const e = parsed.data;
+  const rpc = resolveHost(e.DYN_TCP_RPC_HOST, 'DYN_TCP_RPC_HOST', interfaces);
+  const responseStream = resolveHost(e.DYN_TCP_RESPONSE_STREAM_HOST, 'DYN_TCP_RESPONSE_STREAM_HOST', interfaces);
   const config: RuntimeConfig = {
     discoveryBackend: e.DYN_DISCOVERY_BACKEND,
     requestPlane: e.DYN_REQUEST_PLANE,
-    eventPlane: { plane: e.DYN_EVENT_PLANE, ...(e.DYN_EVENT_PLANE_HOST === undefined ? {} : { host: e.DYN_EVENT_PLANE_HOST }) },
+    eventPlane: { plane: e.DYN_EVENT_PLANE, host: resolveHost(e.DYN_EVENT_PLANE_HOST, 'DYN_EVENT_PLANE_HOST', interfaces).advertise },
     etcd: {
       endpoints: e.ETCD_ENDPOINTS,
       username: e.ETCD_AUTH_USERNAME,
@@ -207,15 +221,15 @@ export function loadRuntimeConfig(env: Readonly<Record<string, string | undefine
       requestTimeoutSecs: e.DYN_NATS_REQUEST_TIMEOUT_SECS,
     },
     tcp: {
-      rpcHost: e.DYN_TCP_RPC_HOST,
+      rpcHost: rpc.bind,
       rpcPort: e.DYN_TCP_RPC_PORT,
-      rpcAdvertiseHost: e.DYN_TCP_RPC_ADVERTISE_HOST,
+      rpcAdvertiseHost: e.DYN_TCP_RPC_ADVERTISE_HOST ?? rpc.advertise,
       maxMessageSize: e.DYN_TCP_MAX_MESSAGE_SIZE,
       requestTimeoutSecs: e.DYN_TCP_REQUEST_TIMEOUT,
       connectTimeoutSecs: e.DYN_TCP_CONNECT_TIMEOUT,
-      responseStreamHost: e.DYN_TCP_RESPONSE_STREAM_HOST,
+      responseStreamHost: responseStream.bind,
       responseStreamPort: e.DYN_TCP_RESPONSE_STREAM_PORT,
-      responseStreamAdvertiseHost: e.DYN_TCP_RESPONSE_STREAM_ADVERTISE_HOST,
+      responseStreamAdvertiseHost: e.DYN_TCP_RESPONSE_STREAM_ADVERTISE_HOST ?? responseStream.advertise,
     },
     system:
       e.DYN_SYSTEM_PORT < 0

@@ -138,9 +138,10 @@ export class DistributedRuntime implements RuntimeHost {
         port: t.rpcPort,
         maxMessageSize: t.maxMessageSize,
         log: this.log('runtime.request-plane.tcp'),
-        ...(t.rpcAdvertiseHost === undefined ? {} : { advertiseHost: t.rpcAdvertiseHost }),
+        advertiseHost: t.rpcAdvertiseHost,
       });
       await server.listen();
+      this.#warnIfUnreachable('request plane', t.rpcAdvertiseHost, 'DYN_TCP_RPC_HOST');
       return server;
     })();
     return this.#requestServer;
@@ -174,12 +175,22 @@ export class DistributedRuntime implements RuntimeHost {
         host: t.responseStreamHost,
         port: t.responseStreamPort,
         log: this.log('runtime.response-plane'),
-        ...(t.responseStreamAdvertiseHost === undefined ? {} : { advertiseHost: t.responseStreamAdvertiseHost }),
+        advertiseHost: t.responseStreamAdvertiseHost,
       });
       await server.listen();
+      this.#warnIfUnreachable('response stream', t.responseStreamAdvertiseHost, 'DYN_TCP_RESPONSE_STREAM_HOST');
       return server;
     })();
     return this.#responseServer;
+  }
+
+  /** A loopback address in etcd means peers on other hosts will fail to dial this process: say so once, at start. */
+  #warnIfUnreachable(server: string, advertised: string, variable: string): void {
+    if (this.config.discoveryBackend !== 'etcd' || !/^(127\.|::1$|\[::1\]$|localhost$)/.test(advertised)) return;
+    this.log('runtime').warn(
+      { advertised, variable },
+      `the ${server} server advertises a loopback address: processes on other hosts cannot reach it (set ${variable} to a routable address or interface)`,
+    );
   }
 
   /** @internal Tracks a served endpoint so shutdown can drain it. */
@@ -200,7 +211,7 @@ export class DistributedRuntime implements RuntimeHost {
       topic,
       store: this.discovery.store,
       nats: () => this.#natsConnection(),
-      ...(host === undefined ? {} : { host }),
+      host,
       log: this.log('runtime.event-plane'),
     });
     this.#eventStreams.add(publisher);

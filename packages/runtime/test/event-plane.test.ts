@@ -39,7 +39,7 @@ describe('event plane names', () => {
   it('rejects an unknown event plane and an unspecified advertise host', () => {
     expect(() => loadRuntimeConfig({ DYN_EVENT_PLANE: 'kafka' })).toThrow(/Invalid DYN_EVENT_PLANE value 'kafka'. Valid values: 'nats', 'zmq'/);
     expect(() => loadRuntimeConfig({ DYN_EVENT_PLANE_HOST: '0.0.0.0' })).toThrow(/DYN_EVENT_PLANE_HOST/);
-    expect(loadRuntimeConfig({}).eventPlane).toEqual({ plane: 'zmq' });
+    expect(loadRuntimeConfig({}).eventPlane.plane).toBe('zmq');
   });
 });
 

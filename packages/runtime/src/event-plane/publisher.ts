@@ -1,9 +1,11 @@
 import { randomBytes } from 'node:crypto';
+import { isIPv6 } from 'node:net';
 import type { Publisher as ZmqPublisher } from 'zeromq';
 import type { KvStore } from '../discovery/kv-store.js';
 import type { Log } from '../logger.js';
 import type { NatsConnection } from '../wire/nats-connection.js';
-import { advertisedHost } from '../wire/socket-helpers.js';
+import { resolveHost } from '../wire/host-address.js';
+import { formatHostPort } from '../wire/socket-helpers.js';
 import { EVENT_CHANNELS_BUCKET, eventChannelRecord, type EventTransport } from './records.js';
 import { type EventScope, eventRecordKey, eventSubject } from './subject.js';
 import { loadZmq } from './zmq.js';
@@ -20,7 +22,7 @@ export interface EventPublisherOptions {
   store: KvStore;
   /** The NATS connection (NATS plane only). */
   nats?: () => Promise<NatsConnection>;
-  /** The address advertised for the ZMQ socket (`DYN_EVENT_PLANE_HOST`); else this host's first IPv4. */
+  /** The address advertised for the ZMQ socket (`DYN_EVENT_PLANE_HOST`); else this host's routable address. */
   host?: string;
   log: Log;
 }
@@ -71,9 +73,11 @@ export class EventPublisher {
     if (plane === 'zmq') {
       const { Publisher } = await loadZmq();
       this.#zmq = new Publisher({ sendHighWaterMark: 100_000, sendTimeout: 0, linger: 0 });
-      await this.#zmq.bind('tcp://0.0.0.0:0');
+      // As stock: bound on every address of the advertised one's family.
+      const advertised = this.#options.host ?? resolveHost(undefined, 'DYN_EVENT_PLANE_HOST').advertise;
+      await this.#zmq.bind(isIPv6(advertised) ? 'tcp://[::]:0' : 'tcp://0.0.0.0:0');
       const port = new URL(this.#zmq.lastEndpoint!.replace('tcp://', 'http://')).port;
-      transport = { kind: 'Zmq', config: { endpoint: `tcp://${advertisedHost('0.0.0.0', this.#options.host)}:${port}` } };
+      transport = { kind: 'Zmq', config: { endpoint: `tcp://${formatHostPort(advertised, Number(port))}` } };
     } else {
       if (!this.#options.nats) throw new TypeError('the NATS event plane needs a NATS connection');
       this.#nats = await this.#options.nats();

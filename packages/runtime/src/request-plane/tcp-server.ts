@@ -35,7 +35,7 @@ function isStringMap(value: unknown): value is Record<string, string> {
 
 /** Options of {@link TcpRequestPlaneServer}; the runtime fills them from `DYN_TCP_RPC_*`. */
 export interface TcpRequestPlaneServerOptions {
-  /** Bind address (`DYN_TCP_RPC_HOST`); default `127.0.0.1`. */
+  /** Bind address (the runtime passes `DYN_TCP_RPC_HOST` resolved: this host's routable address by default); default here `127.0.0.1`. */
   host?: string;
   /** Bind port (`DYN_TCP_RPC_PORT`); default 0 = chosen by the OS. */
   port?: number;
@@ -104,7 +104,7 @@ export class TcpRequestPlaneServer implements RequestPlaneServer, Dispatcher {
         server.on('error', (err) => this.log.error({ err }, 'tcp request plane server error'));
         const { address, port } = server.address() as { address: string; port: number };
         this.#advertised = formatHostPort(advertisedHost(this.#host, this.#advertiseHost), port);
-        this.log.debug({ address: `${address}:${port}`, advertised: this.#advertised }, 'tcp request plane listening');
+        this.log.info({ bound: formatHostPort(address, port), advertised: this.#advertised }, 'tcp request plane listening');
         resolve({ host: address, port });
       });
     });

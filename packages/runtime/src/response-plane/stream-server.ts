@@ -18,7 +18,7 @@ import { type Log, silentLog } from '../logger.js';
 
 /** Options of {@link ResponseStreamServer}; the runtime fills them from `DYN_TCP_RESPONSE_STREAM_*`. */
 export interface ResponseStreamServerOptions {
-  /** Bind address (`DYN_TCP_RESPONSE_STREAM_HOST`); default `127.0.0.1`. */
+  /** Bind address (the runtime passes `DYN_TCP_RESPONSE_STREAM_HOST` resolved: this host's routable address by default); default here `127.0.0.1`. */
   host?: string;
   /** Bind port (`DYN_TCP_RESPONSE_STREAM_PORT`); default 0 = chosen by the OS. */
   port?: number;
@@ -103,7 +103,7 @@ export class ResponseStreamServer {
         if (this.#closed) throw new CannotConnect('response stream server is closed');
         this.#addresses.push(await this.#listenOne());
       }
-      this.#log.debug({ addresses: this.#addresses }, 'response stream server listening');
+      this.#log.info({ bound: this.#host, advertised: this.#addresses }, 'response stream (call-home) server listening');
       return this.#addresses[0]!;
     })().catch(async (err: unknown) => {
       this.#addresses = [];

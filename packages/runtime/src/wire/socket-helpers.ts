@@ -2,8 +2,8 @@
 // text, the address a listener advertises, and a socket writer that batches per event-loop turn.
 
 import { isIPv6, type Socket } from 'node:net';
-import { networkInterfaces } from 'node:os';
 import { InvalidArgument } from '../errors.js';
+import { resolveHost } from './host-address.js';
 
 /** Longest endpoint path a request frame may name. */
 export const MAX_PATH_BYTES = 1024;
@@ -42,16 +42,11 @@ export function setPeerTimeout(expire: () => void, ms: number): NodeJS.Timeout {
 
 /**
  * The host to advertise for a server bound to `bindHost`: `advertiseHost` when set; the bind host
- * unless it is a wildcard (nobody can dial `0.0.0.0`); else this machine's first external IPv4
- * address, falling back to loopback.
+ * unless it is a wildcard (nobody can dial `0.0.0.0`), else this host's routable address of that
+ * family ({@link resolveHost}).
  */
 export function advertisedHost(bindHost: string, advertiseHost?: string): string {
-  if (advertiseHost) return advertiseHost;
-  if (bindHost !== '0.0.0.0' && bindHost !== '::' && bindHost !== '') return bindHost;
-  for (const addrs of Object.values(networkInterfaces())) {
-    for (const a of addrs ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
-  }
-  return '127.0.0.1';
+  return advertiseHost || resolveHost(bindHost, 'bind host').advertise;
 }
 
 /** Writes to one socket, batched per tick (see {@link tickBatchedWriter}). */
