@@ -11,11 +11,11 @@ import { LocalModel, type Tokenizer } from '@dynamo/llm';
 import { formatHelp, parseFlags } from '@dynamo/runtime';
 import { z } from 'zod';
 
-import { Deployment, modelDir, post, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
+import { followIds, randomFirst, streamCompletion } from '@dynamo/testing/follow-prompt';
+import { Deployment, modelDir, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
 import type { Child } from '@dynamo/testing/child';
 
 const MODEL = 'chaos';
-export const VOCAB = 32_000;
 
 const count = (max: number) => z.coerce.number().int().min(1, 'must be at least 1').max(max);
 const chaosFlags = {
@@ -62,30 +62,7 @@ const between = (min: number, max: number) => min + Math.random() * Math.max(0, 
 
 /** The text the workers answer prompt [first] with: tokens first+1 .. first+n. */
 export function expectedText(tokenizer: Tokenizer, first: number, n: number): string {
-  return tokenizer.decode(
-    Uint32Array.from({ length: n }, (_, i) => (first + i + 1) % VOCAB),
-    false,
-  );
-}
-
-/** One streamed completion: its text, whether it ended with a finish reason and [DONE], and any error. */
-async function stream(url: string, first: number, maxTokens: number): Promise<{ text: string; complete: boolean; error?: string }> {
-  const res = await post(url, '/v1/completions', { model: MODEL, prompt: [first], max_tokens: maxTokens, stream: true });
-  if (res.status !== 200) return { text: '', complete: false, error: `HTTP ${res.status}: ${(await res.text()).slice(0, 200)}` };
-  let text = '';
-  let finished = false;
-  let done = false;
-  for (const block of (await res.text()).split('\n\n')) {
-    if (block === 'data: [DONE]') done = true;
-    else if (block.startsWith('data: ')) {
-      const data = JSON.parse(block.slice(6)) as { choices?: Array<{ text: string; finish_reason: string | null }>; error?: { message: string } };
-      if (data.error) return { text, complete: false, error: data.error.message };
-      const choice = data.choices?.[0];
-      text += choice?.text ?? '';
-      if (choice?.finish_reason) finished = true;
-    }
-  }
-  return { text, complete: finished && done };
+  return tokenizer.decode(followIds(first, n), false);
 }
 
 const migrations = async (url: string) =>
@@ -141,10 +118,9 @@ async function phase(
       Array.from({ length: options.concurrency }, async () => {
         while (next < options.requests) {
           next += 1;
-          const first = 1 + Math.floor(Math.random() * (VOCAB - options.maxTokens - 2));
-          const t0 = performance.now();
-          const got = await stream(url, first, options.maxTokens).catch((err: Error) => ({ text: '', complete: false, error: err.message }));
-          latencies.push(performance.now() - t0);
+          const first = randomFirst(options.maxTokens);
+          const got = await streamCompletion(url, MODEL, first, options.maxTokens);
+          latencies.push(got.totalMs);
           if (got.error !== undefined || !got.complete) {
             failed += 1;
             if (samples.length < 5) samples.push(`prompt [${first}]: ${got.error ?? 'ended without its finish reason and [DONE]'}`);

@@ -15,7 +15,8 @@ import { z } from 'zod';
 import { Deployment, modelDir, once, post, readStream, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
 import type { Child } from '@dynamo/testing/child';
 import { freePort } from '@dynamo/testing/free-port';
-import { expectedText, VOCAB } from '../chaos/main.js';
+import { randomFirst } from '@dynamo/testing/follow-prompt';
+import { expectedText } from '../chaos/main.js';
 import { renderLines, type SeriesPoint } from '../compare/chart.js';
 
 const MODEL = 'soak';
@@ -139,7 +140,7 @@ async function goodRequest(url: string, tokenizer: Tokenizer, tally: Tally): Pro
   // A tenth of all requests: a client that hangs up after its first chunk.
   const hangUp = streamed && Math.random() < 0.2;
   const maxTokens = 16 + Math.floor(Math.random() * 48);
-  const first = 1 + Math.floor(Math.random() * (VOCAB - maxTokens - 2));
+  const first = randomFirst(maxTokens);
   const body = chat
     ? { model: MODEL, messages: [{ role: 'user', content: `Count from ${first}.` }], max_tokens: maxTokens, stream: streamed }
     : { model: MODEL, prompt: [first], max_tokens: maxTokens, stream: streamed };

@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 
+import { type Placement, loopback } from './placement.js';
 import { commandName, trackProcess, waitingFor } from './processes.js';
 
 /** A child process with its stdout lines and the tail of its stderr, for process-level tests. */
@@ -26,6 +27,8 @@ export interface ChildOptions {
    * whose own children must not outlive it (an install it runs, say).
    */
   group?: boolean;
+  /** Where it runs (default: this machine); a cluster host's name prefixes its name in reports. */
+  on?: Placement;
 }
 
 const running = new Set<Child>();
@@ -35,9 +38,15 @@ process.once('exit', () => {
 
 /** Starts `command args` with `env` merged over this process's environment. */
 export function startChild(command: string, args: string[], env: Record<string, string | undefined> = {}, options: string | ChildOptions = {}): Child {
-  const { cwd, group = false } = typeof options === 'string' ? { cwd: options } : options;
-  const child = spawn(command, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'], detached: group, ...(cwd && { cwd }) });
-  const name = commandName(command, args);
+  const { cwd, group = false, on = loopback } = typeof options === 'string' ? { cwd: options } : options;
+  const placed = on.command(command, args);
+  const child = spawn(placed.command, placed.args, {
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: group,
+    ...(cwd && { cwd }),
+  });
+  const name = on === loopback ? commandName(command, args) : `[${on.name}] ${commandName(command, args)}`;
   trackProcess(name, child);
   const lines: string[] = [];
   let stderr = '';

@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { freePort } from './free-port.js';
+import { loopback, type Placement } from './placement.js';
 import { trackProcess } from './processes.js';
 
 /** Every etcd this process started, killed if the test process exits without stopping them. */
@@ -61,19 +62,21 @@ export class EtcdServer {
   readonly #tls: EtcdTls | undefined;
   readonly #dataDir: string;
   readonly #peerUrl: string;
+  readonly #on: Placement;
   #child: ChildProcess | undefined;
   #stderr = '';
 
-  private constructor(binary: string, dataDir: string, clientPort: number, peerPort: number, tls: EtcdTls | undefined) {
+  private constructor(binary: string, dataDir: string, clientPort: number, peerPort: number, tls: EtcdTls | undefined, on: Placement) {
     this.#binary = binary;
     this.#dataDir = dataDir;
     this.#tls = tls;
-    this.endpoint = `${tls ? 'https' : 'http'}://127.0.0.1:${clientPort}`;
-    this.#peerUrl = `http://127.0.0.1:${peerPort}`;
+    this.#on = on;
+    this.endpoint = `${tls ? 'https' : 'http'}://${on.address}:${clientPort}`;
+    this.#peerUrl = `http://${on.address}:${peerPort}`;
   }
 
-  /** Starts a fresh etcd and waits until it serves requests. */
-  static async start(options: { tls?: EtcdTls } = {}): Promise<EtcdServer> {
+  /** Starts a fresh etcd (on this machine's loopback, or on the host `on`) and waits until it serves requests. */
+  static async start(options: { tls?: EtcdTls; on?: Placement } = {}): Promise<EtcdServer> {
     const binary = findEtcd();
     installExitHook();
     for (let attempt = 1; ; attempt++) {
@@ -81,7 +84,7 @@ export class EtcdServer {
       const clientPort = await freePort();
       let peerPort = await freePort();
       while (peerPort === clientPort) peerPort = await freePort();
-      const server = new EtcdServer(binary, dataDir, clientPort, peerPort, options.tls);
+      const server = new EtcdServer(binary, dataDir, clientPort, peerPort, options.tls, options.on ?? loopback);
       try {
         await server.#launch();
         return server;
@@ -141,39 +144,36 @@ export class EtcdServer {
 
   async #launch(): Promise<void> {
     this.#stderr = '';
-    const child = spawn(
-      this.#binary,
-      [
-        '--name',
-        'test',
-        '--data-dir',
-        this.#dataDir,
-        '--listen-client-urls',
-        this.endpoint,
-        '--advertise-client-urls',
-        this.endpoint,
-        '--listen-peer-urls',
-        this.#peerUrl,
-        '--initial-advertise-peer-urls',
-        this.#peerUrl,
-        '--initial-cluster',
-        `test=${this.#peerUrl}`,
-        '--logger',
-        'zap',
-        '--log-level',
-        'error',
-        ...(this.#tls
-          ? [
-              '--cert-file',
-              this.#tls.certFile,
-              '--key-file',
-              this.#tls.keyFile,
-              ...(this.#tls.clientCert ? ['--client-cert-auth', '--trusted-ca-file', this.#tls.caFile] : []),
-            ]
-          : []),
-      ],
-      { stdio: ['ignore', 'ignore', 'pipe'] },
-    );
+    const placed = this.#on.command(this.#binary, [
+      '--name',
+      'test',
+      '--data-dir',
+      this.#dataDir,
+      '--listen-client-urls',
+      this.endpoint,
+      '--advertise-client-urls',
+      this.endpoint,
+      '--listen-peer-urls',
+      this.#peerUrl,
+      '--initial-advertise-peer-urls',
+      this.#peerUrl,
+      '--initial-cluster',
+      `test=${this.#peerUrl}`,
+      '--logger',
+      'zap',
+      '--log-level',
+      'error',
+      ...(this.#tls
+        ? [
+            '--cert-file',
+            this.#tls.certFile,
+            '--key-file',
+            this.#tls.keyFile,
+            ...(this.#tls.clientCert ? ['--client-cert-auth', '--trusted-ca-file', this.#tls.caFile] : []),
+          ]
+        : []),
+    ]);
+    const child = spawn(placed.command, placed.args, { stdio: ['ignore', 'ignore', 'pipe'] });
     running.add(child);
     trackProcess(`etcd ${this.endpoint}`, child);
     this.#child = child;

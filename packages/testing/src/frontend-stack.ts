@@ -1,5 +1,6 @@
 // Real processes for frontend tests: dynamo-frontend, dynamo-sample-engine and the successor
-// test engine, on loopback, over one discovery backend and request plane.
+// test engine, over one discovery backend and request plane: on loopback, or each process on a
+// host of a cluster (cluster.ts) on its default settings.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { delimiter, dirname, join } from 'node:path';
@@ -8,6 +9,7 @@ import { type Child, startChild } from './child.js';
 import { EtcdServer } from './etcd.js';
 import { freePort, waitFor } from './free-port.js';
 import { type NatsTestServer, startNatsServer } from './nats.js';
+import { loopback, type Placement } from './placement.js';
 import { qwen3ModelDir } from './qwen3-model.js';
 import { repoRoot } from './repo.js';
 import { stockRuntimeEnv } from './stock-dynamo.js';
@@ -51,70 +53,81 @@ export class Deployment {
     };
   }
 
-  static async start(setup: Setup, env: Record<string, string> = {}): Promise<Deployment> {
+  /** The etcd of an etcd setup (started with it). */
+  get etcd(): EtcdServer | undefined {
+    return this.#etcd;
+  }
+
+  /** The nats-server of an etcd setup (started with it). */
+  get nats(): NatsTestServer | undefined {
+    return this.#nats;
+  }
+
+  /** Starts the servers `setup` needs (etcd and NATS for an etcd setup), on this machine or on the host `infra`. */
+  static async start(setup: Setup, env: Record<string, string> = {}, infra: Placement = loopback): Promise<Deployment> {
     const d = new Deployment(setup, env);
     if (setup.discovery === 'etcd') {
-      [d.#etcd, d.#nats] = await Promise.all([EtcdServer.start(), startNatsServer()]);
+      [d.#etcd, d.#nats] = await Promise.all([EtcdServer.start({ on: infra }), startNatsServer({ on: infra })]);
       Object.assign(d.env, { ETCD_ENDPOINTS: d.#etcd.endpoint, NATS_SERVER: d.#nats.url });
     }
     return d;
   }
 
-  /** Starts dynamo-frontend and waits until it answers /live. */
-  async frontend(args: string[] = [], env: Record<string, string> = {}): Promise<{ child: Child; url: string }> {
+  /**
+   * Starts dynamo-frontend and waits until it answers /live: on loopback, or on the host `on` with
+   * its default HTTP host (every address).
+   */
+  async frontend(args: string[] = [], env: Record<string, string> = {}, on: Placement = loopback): Promise<{ child: Child; url: string }> {
     const port = await freePort();
-    const child = this.programProcess(frontendCli, ['--http-host', '127.0.0.1', '--http-port', String(port), ...args], env);
-    const url = `http://127.0.0.1:${port}`;
+    const host = on === loopback ? ['--http-host', '127.0.0.1'] : [];
+    const child = this.programProcess(frontendCli, [...host, '--http-port', String(port), ...args], env, on);
+    const url = `http://${on.address}:${port}`;
     await waitFor('the frontend to listen', async () => (await fetch(`${url}/live`).catch(() => undefined))?.ok, 30_000).catch((err: Error) => {
       throw new Error(`${err.message}\n${child.stderr()}`);
     });
     return { child, url };
   }
 
-  /** Starts a dynamo-sample-engine worker on the test model. */
-  sampleWorker(args: string[] = [], env: Record<string, string> = {}): Child {
-    return this.programProcess(sampleCli, ['--model-path', modelDir, ...args], env);
+  /** Starts a dynamo-sample-engine worker on the test model (on the host `on`, if given). */
+  sampleWorker(args: string[] = [], env: Record<string, string> = {}, on: Placement = loopback): Child {
+    return this.programProcess(sampleCli, ['--model-path', modelDir, ...args], env, on);
   }
 
-  /** The environment of a stock process in this deployment: it binds loopback only. */
-  stockEnv(env: Record<string, string> = {}): Record<string, string> {
-    const loopback = {
-      DYN_TCP_RPC_HOST: '127.0.0.1',
-      DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1',
-      DYN_EVENT_PLANE_HOST: '127.0.0.1',
-      DYN_SYSTEM_HOST: '127.0.0.1',
-    };
-    return { ...this.env, ...loopback, ...stockRuntimeEnv, ...env };
+  /**
+   * The environment of a stock process in this deployment: on this machine it binds loopback only;
+   * on a cluster host it keeps stock's defaults (its host's routable address).
+   */
+  stockEnv(env: Record<string, string> = {}, on: Placement = loopback): Record<string, string> {
+    const local: Record<string, string> =
+      on === loopback
+        ? { DYN_TCP_RPC_HOST: '127.0.0.1', DYN_TCP_RESPONSE_STREAM_HOST: '127.0.0.1', DYN_EVENT_PLANE_HOST: '127.0.0.1', DYN_SYSTEM_HOST: '127.0.0.1' }
+        : {};
+    return { ...this.env, ...local, ...stockRuntimeEnv, ...env };
   }
 
-  /** Starts a process of the stock Dynamo venv's python (`-m module ...`) in this deployment, on loopback. */
-  stockProcess(python: string, args: string[], env: Record<string, string> = {}): Child {
-    const child = startChild(python, args, this.stockEnv(env), packageDir);
+  /** Starts a process of the stock Dynamo venv's python (`-m module ...`) in this deployment, on loopback or on the host `on`. */
+  stockProcess(python: string, args: string[], env: Record<string, string> = {}, on: Placement = loopback): Child {
+    const child = startChild(python, args, this.stockEnv(env, on), { cwd: packageDir, on });
     this.children.push(child);
     return child;
   }
 
   /**
    * Starts the stock 1.6.1 frontend (`python -m dynamo.frontend`) of the venv's `python` on a free
-   * loopback port, on this deployment's discovery and request plane; it is listening once it lists models.
+   * port (loopback, or every address of the host `on`), on this deployment's discovery and request
+   * plane; it is listening once it lists models.
    */
-  async stockFrontend(python: string, args: string[] = []): Promise<{ child: Child; url: string }> {
+  async stockFrontend(python: string, args: string[] = [], on: Placement = loopback): Promise<{ child: Child; url: string }> {
     const port = await freePort();
     const { discovery, plane } = this.setup;
-    const child = this.stockProcess(python, [
-      '-m',
-      'dynamo.frontend',
-      '--http-host',
-      '127.0.0.1',
-      '--http-port',
-      String(port),
-      '--discovery-backend',
-      discovery,
-      '--request-plane',
-      plane,
-      ...args,
-    ]);
-    return { child, url: `http://127.0.0.1:${port}` };
+    const host = on === loopback ? ['--http-host', '127.0.0.1'] : [];
+    const child = this.stockProcess(
+      python,
+      ['-m', 'dynamo.frontend', ...host, '--http-port', String(port), '--discovery-backend', discovery, '--request-plane', plane, ...args],
+      {},
+      on,
+    );
+    return { child, url: `http://${on.address}:${port}` };
   }
 
   /** Starts a replay-engine worker (scripted output, see the fixture) serving the test model as `model` in component `model`. */
@@ -151,9 +164,9 @@ export class Deployment {
    * Runs a built CLI as a program, the way its users start it: its first lines start node with the
    * CLI's V8 flags. The `node` it finds is the one running this process.
    */
-  programProcess(cli: string, args: string[], env: Record<string, string> = {}): Child {
+  programProcess(cli: string, args: string[], env: Record<string, string> = {}, on: Placement = loopback): Child {
     const path = `${dirname(process.execPath)}${delimiter}${process.env.PATH ?? ''}`;
-    const child = startChild(cli, args, { ...this.env, PATH: path, ...env }, packageDir);
+    const child = startChild(cli, args, { ...this.env, PATH: path, ...env }, { cwd: packageDir, on });
     this.children.push(child);
     return child;
   }

@@ -4,6 +4,7 @@ import { connect as dial } from 'node:net';
 import { tmpdir } from 'node:os';
 import { delimiter, join } from 'node:path';
 import { freePort, waitFor } from './free-port.js';
+import { loopback, type Placement } from './placement.js';
 import { trackProcess } from './processes.js';
 
 /** How to start the test server; every field is optional (no auth, default limits). */
@@ -17,12 +18,14 @@ export interface NatsServerOptions {
   tls?: { certFile: string; keyFile: string };
   /** Extra configuration file text (nats-server's config syntax), passed with `-c`. */
   config?: string;
+  /** Where it runs (default: this machine's loopback). */
+  on?: Placement;
 }
 
-/** A `nats-server` child process on a loopback port of its own. */
+/** A `nats-server` child process on a port of its own (loopback, or its host's address). */
 export interface NatsTestServer {
   readonly port: number;
-  /** `nats://127.0.0.1:PORT` (`tls://` when serving TLS), without credentials. */
+  /** `nats://ADDRESS:PORT` (`tls://` when serving TLS), without credentials. */
   readonly url: string;
   /** Kills the server and waits until it is gone. */
   stop(): Promise<void>;
@@ -93,9 +96,9 @@ export function natsServerBinary(): string {
 }
 
 /** Resolves once something on `port` greets a TCP client with NATS's `INFO` line. */
-function greets(port: number): Promise<boolean> {
+function greets(host: string, port: number): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = dial({ host: '127.0.0.1', port });
+    const socket = dial({ host, port });
     let seen = '';
     const done = (ok: boolean) => {
       socket.destroy();
@@ -110,12 +113,13 @@ function greets(port: number): Promise<boolean> {
   });
 }
 
-/** Starts `nats-server -a 127.0.0.1 -p <free port>` and waits until it accepts clients. */
+/** Starts `nats-server -a <address> -p <free port>` and waits until it accepts clients. */
 export async function startNatsServer(options: NatsServerOptions = {}): Promise<NatsTestServer> {
   const binary = natsServerBinary();
   installExitHook();
+  const on = options.on ?? loopback;
   let port = await freePort();
-  const args = ['-a', '127.0.0.1'];
+  const args = ['-a', on.address];
   if (options.user !== undefined) args.push('--user', options.user);
   if (options.pass !== undefined) args.push('--pass', options.pass);
   if (options.token !== undefined) args.push('--auth', options.token);
@@ -136,7 +140,8 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
       writeFileSync(file, options.config);
       startArgs.push('-c', file);
     }
-    const proc = spawn('/bin/sh', ['-c', watchdog, 'nats-watchdog', binary, ...startArgs], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const placed = on.command('/bin/sh', ['-c', watchdog, 'nats-watchdog', binary, ...startArgs]);
+    const proc = spawn(placed.command, placed.args, { stdio: ['pipe', 'pipe', 'pipe'] });
     child = proc;
     running.add(proc);
     trackProcess(`nats-server -p ${port}`, proc);
@@ -155,7 +160,7 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
     });
     exited.catch(() => undefined);
     try {
-      await Promise.race([waitFor(`nats-server on port ${port}`, () => greets(port), 15_000), exited]);
+      await Promise.race([waitFor(`nats-server on ${on.address}:${port}`, () => greets(on.address, port), 15_000), exited]);
     } catch (err) {
       proc.stdin?.destroy();
       proc.kill('SIGKILL');
@@ -191,7 +196,7 @@ export async function startNatsServer(options: NatsServerOptions = {}): Promise<
   }
   return {
     port,
-    url: `${options.tls ? 'tls' : 'nats'}://127.0.0.1:${port}`,
+    url: `${options.tls ? 'tls' : 'nats'}://${on.address}:${port}`,
     output,
     stop,
     async restart() {

@@ -26,7 +26,10 @@ the stock bindings do), --endpoint ns.comp.ep, --context-length N
 (ModelRuntimeConfig.context_length), --kv-block-size N, --model-type
 chat,completions, --reply-ids 1,2,3, --finish-reason stop|length|eos, --delay-ms N
 (pause before each token), --cycle (repeat the reply ids up to max_tokens, so a
-long request streams long enough to be cancelled).
+long request streams long enough to be cancelled), --follow-prompt (answer
+max_tokens tokens continuing the prompt: token i is (the prompt's last id + i + 1)
+mod 32000, as our sample engine's --follow-prompt, so a migrated answer can be
+checked token for token).
 Discovery/request plane come from the usual DYN_* env vars (see ../README.md).
 """
 import argparse
@@ -56,6 +59,7 @@ def parse_args(argv):
     p.add_argument("--ready-timeout", type=float, default=60.0)
     p.add_argument("--delay-ms", type=float, default=0.0)
     p.add_argument("--cycle", action="store_true")
+    p.add_argument("--follow-prompt", action="store_true")
     return p.parse_args(argv)
 
 
@@ -73,7 +77,11 @@ async def main(a) -> int:
         out("REQUEST " + json.dumps(request, separators=(",", ":")))
         stop = (request.get("stop_conditions") or {}) if isinstance(request, dict) else {}
         limit = stop.get("max_tokens")
-        if a.cycle and limit is not None:
+        if a.follow_prompt:
+            last = (request.get("token_ids") or [0])[-1]
+            ids = [(last + i + 1) % 32000 for i in range(max(0, int(limit if limit is not None else 16)))]
+            finish = "length"
+        elif a.cycle and limit is not None:
             ids = [reply[i % len(reply)] for i in range(max(0, int(limit)))]
             finish = "length"
         else:

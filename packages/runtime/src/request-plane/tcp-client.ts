@@ -5,7 +5,7 @@ import { connect, type Socket } from 'node:net';
 import { CannotConnect, InvalidArgument } from '../errors.js';
 import { ChunkBuffer, DEFAULT_MAX_FRAME_BYTES } from '../wire/envelope.js';
 import type { RequestPlaneClient, Transport } from './request-plane.js';
-import { type BatchedWriter, MAX_PATH_BYTES, setPeerTimeout, splitHostPort, tickBatchedWriter } from '../wire/socket-helpers.js';
+import { type BatchedWriter, MAX_PATH_BYTES, PEER_KEEPALIVE, setPeerTimeout, splitHostPort, tickBatchedWriter } from '../wire/socket-helpers.js';
 import { type Log, silentLog } from '../logger.js';
 
 /** Options of {@link TcpRequestPlaneClient}; the runtime fills them from `DYN_TCP_*`. */
@@ -56,7 +56,7 @@ class ClientConnection {
     this.#requestTimeoutMs = options.requestTimeoutMs;
     this.#onGone = onGone;
     const { host, port } = splitHostPort(address);
-    const socket = connect({ host, port, noDelay: true });
+    const socket = connect({ host, port, noDelay: true, ...PEER_KEEPALIVE });
     this.#socket = socket;
     this.#writer = tickBatchedWriter(socket);
     this.#connectTimer = setPeerTimeout(() => {

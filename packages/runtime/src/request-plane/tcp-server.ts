@@ -14,7 +14,15 @@ import { CannotConnect, InvalidArgument } from '../errors.js';
 import { hexId } from '../json.js';
 import { ChunkBuffer, DEFAULT_MAX_FRAME_BYTES, decodeTwoPart } from '../wire/envelope.js';
 import type { RequestAcceptor, RequestPlaneServer, Transport } from './request-plane.js';
-import { advertisedHost, type BatchedWriter, formatHostPort, MAX_PATH_BYTES, SERVER_UNAVAILABLE, tickBatchedWriter } from '../wire/socket-helpers.js';
+import {
+  advertisedHost,
+  type BatchedWriter,
+  formatHostPort,
+  MAX_PATH_BYTES,
+  PEER_KEEPALIVE,
+  SERVER_UNAVAILABLE,
+  tickBatchedWriter,
+} from '../wire/socket-helpers.js';
 import { type Log, silentLog } from '../logger.js';
 
 const ACK = Buffer.alloc(4); // u32 0: accepted. Never mutated, so one instance serves all replies.
@@ -96,7 +104,7 @@ export class TcpRequestPlaneServer implements RequestPlaneServer, Dispatcher {
   listen(): Promise<{ host: string; port: number }> {
     if (this.#closing) return Promise.reject(new CannotConnect('request plane server is closed'));
     this.#listening ??= new Promise((resolve, reject) => {
-      const server = createServer({ noDelay: true }, (socket) => this.#onConnection(socket));
+      const server = createServer({ noDelay: true, ...PEER_KEEPALIVE }, (socket) => this.#onConnection(socket));
       this.#server = server;
       server.once('error', reject);
       server.listen(this.#port, this.#host, () => {

@@ -9,7 +9,7 @@ import { connect, type Socket } from 'node:net';
 import { Cancelled, CannotConnect } from '../errors.js';
 import type { ConnectionInfo } from '../wire/control.js';
 import { TwoPartDecoder, type TwoPartFrame } from '../wire/envelope.js';
-import { type BatchedWriter, setPeerTimeout, splitHostPort, tickBatchedWriter } from '../wire/socket-helpers.js';
+import { type BatchedWriter, PEER_KEEPALIVE, setPeerTimeout, splitHostPort, tickBatchedWriter } from '../wire/socket-helpers.js';
 import { controlWord, encodeHandshake, encodeItemFrame, encodePrologue, END_FRAME, itemJson, SENTINEL_FRAME } from './frames.js';
 import { type Log, silentLog } from '../logger.js';
 import { SpareConnections } from './spare-connections.js';
@@ -59,7 +59,7 @@ export async function callHome(connectionInfo: ConnectionInfo, options: CallHome
   }
   const connectTimeoutMs = options.connectTimeoutMs ?? 5000;
   const socket = await new Promise<Socket>((resolve, reject) => {
-    const s = connect({ host, port, noDelay: true });
+    const s = connect({ host, port, noDelay: true, ...PEER_KEEPALIVE });
     const timer = setPeerTimeout(() => {
       if (!s.connecting) return;
       s.destroy();

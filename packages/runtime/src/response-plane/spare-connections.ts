@@ -8,6 +8,7 @@
  */
 
 import { connect, type Socket } from 'node:net';
+import { PEER_KEEPALIVE } from '../wire/socket-helpers.js';
 
 interface Spare {
   socket: Socket;
@@ -41,7 +42,7 @@ export class SpareConnections {
   refill(address: string, host: string, port: number, handshakeTimeoutMs: number): void {
     setImmediate(() => {
       if (this.#spares.has(address)) return;
-      const socket = connect({ host, port, noDelay: true });
+      const socket = connect({ host, port, noDelay: true, ...PEER_KEEPALIVE });
       socket.unref();
       const drop = () => {
         if (this.#spares.get(address)?.socket === socket) this.#spares.delete(address);

@@ -10,7 +10,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { CannotConnect, Disconnected } from '../errors.js';
 import type { ConnectionInfo } from '../wire/control.js';
 import { DEFAULT_MAX_FRAME_BYTES, TwoPartDecoder, type TwoPartFrame } from '../wire/envelope.js';
-import { advertisedHost, formatHostPort, setPeerTimeout } from '../wire/socket-helpers.js';
+import { advertisedHost, formatHostPort, PEER_KEEPALIVE, setPeerTimeout } from '../wire/socket-helpers.js';
 import { type PendingResponse, ResponseStream } from './response-stream.js';
 import { parseHandshake } from './frames.js';
 import type { StreamReader } from './stream-reader.js';
@@ -116,7 +116,7 @@ export class ResponseStreamServer {
   /** One listening socket; resolves with its advertised `HOST:PORT`. */
   #listenOne(): Promise<string> {
     return new Promise((resolve, reject) => {
-      const server = createServer({ noDelay: true }, (socket) => this.#onConnection(socket));
+      const server = createServer({ noDelay: true, ...PEER_KEEPALIVE }, (socket) => this.#onConnection(socket));
       this.#servers.push(server);
       server.once('error', reject);
       server.listen(this.#port, this.#host, () => {

@@ -13,6 +13,16 @@ export const SERVER_OVERLOADED = 'Server overloaded: ';
 /** Reply prefix the client classifies as "worker unavailable" (unknown endpoint, shutting down). */
 export const SERVER_UNAVAILABLE = 'Server unavailable: ';
 
+/**
+ * TCP keep-alive for every connection between hosts (request plane, call-home, both ends): after
+ * 1 s of silence the kernel probes the peer once a second and gives up after 10 unanswered probes
+ * (libuv fixes the interval and the count), so a connection to a host that went away without a
+ * FIN or a RST (a partition, a pulled cable, a machine powered off) fails ~11 s after the peer's
+ * last packet, and its request migrates. A live peer's kernel answers the probes however busy its
+ * engine is: a long prefill is never taken for a lost host.
+ */
+export const PEER_KEEPALIVE = { keepAlive: true, keepAliveInitialDelay: 1000 } as const;
+
 /** Writes `host:port`, bracketing IPv6 literals the way Rust's `SocketAddr` does. */
 export function formatHostPort(host: string, port: number): string {
   return isIPv6(host) ? `[${host}]:${port}` : `${host}:${port}`;
