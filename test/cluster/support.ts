@@ -6,6 +6,7 @@ import { Cluster } from '@dynamo/testing/cluster';
 import { followIds, randomFirst, type StreamedCompletion, streamCompletion } from '@dynamo/testing/follow-prompt';
 import { Deployment, modelDir, type Setup } from '@dynamo/testing/frontend-stack';
 import { waitFor } from '@dynamo/testing/free-port';
+import { healthInstances } from '@dynamo/testing/interop-stack';
 import { clusterUnsupported } from '@dynamo/testing/netns';
 import { toxiproxyBinary } from '@dynamo/testing/toxiproxy';
 
@@ -90,16 +91,7 @@ export class Streams {
   }
 }
 
-/** The `/health` instances of `component` the frontend at `url` routes to. */
+/** How many instances of `component` the frontend at `url` routes to (its `/health`). */
 export async function instances(url: string, component = MODEL): Promise<number> {
-  const health = (await (await fetch(`${url}/health`)).json()) as { instances: Array<{ component: string }> };
-  return health.instances.filter((i) => i.component === component).length;
-}
-
-/** A counter's value (the sum over its label sets) from a `/metrics` page. */
-export async function metric(url: string, name: string): Promise<number> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  let sum = 0;
-  for (const line of text.split('\n')) if (line.startsWith(`${name}{`) || line.startsWith(`${name} `)) sum += Number(line.slice(line.lastIndexOf(' ') + 1));
-  return sum;
+  return (await healthInstances(url, component)).length;
 }

@@ -260,6 +260,20 @@ export class Cluster {
     }
   }
 
+  /**
+   * Drops every packet between `a` and `b`, both ways, leaving each host's other links alone (a
+   * firewall or a routing fault between two hosts); {@link restore} lifts it. Unlike a
+   * {@link Link}'s cut it holds for connections already open.
+   */
+  cut(a: string, b: string): Promise<void> {
+    return this.loss(a, b, 100);
+  }
+
+  /** Lifts a {@link cut} (or any {@link loss}) between `a` and `b`. */
+  restore(a: string, b: string): Promise<void> {
+    return this.loss(a, b, 0);
+  }
+
   #proxyServer(): Promise<Toxiproxy> {
     if (this.#toxiproxyBin === undefined) throw new Error('this cluster was created without a Toxiproxy binary (Cluster.create(names, { toxiproxy }))');
     this.#toxiproxy ??= Toxiproxy.start(this.#toxiproxyBin);
