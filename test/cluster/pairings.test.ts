@@ -8,12 +8,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 import type { Cluster } from '@dynamo/testing/cluster';
-import { type Deployment, modelDir, post } from '@dynamo/testing/frontend-stack';
+import { type Deployment, modelDir } from '@dynamo/testing/frontend-stack';
 import { waitFor } from '@dynamo/testing/free-port';
-import { counter, listedModels } from '@dynamo/testing/interop-stack';
+import { listedModels } from '@dynamo/testing/interop-stack';
 import { repoRoot } from '@dynamo/testing/repo';
 import { stockPython } from '@dynamo/testing/stock-dynamo';
-import { followWorker, instances, MODEL, skipReason, startCluster, Streams } from './support.js';
+import { BLOCK, blockPrompt, instances, kvWorker, MODEL, routed, skipReason, startCluster, Streams } from './support.js';
 
 const stock = stockPython();
 if ('skip' in stock) console.warn(`\n*** CLUSTER PAIRINGS WITH STOCK SKIPPED: ${stock.skip} ***\n`);
@@ -21,19 +21,6 @@ const llmWorker = join(repoRoot, 'test', 'interop', 'python', 'llm_worker.py');
 
 /** The stock-bindings workers' model and component. */
 const STOCK_MODEL = 'stock';
-const BLOCK = 16;
-/** A prompt of `blocks` full KV blocks, distinct per `seed`. */
-const prompt = (seed: number, blocks: number) => Array.from({ length: blocks * BLOCK }, (_, i) => 1000 + seed * 7919 + i);
-
-/** Sends `tokens` through the frontend at `url`; the tokens its worker found cached, and the prefix its router chose it for. */
-async function routed(url: string, tokens: number[]): Promise<{ cached: number; selected: number }> {
-  const selected = () => counter(`${url}/metrics`, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total');
-  const before = await selected();
-  const res = await post(url, '/v1/completions', { model: MODEL, prompt: tokens, max_tokens: 2 });
-  const body = (await res.json()) as { usage?: { prompt_tokens_details?: { cached_tokens?: number } | null } };
-  expect(res.status).toBe(200);
-  return { cached: body.usage?.prompt_tokens_details?.cached_tokens ?? 0, selected: (await selected()) - before };
-}
 
 describe.skipIf(skipReason !== undefined || 'skip' in stock).each([
   { name: 'etcd + tcp', discovery: 'etcd', plane: 'tcp' },
@@ -48,10 +35,21 @@ describe.skipIf(skipReason !== undefined || 'skip' in stock).each([
     ({ cluster, deployment } = await startCluster(['fe', 'w1', 'w2'], setup));
     for (const host of ['w1', 'w2']) {
       const on = cluster.host(host);
-      deployment.sampleWorker(followWorker(20, '--simulate-kv-cache', '--kv-block-size', String(BLOCK), '--prefill-ms-per-token', '0.01'), {}, on);
+      deployment.sampleWorker(kvWorker(), {}, on);
       deployment.stockProcess(
         stock.python,
-        [llmWorker, '--model-path', modelDir, '--model-name', STOCK_MODEL, '--endpoint', `dynamo.${STOCK_MODEL}.generate`, '--follow-prompt', '--delay-ms', '20'],
+        [
+          llmWorker,
+          '--model-path',
+          modelDir,
+          '--model-name',
+          STOCK_MODEL,
+          '--endpoint',
+          `dynamo.${STOCK_MODEL}.generate`,
+          '--follow-prompt',
+          '--delay-ms',
+          '20',
+        ],
         {},
         on,
       );
@@ -91,7 +89,7 @@ describe.skipIf(skipReason !== undefined || 'skip' in stock).each([
 
   it.each(['ours', 'stock'] as const)('the %s frontend sends a repeated prefix to the worker on the host that cached it', async (frontend) => {
     const url = fe[frontend];
-    const p = prompt(frontend === 'ours' ? 1 : 2, 6);
+    const p = blockPrompt(frontend === 'ours' ? 1 : 2, 6);
     expect((await routed(url, p)).cached).toBe(0);
     // Until the router has the worker's KV event, a repeat lands on it only by chance.
     await waitFor('the KV events to reach the router across hosts', async () => (await routed(url, [...p, 7])).selected === 6 * BLOCK);
@@ -105,7 +103,9 @@ describe.skipIf(skipReason !== undefined || 'skip' in stock).each([
     await cluster.host('w1').partition();
     const { exact, wrong, results } = await streams.check();
     const afterMs = performance.now() - partitioned;
-    console.info(`partition row, ${setup.name}, our frontend + stock workers: ${exact} of ${results.length} exact, last stream ended ${(afterMs / 1000).toFixed(1)} s after the partition`);
+    console.info(
+      `partition row, ${setup.name}, our frontend + stock workers: ${exact} of ${results.length} exact, last stream ended ${(afterMs / 1000).toFixed(1)} s after the partition`,
+    );
     expect(wrong).toEqual([]);
     expect(afterMs).toBeLessThan(20_000);
     await cluster.host('w1').heal();

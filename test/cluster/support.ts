@@ -4,9 +4,9 @@ import { LocalModel, type Tokenizer } from '@dynamo/llm';
 
 import { Cluster } from '@dynamo/testing/cluster';
 import { followIds, randomFirst, type StreamedCompletion, streamCompletion } from '@dynamo/testing/follow-prompt';
-import { Deployment, modelDir, type Setup } from '@dynamo/testing/frontend-stack';
+import { Deployment, modelDir, post, type Setup } from '@dynamo/testing/frontend-stack';
 import { waitFor } from '@dynamo/testing/free-port';
-import { healthInstances } from '@dynamo/testing/interop-stack';
+import { counter, healthInstances } from '@dynamo/testing/interop-stack';
 import { clusterUnsupported } from '@dynamo/testing/netns';
 import { toxiproxyBinary } from '@dynamo/testing/toxiproxy';
 
@@ -94,4 +94,25 @@ export class Streams {
 /** How many instances of `component` the frontend at `url` routes to (its `/health`). */
 export async function instances(url: string, component = MODEL): Promise<number> {
   return (await healthInstances(url, component)).length;
+}
+
+/** Tokens per KV block of the simulated caches. */
+export const BLOCK = 16;
+/** A prompt of `blocks` full KV blocks, distinct per `seed`. */
+export const blockPrompt = (seed: number, blocks: number) => Array.from({ length: blocks * BLOCK }, (_, i) => 1000 + seed * 7919 + i);
+/** A follow-prompt worker whose simulated prefix cache publishes KV events. */
+export const kvWorker = (delayMs = 20) => followWorker(delayMs, '--simulate-kv-cache', '--kv-block-size', String(BLOCK), '--prefill-ms-per-token', '0.01');
+
+/**
+ * Sends `tokens` through the frontend at `url` (in kv mode); the prompt tokens its worker found
+ * cached, and the cached prefix its router chose the worker for (0 by chance: a repeat can land on
+ * the caching worker before the router has its KV event).
+ */
+export async function routed(url: string, tokens: number[]): Promise<{ cached: number; selected: number }> {
+  const selected = () => counter(`${url}/metrics`, 'dynamo_component_router_kv_selected_cached_prefix_tokens_total');
+  const before = await selected();
+  const res = await post(url, '/v1/completions', { model: MODEL, prompt: tokens, max_tokens: 2 });
+  const body = (await res.json()) as { usage?: { prompt_tokens_details?: { cached_tokens?: number } | null }; error?: unknown };
+  if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${JSON.stringify(body)}`);
+  return { cached: body.usage?.prompt_tokens_details?.cached_tokens ?? 0, selected: (await selected()) - before };
 }

@@ -8,6 +8,7 @@ import { join } from 'node:path';
 
 import { waitFor } from '@dynamo/testing/free-port';
 import { Deployment, post, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
+import { samples } from '@dynamo/testing/interop-stack';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const MODEL = 'qwen3-queue';
@@ -30,14 +31,6 @@ async function streamed(url: string, tokens: number[], maxTokens = 2): Promise<{
   let firstAt = Number.POSITIVE_INFINITY;
   for (let r = await reader.read(); !r.done; r = await reader.read()) firstAt = Math.min(firstAt, performance.now());
   return { status: 200, firstAt, body: '' };
-}
-
-async function gauge(url: string, prefix: string): Promise<number[]> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  return text
-    .split('\n')
-    .filter((l) => l.startsWith(prefix))
-    .map((l) => Number(l.split(' ').at(-1)));
 }
 
 beforeAll(async () => {
@@ -86,7 +79,7 @@ afterAll(async () => {
 describe('the KV router queue', () => {
   it('holds 50 requests while the worker is busy in prefill, lets them go in arrival order, and answers 529 past its limit', async () => {
     const pending = `dynamo_frontend_router_queue_pending_requests{model="${MODEL}",worker_type="decode",policy_class="interactive"}`;
-    expect(await gauge(fcfs, pending)).toEqual([0]);
+    expect(await samples(fcfs, pending)).toEqual([0]);
     // A 6000-token prompt keeps the worker in prefill for about 6 s.
     const blocker = streamed(fcfs, prompt(0, 6000));
     await new Promise((r) => setTimeout(r, 200));
@@ -94,7 +87,7 @@ describe('the KV router queue', () => {
     for (let i = 1; i <= 50; i++) {
       queued.push(streamed(fcfs, prompt(i, 40)));
       // Each in the queue before the next is sent: they arrive in this order.
-      await waitFor(`${i} queued requests in the metric`, async () => (await gauge(fcfs, pending))[0] === i, 10_000);
+      await waitFor(`${i} queued requests in the metric`, async () => (await samples(fcfs, pending))[0] === i, 10_000);
     }
     const refused = await post(fcfs, '/v1/completions', { model: MODEL, prompt: prompt(99, 20), max_tokens: 2 });
     expect(refused.status).toBe(529);
@@ -110,8 +103,8 @@ describe('the KV router queue', () => {
     const firsts = results.map((r) => r.firstAt);
     // Each left the queue after the one before it had its first token.
     expect(firsts).toEqual([...firsts].sort((a, b) => a - b));
-    expect(await gauge(fcfs, pending)).toEqual([0]);
-    const backpressure = await gauge(fcfs, 'dynamo_frontend_router_queue_backpressure_total{');
+    expect(await samples(fcfs, pending)).toEqual([0]);
+    const backpressure = await samples(fcfs, 'dynamo_frontend_router_queue_backpressure_total{');
     expect(backpressure).toEqual([1]);
   }, 60_000);
 
@@ -123,7 +116,7 @@ describe('the KV router queue', () => {
     const queued = [];
     for (const [i, n] of lengths.entries()) {
       queued.push(streamed(wspt, prompt(300 + i, n)).then((r) => ({ ...r, n })));
-      await waitFor(`${i + 1} queued requests in the metric`, async () => (await gauge(wspt, pending))[0] === i + 1, 10_000);
+      await waitFor(`${i + 1} queued requests in the metric`, async () => (await samples(wspt, pending))[0] === i + 1, 10_000);
     }
     const results = await Promise.all(queued);
     await blocker;
@@ -154,7 +147,7 @@ describe('a request that names its worker, in kv mode', () => {
 });
 
 describe('replica sync (--router-replica-sync)', () => {
-  const blocks = (url: string) => gauge(url, 'dynamo_frontend_worker_active_decode_blocks{');
+  const blocks = (url: string) => samples(url, 'dynamo_frontend_worker_active_decode_blocks{');
 
   it("two frontends count each other's requests on a worker; one without sync does not", async () => {
     const [a, b] = synced;

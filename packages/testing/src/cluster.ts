@@ -255,7 +255,11 @@ export class Cluster {
       this.#loss.set(from, peers);
       if (percent > 0) peers.set(to.address, percent);
       else peers.delete(to.address);
-      const rules = [...peers].map(([address, p]) => `add rule ip dynamo loss_out ip daddr ${address} numgen random mod 1000 < ${Math.round(p * 10)} drop`);
+      const rules = [...peers].map(([address, p]) =>
+        p >= 100
+          ? `add rule ip dynamo loss_out ip daddr ${address} drop`
+          : `add rule ip dynamo loss_out ip daddr ${address} numgen random mod 1000 < ${Math.round(p * 10)} drop`,
+      );
       await nft(from.ns, ['flush chain ip dynamo loss_out', ...rules].join('\n'));
     }
   }

@@ -132,3 +132,12 @@ export async function counter(metricsUrl: string, name: string): Promise<number>
     .filter((line) => line.startsWith(`${name}{`) || line.startsWith(`${name} `))
     .reduce((sum, line) => sum + Number(line.slice(line.lastIndexOf(' ') + 1)), 0);
 }
+
+/** The values of every sample whose line starts with `prefix` (a metric name and `{`, say) in a frontend's `/metrics`. */
+export async function samples(url: string, prefix: string): Promise<number[]> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  return text
+    .split('\n')
+    .filter((l) => l.startsWith(prefix))
+    .map((l) => Number(l.split(' ').at(-1)));
+}

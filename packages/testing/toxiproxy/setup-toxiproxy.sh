@@ -17,15 +17,11 @@ set -u
 VERSION="v2.5.0"
 DIR="${DYNAMO_TS_TOXIPROXY_DIR:-${HOME:-/tmp}/.cache/dynamo-ts/toxiproxy-$VERSION}"
 BIN="$DIR/toxiproxy-server"
-PRINT=0
-for a in "$@"; do
-  case "$a" in
-    --print-bin) PRINT=1 ;;
-    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
-    *) echo "setup-toxiproxy.sh: unknown argument: $a" >&2; exit 1 ;;
-  esac
-done
 log() { echo "toxiproxy: $*" >&2; }
+PRINT=0
+[ "${1:-}" = --print-bin ] && PRINT=1 && shift
+[ "${1:-}" = -h ] || [ "${1:-}" = --help ] && { sed -n '2,16p' "$0"; exit 0; }
+[ $# -eq 0 ] || { log "unknown argument: $1 (usage: setup-toxiproxy.sh [--print-bin])"; exit 1; }
 ready() {
   log "ready $BIN"
   [ "$PRINT" = 1 ] && echo "$BIN"

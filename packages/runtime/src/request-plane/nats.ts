@@ -15,7 +15,7 @@ import { hexId } from '../json.js';
 import { parseOrThrow } from '../validate.js';
 import type { RequestAcceptor, RequestPlaneClient, RequestPlaneServer, Transport } from './request-plane.js';
 import type { Log } from '../logger.js';
-import { natsClient } from '../wire/nats-connection.js';
+import { natsClient, natsOnline } from '../wire/nats-connection.js';
 import { setPeerTimeout } from '../wire/socket-helpers.js';
 
 /** async-nats's request timeout, which stock Dynamo uses when `DYN_NATS_REQUEST_TIMEOUT_SECS` is unset. */
@@ -384,6 +384,9 @@ export class NatsRequestPlaneClient implements RequestPlaneClient {
     if (this.#closed) return Promise.reject(new CannotConnect(`the NATS request-plane client is closed; cannot send to '${subject}'`));
     if (this.#nc.isClosed() || this.#nc.isDraining()) {
       return Promise.reject(new CannotConnect(`NATS connection is closed; cannot send to '${subject}'`));
+    }
+    if (!natsOnline(this.#nc)) {
+      return Promise.reject(new CannotConnect(`NATS connection lost (reconnecting); cannot send to '${subject}'`));
     }
     const inbox = this.#inbox ?? this.#subscribe();
     const token = (this.#seq++).toString(36);

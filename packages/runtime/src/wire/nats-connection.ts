@@ -282,6 +282,17 @@ function logStatus(log: Log, status: Status, backoff: ReconnectBackoff): void {
   }
 }
 
+/** Connections that lost their server and have not reconnected yet. */
+const offline = new WeakSet<NatsConnection>();
+
+/**
+ * Whether `nc` has a server now. While it reconnects nats.js buffers what is published, so a
+ * request sent meanwhile would wait out its whole timeout instead of failing at once.
+ */
+export function natsOnline(nc: NatsConnection): boolean {
+  return !offline.has(nc) && !nc.isClosed();
+}
+
 /**
  * Connects to NATS. Rejects with `InvalidArgument` for bad options and with `CannotConnect`
  * (naming the server URL, never a credential) when the first connection fails. Once connected,
@@ -330,7 +341,11 @@ export async function connectNats(options: NatsConnectionOptionsInput, log: Log)
   }
   log.info({ ...where, server: nc.getServer() }, 'connected to NATS');
   void (async () => {
-    for await (const status of nc.status()) logStatus(log, status, backoff);
+    for await (const status of nc.status()) {
+      if (status.type === 'disconnect') offline.add(nc);
+      else if (status.type === 'reconnect') offline.delete(nc);
+      logStatus(log, status, backoff);
+    }
   })().catch((err: unknown) => log.error({ err: describeError(err) }, 'NATS status monitor failed'));
   void nc.closed().then((err) => {
     if (err) log.error({ err: describeError(err) }, 'NATS connection closed with an error');
