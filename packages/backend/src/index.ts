@@ -23,7 +23,16 @@ export type { KvEventSource, ZmqSource, PushSource } from './protocol/kv-events.
 export type { KvTransfer, KvTransferHandle, KvStateHeader, ExportedKvState, PulledKvState } from './protocol/kv-transfer.js';
 export type { SnapshotPublisher, ComponentSnapshot } from './worker/snapshot-publisher.js';
 export { computeBlockHashes, computeSequenceHashes, type KvCacheEvents, loraId } from '@dynamo/llm';
-export { workerSettings, workerSettingsFor, workerFlags, workerConfigFromFlags, workerEnvSettings, workerEnvConfig, type WorkerEnvConfig } from './settings.js';
+export {
+  workerSettings,
+  workerSettingsFor,
+  workerFlags,
+  workerConfigFromFlags,
+  workerEnvSettings,
+  workerEnvConfig,
+  workerEnvironmentHelp,
+  type WorkerEnvConfig,
+} from './settings.js';
 export { parseFlags, formatHelp, type Flag, type Flags, type FlagValues, type ParsedFlags } from '@dynamo/runtime';
 export { setting, withDefault, flagsOf, configOf, type Setting, type SettingsTable, type FlagsOf, type ConfigOf } from '@dynamo/runtime';
 export { RawEngine, type RawEngineFactory, type RawObject } from './raw-engine.js';

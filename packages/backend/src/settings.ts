@@ -1,6 +1,16 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { configFromEnv, configOf, type ConfigOf, flagsOf, type FlagValues, runtimeSettings, setting, withDefault } from '@dynamo/runtime';
+import {
+  configFromEnv,
+  configOf,
+  type ConfigOf,
+  flagsOf,
+  type FlagValues,
+  runtimeAddressSettings,
+  runtimeSettings,
+  setting,
+  withDefault,
+} from '@dynamo/runtime';
 import { DisaggregationModeSchema } from './protocol/disaggregation.js';
 import { type WorkerConfig, type WorkerConfigInput, workerConfig } from './protocol/worker-config.js';
 import { DEFAULT_KV_TRANSFER_MAX_BYTES } from './worker/kv-transfer.js';
@@ -185,6 +195,12 @@ export const workerEnvSettings = {
 
 /** A worker's environment-only settings (see {@link workerEnvSettings}). */
 export type WorkerEnvConfig = ConfigOf<typeof workerEnvSettings>;
+
+/**
+ * The variables a worker's `--help` lists under "Environment (no flag)": its own
+ * ({@link workerEnvSettings}) and the addresses it advertises to other hosts.
+ */
+export const workerEnvironmentHelp = { ...flagsOf(workerEnvSettings), ...flagsOf(runtimeAddressSettings) };
 
 /** Reads {@link workerEnvSettings} from `env`; throws `InvalidArgument` naming a bad variable. */
 export function workerEnvConfig(env: Readonly<Record<string, string | undefined>>): WorkerEnvConfig {

@@ -1,5 +1,15 @@
 import type { DistributedRuntime, RuntimeOptions } from '@dynamo/runtime';
-import { type ConfigOf, configFromOptions, flagsOf, type FlagValues, formatHelp, type OptionsOf, runtimeSettings, setting } from '@dynamo/runtime';
+import {
+  type ConfigOf,
+  configFromOptions,
+  flagsOf,
+  type FlagValues,
+  formatHelp,
+  type OptionsOf,
+  runtimeAddressSettings,
+  runtimeSettings,
+  setting,
+} from '@dynamo/runtime';
 import { z } from 'zod';
 
 import { ROUTER_MODES, type RouterFactory } from './routing/router.js';
@@ -385,5 +395,6 @@ export function frontendHelp(): string {
     'dynamo-frontend [options]',
     'OpenAI-compatible HTTP frontend for Dynamo: serves every model its workers register (chat and completions, streaming or not), routes requests and migrates them when a worker fails.',
     frontendFlags,
+    flagsOf(runtimeAddressSettings),
   );
 }

@@ -1,6 +1,6 @@
 import { availableParallelism } from 'node:os';
 
-import { type ConfigOf, flagsOf, type FlagValues, formatHelp, setting, workerEnvSettings, workerSettingsFor } from '@dynamo/backend';
+import { type ConfigOf, flagsOf, type FlagValues, formatHelp, setting, workerEnvironmentHelp, workerSettingsFor } from '@dynamo/backend';
 import { z } from 'zod';
 
 /**
@@ -116,6 +116,6 @@ export function llamaCppHelp(): string {
     'dynamo-llama-cpp --model-path MODEL.gguf [options]',
     'A Dynamo worker that generates with llama.cpp (node-llama-cpp) from a GGUF model. It registers the\nmodel card from the same GGUF, so any Dynamo frontend templates and tokenizes for it. Runtime settings\ncome from DYN_* and ETCD_*/NATS_* variables (DYN_SYSTEM_PORT for /health and /metrics, ...).',
     llamaCppFlags,
-    flagsOf(workerEnvSettings),
+    workerEnvironmentHelp,
   );
 }

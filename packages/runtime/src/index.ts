@@ -53,4 +53,4 @@ export {
   type OptionsOf,
   type ConfigOf,
 } from './settings.js';
-export { runtimeSettings, runtimeOverridesOf } from './runtime-settings.js';
+export { runtimeAddressSettings, runtimeSettings, runtimeOverridesOf } from './runtime-settings.js';

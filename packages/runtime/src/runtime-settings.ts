@@ -51,3 +51,44 @@ export const runtimeSettings = {
 export function runtimeOverridesOf(section: { readonly [K in keyof RuntimeConfigOverrides]?: RuntimeConfigOverrides[K] }): RuntimeConfigOverrides {
   return Object.fromEntries(Object.entries(section).filter(([, value]) => value !== undefined));
 }
+
+const hostRule = "an IP, a wildcard (bound; this host's address of that family advertised) or an interface name";
+
+/**
+ * What other hosts are told to dial, for `--help`'s environment section: these variables are
+ * read by `loadRuntimeConfig`, which resolves them by stock 1.6.1's rule.
+ */
+export const runtimeAddressSettings = {
+  addresses: {
+    rpcHost: setting('tcpRpcHost', {
+      schema: z.string().optional(),
+      description: `Address the TCP request plane binds and advertises: ${hostRule} (default: this host's routable address, the default route's interface first)`,
+      env: 'DYN_TCP_RPC_HOST',
+      placeholder: 'HOST',
+    }),
+    rpcAdvertiseHost: setting('tcpRpcAdvertiseHost', {
+      schema: z.string().optional(),
+      description: "Host written into this worker's discovery record instead (a DNS name, a NAT address)",
+      env: 'DYN_TCP_RPC_ADVERTISE_HOST',
+      placeholder: 'HOST',
+    }),
+    responseStreamHost: setting('tcpResponseStreamHost', {
+      schema: z.string().optional(),
+      description: `Address the call-home response server binds and sends workers: ${hostRule} (default: as DYN_TCP_RPC_HOST)`,
+      env: 'DYN_TCP_RESPONSE_STREAM_HOST',
+      placeholder: 'HOST',
+    }),
+    responseStreamAdvertiseHost: setting('tcpResponseStreamAdvertiseHost', {
+      schema: z.string().optional(),
+      description: 'Host sent to workers for calling home instead',
+      env: 'DYN_TCP_RESPONSE_STREAM_ADVERTISE_HOST',
+      placeholder: 'HOST',
+    }),
+    eventPlaneHost: setting('eventPlaneHost', {
+      schema: z.string().optional(),
+      description: 'Address advertised for ZMQ event publishers (bound on every address): an IP or an interface name (default: as DYN_TCP_RPC_HOST)',
+      env: 'DYN_EVENT_PLANE_HOST',
+      placeholder: 'HOST',
+    }),
+  },
+};

@@ -1,4 +1,4 @@
-import { type ConfigOf, flagsOf, type FlagValues, formatHelp, setting, workerEnvSettings, workerSettingsFor } from '@dynamo/backend';
+import { type ConfigOf, flagsOf, type FlagValues, formatHelp, setting, workerEnvironmentHelp, workerSettingsFor } from '@dynamo/backend';
 import { z } from 'zod';
 
 /**
@@ -84,6 +84,6 @@ export function sampleEngineHelp(usage = 'dynamo-sample-engine <command> [option
     usage,
     summary || 'Sample Dynamo backend: emits rotating token ids (1, 2, 3, ...), no model needed.',
     sampleEngineFlags,
-    flagsOf(workerEnvSettings),
+    workerEnvironmentHelp,
   );
 }

@@ -36,9 +36,34 @@ describe('dynamo-deploy', () => {
       ['worker', 3, 'reg.example/from-env:1'],
     ]);
     const worker = dgd.spec.components[1]!.podTemplate.spec.containers[0]!;
-    expect(worker.env).toEqual([{ name: 'FROM_DECORATOR', value: 'decorator' }]);
+    expect(worker.env?.at(-1)).toEqual({ name: 'FROM_DECORATOR', value: 'decorator' });
     expect(worker.resources?.limits?.['nvidia.com/gpu']).toBe('1');
     expect(dgd.spec.components[0]!.podTemplate.spec.containers[0]!.ports).toEqual([{ name: 'http', containerPort: 8080, protocol: 'TCP' }]);
+  });
+
+  it('gives every pod etcd + NATS and has it advertise its own pod IP to the other pods, unless the service names an address', async () => {
+    const cwd = mkdtempSync(join(out, 'env-'));
+    const r = await runDeploy([join(root, graph), '--image', 'img:1', '--Gateway.port=8080', '--Worker.ServiceArgs.envs.DYN_TCP_RPC_HOST=ib0'], cwd);
+    expect(r.code, r.stderr).toBe(0);
+    const dgd = DynamoGraphDeploymentSchema.parse(parse(readFileSync(join(cwd, 'deploy/gateway/dynamo-graph-deployment.yaml'), 'utf8')));
+    expect(dgd.spec.env).toEqual(
+      expect.arrayContaining([
+        { name: 'DYN_DISCOVERY_BACKEND', value: 'etcd' },
+        { name: 'DYN_REQUEST_PLANE', value: 'nats' },
+      ]),
+    );
+    const [gateway, worker] = dgd.spec.components.map((c) => c.podTemplate.spec.containers[0]!.env ?? []);
+    const podIp = { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } };
+    expect(gateway!.slice(0, 4)).toEqual([
+      podIp,
+      { name: 'DYN_TCP_RPC_HOST', value: '$(POD_IP)' },
+      { name: 'DYN_TCP_RESPONSE_STREAM_HOST', value: '$(POD_IP)' },
+      { name: 'DYN_EVENT_PLANE_HOST', value: '$(POD_IP)' },
+    ]);
+    // POD_IP comes first: Kubernetes expands $(POD_IP) only from variables defined before it.
+    expect(worker).toContainEqual(podIp);
+    expect(worker!.filter((e) => e.name === 'DYN_TCP_RPC_HOST')).toEqual([{ name: 'DYN_TCP_RPC_HOST', value: 'ib0' }]);
+    expect(worker).toContainEqual({ name: 'DYN_TCP_RESPONSE_STREAM_HOST', value: '$(POD_IP)' });
   });
 
   it('--dry-run prints both files and writes nothing', async () => {

@@ -22,13 +22,31 @@ export interface ManifestOptions {
   deploymentConfig: Record<string, unknown>;
 }
 
+/**
+ * What every pod advertises to the others: its own IP from the downward API, for each server other
+ * pods dial (request plane, call-home, event publishers). The runtime would find the same address
+ * by itself on a pod with one interface; named, it holds with sidecars or extra networks too.
+ */
+const ADVERTISED = ['DYN_TCP_RPC_HOST', 'DYN_TCP_RESPONSE_STREAM_HOST', 'DYN_EVENT_PLANE_HOST'] as const;
+
+function podEnv(serviceEnvs: Record<string, string>): DynamoGraphDeployment['spec']['env'] {
+  const own = Object.entries(serviceEnvs).sort(([a], [b]) => a.localeCompare(b));
+  const given = new Set(own.map(([name]) => name));
+  return [
+    { name: 'POD_IP', valueFrom: { fieldRef: { fieldPath: 'status.podIP' } } },
+    // Kubernetes expands $(POD_IP) from the variable above.
+    ...ADVERTISED.filter((name) => !given.has(name)).map((name) => ({ name, value: '$(POD_IP)' })),
+    ...own.map(([name, value]) => ({ name, value })),
+  ];
+}
+
 /** Kubernetes names take lowercase letters, digits and '-'. */
 export const componentName = (service: string): string => service.toLowerCase().replaceAll('_', '-');
 
 /**
  * The `DynamoGraphDeployment` (nvidia.com/v1beta1) of a graph: one component per service, whose
- * pods run `dynamo-serve <graph> --service-name <Class>` on etcd + NATS, with the service's
- * workers as replicas and its resources as requests and limits. Throws `InvalidArgument` when
+ * pods run `dynamo-serve <graph> --service-name <Class>` on etcd + NATS, each advertising its pod
+ * IP, with the service's workers as replicas and its resources as requests and limits. Throws `InvalidArgument` when
  * the result breaks the resource's rules.
  */
 export function graphManifest(graph: ServiceGraph, services: readonly ResolvedService[], options: ManifestOptions): DynamoGraphDeployment {
@@ -43,7 +61,6 @@ export function graphManifest(graph: ServiceGraph, services: readonly ResolvedSe
     const port = Number(s.config.port ?? 8000);
     if (routes.length > 0 && port === 0)
       throw new InvalidArgument(`${s.name}: port 0 (any free port) cannot be exposed from a pod; set --${s.name}.port=PORT or a port in the config`);
-    const envs = Object.entries(s.envs).sort(([a], [b]) => a.localeCompare(b));
     return {
       name: componentName(s.name),
       type: spec.componentType,
@@ -57,7 +74,7 @@ export function graphManifest(graph: ServiceGraph, services: readonly ResolvedSe
               workingDir: options.workingDir,
               command: ['node_modules/.bin/dynamo-serve'],
               args: [options.graphRef, '--service-name', s.name],
-              ...(envs.length > 0 && { env: envs.map(([name, value]) => ({ name, value })) }),
+              env: podEnv(s.envs),
               ...(routes.length > 0 && { ports: [{ name: 'http', containerPort: port, protocol: 'TCP' as const }] }),
               resources: {
                 requests: { cpu: s.resources.cpu, memory: s.resources.memory },

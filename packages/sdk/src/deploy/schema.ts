@@ -5,7 +5,12 @@ import { z } from 'zod';
 // template with a `main` container that has an image.
 
 const quantity = z.string().regex(/^\d+(\.\d+)?(m|Ki|Mi|Gi|Ti|Pi|k|M|G|T|P)?$/, 'must be a Kubernetes quantity (e.g. 500m, 1, 16Gi)');
-const envVar = z.strictObject({ name: z.string().regex(/^[A-Za-z_][A-Za-z0-9_.-]*$/, 'must be an environment variable name'), value: z.string() });
+const envName = z.string().regex(/^[A-Za-z_][A-Za-z0-9_.-]*$/, 'must be an environment variable name');
+const envVar = z.union([
+  z.strictObject({ name: envName, value: z.string() }),
+  // The downward API: a field of the pod itself, such as its IP.
+  z.strictObject({ name: envName, valueFrom: z.strictObject({ fieldRef: z.strictObject({ fieldPath: z.string().min(1) }) }) }),
+]);
 const dnsLabel = z
   .string()
   .max(63)
