@@ -2,18 +2,23 @@
 // prompt (the sample engine's --follow-prompt), so a migrated answer must equal an unbroken one token
 // for token. Streamed completions run at a fixed concurrency while a driver kill -9s a random worker
 // every few seconds and starts a new one (then, in a second phase, replaces the workers one by one
-// with SIGTERM). Every answer is checked; the report gives requests, exact and inexact answers,
-// failures, migrations, kills and latency. Real processes, on file + tcp or etcd + NATS.
+// with SIGTERM). With --hosts every process runs on a host of its own (network namespaces, as
+// test/cluster) and a third phase cuts a random worker's host off the network and heals it. Every
+// answer is checked; the report gives requests, exact and inexact answers, failures, migrations,
+// disruptions and latency. Real processes, on file + tcp or etcd + NATS.
 import { writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 import { LocalModel, type Tokenizer } from '@dynamo/llm';
-import { formatHelp, parseFlags } from '@dynamo/runtime';
+import { formatHelp, InvalidArgument, parseFlags } from '@dynamo/runtime';
 import { z } from 'zod';
 
+import type { Child } from '@dynamo/testing/child';
+import { Cluster } from '@dynamo/testing/cluster';
 import { followIds, randomFirst, streamCompletion } from '@dynamo/testing/follow-prompt';
 import { Deployment, modelDir, SETUPS, waitForModel } from '@dynamo/testing/frontend-stack';
-import type { Child } from '@dynamo/testing/child';
+import { clusterUnsupported } from '@dynamo/testing/netns';
+import { loopback, type Placement } from '@dynamo/testing/placement';
 
 const MODEL = 'chaos';
 
@@ -25,30 +30,37 @@ const chaosFlags = {
   migrationLimit: { schema: z.coerce.number().int().min(0).max(100).default(3), description: "The frontend's --migration-limit", placeholder: 'N' },
   maxTokens: { schema: count(100_000).default(60), description: 'Tokens per answer', placeholder: 'N' },
   delayMs: { schema: z.coerce.number().min(0).max(10_000).default(20), description: "The workers' delay before each token", placeholder: 'MS' },
-  everyMinMs: { schema: count(3_600_000).default(2000), description: 'Shortest time between two kills (or replacements)', placeholder: 'MS' },
-  everyMaxMs: { schema: count(3_600_000).default(5000), description: 'Longest time between two kills (or replacements)', placeholder: 'MS' },
+  everyMinMs: { schema: count(3_600_000).default(2000), description: 'Shortest time between two disruptions', placeholder: 'MS' },
+  everyMaxMs: { schema: count(3_600_000).default(5000), description: 'Longest time between two disruptions', placeholder: 'MS' },
   phases: {
-    schema: z.enum(['both', 'kill', 'sigterm']).default('both'),
-    description: 'kill (kill -9 and restart), sigterm (rolling restart), or both, one after the other',
+    schema: z.enum(['all', 'kill', 'sigterm', 'partition']).default('all'),
+    description:
+      'kill (kill -9 and restart), sigterm (rolling restart), partition (a worker host cut off, then healed; --hosts only), or all of them, one after the other',
     placeholder: 'WHICH',
   },
   setup: {
-    schema: z.enum(['file', 'etcd']).default('file'),
-    description: 'file (file discovery + tcp, the embedded default) or etcd (etcd + NATS, servers started here)',
+    schema: z.enum(['file', 'etcd']).optional(),
+    description: 'file (file discovery + tcp, the embedded default) or etcd (etcd + NATS, servers started here) (default: file; etcd with --hosts)',
     placeholder: 'KIND',
   },
+  hosts: {
+    schema: z.boolean().default(false),
+    boolean: true,
+    description: 'Every process on a host of its own: etcd and NATS, the frontend, each worker (network namespaces; needs root, ip and nft)',
+  },
+  partitionMs: { schema: count(600_000).default(15_000), description: 'How long a partitioned worker host stays cut off', placeholder: 'MS' },
   json: { schema: z.string().optional(), description: 'Also write the report as JSON to this file', placeholder: 'PATH' },
 };
 
 /** The outcome of one phase. */
 export interface PhaseReport {
-  phase: 'kill' | 'sigterm';
+  phase: PhaseName;
   requests: number;
   exact: number;
   inexact: number;
   failed: number;
   migrations: number;
-  /** Workers killed (kill -9) or stopped (SIGTERM). */
+  /** Workers killed (kill -9) or stopped (SIGTERM), or worker hosts partitioned. */
   disruptions: number;
   p50Ms: number;
   p99Ms: number;
@@ -56,6 +68,9 @@ export interface PhaseReport {
   /** The first few failures and mismatches, to look at. */
   samples: string[];
 }
+
+type PhaseName = 'kill' | 'sigterm' | 'partition';
+type ChaosOptions = z.output<z.ZodObject<{ [K in keyof typeof chaosFlags]: (typeof chaosFlags)[K]['schema'] }>> & { setup: 'file' | 'etcd' };
 
 const percentile = (sorted: number[], p: number) => (sorted.length === 0 ? 0 : sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!);
 const between = (min: number, max: number) => min + Math.random() * Math.max(0, max - min);
@@ -69,21 +84,23 @@ const migrations = async (url: string) =>
   Number((await (await fetch(`${url}/metrics`)).text()).match(/^dynamo_frontend_model_migration_total\{[^}]*\} (\d+)/m)?.[1] ?? 0);
 
 /** Runs one phase: the requests, and beside them the driver that disrupts the workers. */
-async function phase(
-  name: 'kill' | 'sigterm',
-  options: z.output<z.ZodObject<{ [K in keyof typeof chaosFlags]: (typeof chaosFlags)[K]['schema'] }>>,
-  tokenizer: Tokenizer,
-): Promise<PhaseReport> {
-  const deployment = await Deployment.start(SETUPS.find((s) => s.discovery === options.setup)!, { DYN_FILE_KV_TTL_SECS: '2', DYN_LOG: 'error' });
-  const workers: Child[] = [];
-  const startWorker = () => {
-    const worker = deployment.sampleWorker(['--model-name', MODEL, '--component', MODEL, '--follow-prompt', '--delay-ms', String(options.delayMs)]);
-    workers.push(worker);
-    return worker;
+async function phase(name: PhaseName, options: ChaosOptions, tokenizer: Tokenizer): Promise<PhaseReport> {
+  // Worker slot i runs on host w<i>: a replacement starts where its predecessor ran.
+  const cluster = options.hosts ? await Cluster.create(['infra', 'fe', ...Array.from({ length: options.workers }, (_, i) => `w${i}`)]) : undefined;
+  const on = (host: string): Placement => cluster?.host(host) ?? loopback;
+  const deployment = await Deployment.start(SETUPS.find((s) => s.discovery === options.setup)!, { DYN_FILE_KV_TTL_SECS: '2', DYN_LOG: 'error' }, on('infra'));
+  const workers: Array<{ child: Child; slot: number }> = [];
+  const startWorker = (slot: number) => {
+    const child = deployment.sampleWorker(
+      ['--model-name', MODEL, '--component', MODEL, '--follow-prompt', '--delay-ms', String(options.delayMs)],
+      {},
+      on(`w${slot}`),
+    );
+    workers.push({ child, slot });
   };
   try {
-    for (let i = 0; i < options.workers; i++) startWorker();
-    const { url } = await deployment.frontend(['--migration-limit', String(options.migrationLimit)]);
+    for (let i = 0; i < options.workers; i++) startWorker(i);
+    const { url } = await deployment.frontend(['--migration-limit', String(options.migrationLimit)], {}, on('fe'));
     await waitForModel(url, MODEL, MODEL, options.workers, 120_000);
     const before = await migrations(url);
     const started = performance.now();
@@ -93,17 +110,26 @@ async function phase(
       while (running) {
         await new Promise((r) => setTimeout(r, between(options.everyMinMs, options.everyMaxMs)));
         if (!running) break;
+        if (name === 'partition') {
+          // The worker stays; its host drops off the network and comes back.
+          const host = cluster!.host(`w${Math.floor(Math.random() * options.workers)}`);
+          await host.partition();
+          await new Promise((r) => setTimeout(r, options.partitionMs));
+          await host.heal();
+          disruptions += 1;
+          continue;
+        }
         const victim = workers.splice(Math.floor(Math.random() * workers.length), 1)[0];
         if (!victim) continue;
         if (name === 'kill') {
-          victim.kill();
-          startWorker();
+          victim.child.kill();
+          startWorker(victim.slot);
         } else {
           // Rolling: the new worker serves before the old one leaves.
-          startWorker();
+          startWorker(victim.slot);
           await waitForModel(url, MODEL, MODEL, options.workers + 1, 60_000).catch(() => {});
-          victim.child.kill('SIGTERM');
-          await victim.exited;
+          victim.child.child.kill('SIGTERM');
+          await victim.child.exited;
         }
         disruptions += 1;
       }
@@ -150,6 +176,7 @@ async function phase(
     };
   } finally {
     await deployment.stop();
+    await cluster?.destroy();
   }
 }
 
@@ -157,22 +184,28 @@ async function phase(
 export async function chaos(argv: string[]): Promise<PhaseReport[]> {
   const parsed = parseFlags(chaosFlags, argv, {});
   if (parsed.help) {
-    process.stdout.write(formatHelp('pnpm chaos [options]', 'Kill and restart workers under load; check every streamed answer is exact.', chaosFlags));
+    process.stdout.write(formatHelp('pnpm chaos [options]', 'Kill, restart and cut off workers under load; check every streamed answer is exact.', chaosFlags));
     return [];
   }
-  const options = parsed.values;
+  const options: ChaosOptions = { ...parsed.values, setup: parsed.values.setup ?? (parsed.values.hosts ? 'etcd' : 'file') };
+  if (options.hosts) {
+    if (options.setup === 'file') throw new InvalidArgument('--hosts needs --setup etcd: file discovery is one machine’s');
+    const unsupported = await clusterUnsupported();
+    if (unsupported !== undefined) throw new InvalidArgument(`--hosts: ${unsupported}`);
+  } else if (options.phases === 'partition') throw new InvalidArgument('--phases partition needs --hosts: only a host of its own can be cut off');
   const tokenizer = await (await LocalModel.load(modelDir)).tokenizer();
   const reports: PhaseReport[] = [];
-  for (const name of options.phases === 'both' ? (['kill', 'sigterm'] as const) : [options.phases]) reports.push(await phase(name, options, tokenizer));
+  const names: PhaseName[] = options.phases === 'all' ? ['kill', 'sigterm', ...(options.hosts ? (['partition'] as const) : [])] : [options.phases];
+  for (const name of names) reports.push(await phase(name, options, tokenizer));
   const rows = reports.map(
     (r) =>
       `| ${r.phase} | ${r.requests} | ${r.exact} | ${r.inexact} | ${r.failed} | ${r.migrations} | ${r.disruptions} | ${r.p50Ms} | ${r.p99Ms} | ${r.seconds} |`,
   );
   process.stdout.write(
     [
-      `chaos: ${options.workers} workers, --migration-limit ${options.migrationLimit}, concurrency ${options.concurrency}, ${options.maxTokens} tokens ${options.delayMs} ms apart, ${options.setup === 'file' ? 'file + tcp' : 'etcd + NATS'}`,
+      `chaos: ${options.workers} workers, --migration-limit ${options.migrationLimit}, concurrency ${options.concurrency}, ${options.maxTokens} tokens ${options.delayMs} ms apart, ${options.setup === 'file' ? 'file + tcp' : 'etcd + NATS'}${options.hosts ? `, every process on a host of its own (partitions of ${options.partitionMs / 1000} s)` : ''}`,
       '',
-      '| phase | requests | exact | inexact | failed | migrations | workers killed / stopped | p50 ms | p99 ms | seconds |',
+      '| phase | requests | exact | inexact | failed | migrations | workers killed / stopped / hosts partitioned | p50 ms | p99 ms | seconds |',
       '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
       ...rows,
       ...reports.flatMap((r) => r.samples.map((s) => `${r.phase}: ${s}`)),
