@@ -22,7 +22,9 @@ deploySnapshotSuite(
     const frontend = dgd.spec.components[0]!.podTemplate.spec.containers[0]!;
     expect(frontend.ports).toEqual([{ name: 'http', containerPort: 8000, protocol: 'TCP' }]);
     expect(frontend.args).toEqual(['src/hello-world.ts#Frontend', '--service-name', 'Frontend']);
-    const config = JSON.parse(dgd.spec.env!.find((e) => e.name === 'DYN_DEPLOYMENT_CONFIG')!.value) as Record<string, Record<string, unknown>>;
+    const entry = dgd.spec.env!.find((e) => e.name === 'DYN_DEPLOYMENT_CONFIG');
+    if (!entry || !('value' in entry)) throw new Error('DYN_DEPLOYMENT_CONFIG is not set to a value');
+    const config = JSON.parse(entry.value) as Record<string, Record<string, unknown>>;
     expect(config.Middle).toEqual({ message: 'comet' });
   },
 );
