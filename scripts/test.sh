@@ -216,7 +216,7 @@ repeat_pass_run() {
   return $status
 }
 
-# Two lanes side by side, each running one test file at a time: the cross-package tests (test/:
+# Two lanes side by side (and the cluster lane below), each running one test file at a time: the cross-package tests (test/:
 # the interop matrix, clients, SmolLM2 through both frontends, chaos, the main job) and then the
 # repeat pass in one, every package and example in the other (about as long). The vitest runs
 # wait on processes far more than they compute (one lane leaves a core idle most of the time), and
@@ -230,18 +230,25 @@ lane() {
 }
 cross_package_lane() {
   local status=0
-  vitest_run "vitest, $v20: test/" node20-test "$node20" "${turbo_test[@]}" --filter=@dynamo/tests -- "${reporters[@]}" || status=1
+  vitest_run "vitest, $v20: test/" node20-test "$node20" "${turbo_test[@]}" --filter=@dynamo/tests -- --exclude 'cluster/**' "${reporters[@]}" || status=1
   vitest_run "vitest, Node 22: what can differ between Node versions" node22 "$node22" repeat_pass_run "${reporters[@]}" || status=1
   return $status
 }
 packages_lane() {
   vitest_run "vitest, $v20: packages and examples" node20 "$node20" "${turbo_test[@]}" --filter='!@dynamo/tests' -- "${reporters[@]}"
 }
+# The cluster suite (test/cluster/) is a third lane: it mostly waits out network timeouts (a lost
+# host's keep-alive, an etcd lease), so beside the other two it costs little and keeps it off theirs.
+cluster_lane() {
+  vitest_run "vitest, $v20: test/cluster/ (hosts on a bridge)" node20-cluster "$node20" pnpm --filter @dynamo/tests exec vitest run cluster/ "${reporters[@]}"
+}
 lane test cross_package_lane &
 lane_test=$!
+lane cluster cluster_lane &
+lane_cluster=$!
 lane packages packages_lane
-wait "$lane_test"
-vitest_status=$(( $(cat "$results/lane-test" 2>/dev/null || echo 1) + $(cat "$results/lane-packages" 2>/dev/null || echo 1) ))
+wait "$lane_test" "$lane_cluster"
+vitest_status=$(( $(cat "$results/lane-test" 2>/dev/null || echo 1) + $(cat "$results/lane-cluster" 2>/dev/null || echo 1) + $(cat "$results/lane-packages" 2>/dev/null || echo 1) ))
 
 step "waiting for the steps beside vitest" wait "$beside"
 echo "== cargo test, typecheck and the release binary (they ran beside the vitest runs)"
