@@ -240,7 +240,7 @@ packages_lane() {
 # The cluster suite (test/cluster/) is a third lane: it mostly waits out network timeouts (a lost
 # host's keep-alive, an etcd lease), so beside the other two it costs little and keeps it off theirs.
 cluster_lane() {
-  vitest_run "vitest, $v20: test/cluster/ (hosts on a bridge)" node20-cluster "$node20" pnpm --filter @dynamo/tests exec vitest run cluster/ "${reporters[@]}"
+  vitest_run "vitest, $v20: the cluster suite (hosts on a bridge)" node20-cluster "$node20" pnpm --filter @dynamo/tests exec vitest run cluster/ "${reporters[@]}"
 }
 lane test cross_package_lane &
 lane_test=$!
